@@ -1,0 +1,1 @@
+//! Quartet: a Kubernetes operator for four infrastructure services.
