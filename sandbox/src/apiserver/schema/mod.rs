@@ -1,10 +1,20 @@
 //! Custom-resource admission (pruning, defaulting, OpenAPI v3 schema validation, CEL rules),
 //! OpenAPI documents for discovery/explain, and server-side Table rendering.
 //!
-//! Pure functions over JSON values; the server (`apiserver::mod`) calls them. STUB: the
-//! signatures are the contract between the server and this module.
+//! Pure functions over JSON values; the server (`apiserver::mod`) calls them. The signatures
+//! are the contract between the server and this module. Wording of errors follows
+//! kube-apiserver v1.33 (apimachinery `field.Error`, kube-openapi `validate`).
+
+mod cel;
+mod crd;
+pub mod errors;
+mod formats;
+mod metadata;
+mod structural;
 
 use serde_json::Value;
+
+pub use errors::{go_quote, go_value};
 
 /// One invalid field, worded like kube-apiserver's `field.Error`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,7 +32,9 @@ pub struct FieldError {
 #[derive(Clone, Debug, Default)]
 pub struct Admission {
     /// Paths of fields pruned because the schema does not declare them (for `fieldValidation`
-    /// Strict: error; Warn: `Warning` header; Ignore: silently dropped).
+    /// Strict: error; Warn: `Warning` header; Ignore: silently dropped), written as kube-apiserver
+    /// prints them inside `unknown field "<path>"`: `spec.foo`, `spec.items[0].bar`,
+    /// `metadata.foo` (no leading dot).
     pub unknown_fields: Vec<String>,
 }
 
@@ -30,31 +42,111 @@ pub struct Admission {
 /// version `version` of `crd` (a stored `CustomResourceDefinition` object), in kube-apiserver's
 /// order: prune unknown fields, apply schema defaults, validate against the schema, evaluate
 /// `x-kubernetes-validations` rules (transition rules see `old`). `obj` is modified in place.
+///
+/// Differences from kube-apiserver: validation ratcheting (unchanged invalid fields passing on
+/// update) is not implemented; transition rules inside lists correlate items by index.
 pub fn admit_custom_resource(
     crd: &Value,
     version: &str,
     obj: &mut Value,
     old: Option<&Value>,
 ) -> Result<Admission, Vec<FieldError>> {
-    let _ = (crd, version, obj, old);
-    Ok(Admission::default())
+    let schema = version_schema(crd, version).cloned().unwrap_or_else(
+        || serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    );
+    let mut admission = Admission::default();
+    structural::prune(&schema, obj, "", true, &mut admission.unknown_fields);
+    structural::drop_non_nullable_nulls(&schema, obj);
+    structural::apply_defaults(&schema, obj);
+
+    let mut errs = Vec::new();
+    errs.extend(validate_type_meta(crd, version, obj));
+    errs.extend(metadata::validate(&schema, obj));
+    structural::validate(&schema, obj, "", &mut errs);
+    structural::validate_list_types(&schema, obj, "", &mut errs);
+    if cel::has_rules(&schema) {
+        if let Some(blocking) = blocking_error(&errs) {
+            errs.push(blocking);
+        } else {
+            errs.extend(cel::evaluate(&schema, obj, old));
+        }
+    }
+    if errs.is_empty() {
+        Ok(admission)
+    } else {
+        Err(errs)
+    }
+}
+
+/// `hasBlockingErr`: CEL rules are skipped when the object already has type, required, enum,
+/// length or count errors, and this error says so.
+fn blocking_error(errs: &[FieldError]) -> Option<FieldError> {
+    let blocking = [
+        errors::NOT_SUPPORTED,
+        errors::REQUIRED,
+        errors::TOO_LONG,
+        errors::TOO_MANY,
+        errors::TYPE_INVALID,
+    ];
+    errs.iter().any(|e| blocking.contains(&e.reason)).then(|| {
+        FieldError::invalid(
+            "<nil>",
+            &Value::Null,
+            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+        )
+    })
+}
+
+/// `customResourceValidator.ValidateTypeMeta`.
+fn validate_type_meta(crd: &Value, version: &str, obj: &Value) -> Vec<FieldError> {
+    let group = crd["spec"]["group"].as_str().unwrap_or("");
+    let kind = crd["spec"]["names"]["kind"].as_str().unwrap_or("");
+    let mut errs = Vec::new();
+    let got_kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    if got_kind != kind {
+        errs.push(FieldError::invalid(
+            "kind",
+            &Value::String(got_kind.into()),
+            &format!("must be {kind}"),
+        ));
+    }
+    let want = format!("{group}/{version}");
+    let got = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if got != want {
+        errs.push(FieldError::invalid(
+            "apiVersion",
+            &Value::String(got.into()),
+            &format!("must be {want}"),
+        ));
+    }
+    errs
+}
+
+/// `spec.versions[name=version].schema.openAPIV3Schema` of a CRD.
+pub fn version_schema<'a>(crd: &'a Value, version: &str) -> Option<&'a Value> {
+    crd["spec"]["versions"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"].as_str() == Some(version))
+        .and_then(|v| v.get("schema"))
+        .and_then(|s| s.get("openAPIV3Schema"))
+        .filter(|s| s.is_object())
 }
 
 /// Check a CRD before it is stored (structural schema, names, versions). Errors name the field.
 pub fn validate_crd(crd: &Value) -> Result<(), Vec<FieldError>> {
-    let _ = crd;
-    Ok(())
+    let errs = crd::validate(crd);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs)
+    }
 }
 
 /// The 422 `Status` body kube-apiserver returns for invalid objects:
 /// `<Kind>.<group> "<name>" is invalid: [<field>: <message>, ...]` with `details.causes`.
 pub fn invalid_status(kind: &str, group: &str, name: &str, errors: &[FieldError]) -> Value {
-    let _ = errors;
-    serde_json::json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": format!("{kind}.{group} \"{name}\" is invalid"),
-        "reason": "Invalid", "details": {"name": name, "group": group, "kind": kind}, "code": 422
-    })
+    errors::invalid_status(kind, group, name, errors)
 }
 
 /// `GET /openapi/v2` (Swagger 2.0) covering the built-in kinds served and every served CRD version.
