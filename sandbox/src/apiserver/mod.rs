@@ -1,10 +1,90 @@
-//! A development Kubernetes API server (in the spirit of controller-runtime's envtest).
-//! NOT a production server. Filled in by issue 2.
+//! A development Kubernetes API server, in the spirit of controller-runtime's envtest.
+//!
+//! **It is not a production server**: no TLS, one bearer token, no RBAC, no admission webhooks,
+//! no conversion webhooks, state in memory (optionally snapshotted to a directory). It exists so
+//! Quartet's controllers and manifests can be tested with the real `kubectl` and kube-rs.
+//!
+//! # What is implemented
+//! * HTTP on loopback with bearer-token auth (401 `Status` when the token is missing or wrong;
+//!   `/version`, `/healthz`, `/livez`, `/readyz` are public as on a real cluster).
+//! * Discovery: `/version` (v1.33, so Google's kubectl dispatcher picks kubectl 1.33), `/api`,
+//!   `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}`, and aggregated discovery
+//!   (`apidiscovery.k8s.io/v2` and `v2beta1`) when the Accept header asks for it.
+//!   OpenAPI v2/v3 documents, custom-resource validation and Table rendering come from
+//!   [`schema`].
+//! * Built-in kinds: namespaces (`default`, `kube-system`, `kube-public`, `kube-node-lease`
+//!   exist at start; each gets a `default` ServiceAccount), secrets, configmaps, events (core/v1
+//!   and events.k8s.io/v1, stored separately), serviceaccounts, leases, and
+//!   customresourcedefinitions. A CRD is served as soon as it is created (its status gets the
+//!   `NamesAccepted` and `Established` conditions); deleting it deletes its objects, then stops
+//!   serving the kind.
+//! * Verbs: get; list with `labelSelector`, `fieldSelector` (metadata.name, metadata.namespace
+//!   and a few per-kind fields), `limit`/`continue`; watch (`?watch=true` and `/watch/` paths)
+//!   with `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`, `sendInitialEvents`, and a
+//!   410 `Expired` ERROR event for a resourceVersion older than the kept history; create
+//!   (generateName, uid, creationTimestamp, generation, resourceVersion); update with 409 on a
+//!   stale resourceVersion; patch: merge, JSON patch, strategic merge (built-ins only, as on a
+//!   real server: custom resources answer 415) and server-side apply with `managedFields`,
+//!   conflicts and `force`; delete with finalizers, preconditions, `propagationPolicy`, and
+//!   garbage collection through ownerReferences; deletecollection; `dryRun=All`;
+//!   `fieldValidation` (Strict/Warn/Ignore) for unknown fields.
+//! * Status subresource semantics: writes to the main resource ignore `status`, writes to
+//!   `/status` change only `status`; `metadata.generation` is bumped only by changes outside
+//!   metadata and status. No-op writes do not bump the resourceVersion.
+//!
+//! # What differs from a real kube-apiserver
+//! * One resourceVersion counter for everything, kept history of 20 000 events; list
+//!   `continue` tokens resume from the last key with current data (no snapshot reads);
+//!   `resourceVersionMatch` is ignored.
+//! * Garbage collection, namespace termination and CRD instance cleanup run synchronously
+//!   after each write instead of in a controller manager.
+//! * Structured merge for server-side apply follows the CRD schema's list types; built-in kinds
+//!   know only the metadata list types (`ownerReferences`, `finalizers`). Field sets mark
+//!   `"."` for every non-leaf member, which real servers do only for maps and list items.
+//! * Strategic merge patch knows the merge keys of our built-in kinds only.
+//! * core/v1 and events.k8s.io/v1 events are stored separately (no conversion between them).
+//! * No authorization: the one token may do everything. No pods, services or other kinds.
+//!
+//! # Using it from a test
+//! ```no_run
+//! # async fn t() -> anyhow::Result<()> {
+//! use quartet_sandbox::apiserver::{ApiServer, ApiServerOptions};
+//! let server = ApiServer::start(ApiServerOptions::default()).await?;
+//! let client: kube::Client = server.client().await?;
+//! let dir = std::env::temp_dir().join("kc");
+//! std::fs::create_dir_all(&dir)?;
+//! server.write_kubeconfig(&dir.join("config"))?; // for `kubectl --kubeconfig ...`
+//! server.expire_watches(); // make every watcher relist (410 Gone)
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+//! Give each kubectl invocation its own `--cache-dir` (ports get reused between tests and
+//! kubectl caches discovery per host:port).
 
+mod error;
+mod fields;
+mod gc;
+mod http;
+mod ops;
+mod patch;
+mod registry;
 pub mod schema;
+mod selector;
+mod store;
+mod watch;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::admin::Admin;
+use http::Shared;
+use store::State;
 
 #[derive(Clone, Debug)]
 pub struct ApiServerOptions {
@@ -26,16 +106,85 @@ impl Default for ApiServerOptions {
     }
 }
 
-/// A running API server.
+/// A running API server. Call [`ApiServer::shutdown`] to stop it (dropping it leaves it running).
 pub struct ApiServer {
     url: String,
     token: String,
+    shared: Arc<Shared>,
+    admin: Arc<Admin>,
+    tasks: Vec<JoinHandle<()>>,
 }
+
+/// The namespaces a fresh cluster has.
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 impl ApiServer {
     pub async fn start(opts: ApiServerOptions) -> anyhow::Result<Self> {
-        let _ = opts;
-        anyhow::bail!("dev API server not implemented yet")
+        let mut state = State::new();
+        if let Some(dir) = &opts.state_dir {
+            let p = store::snapshot_path(dir);
+            if p.exists() {
+                let raw = std::fs::read(&p)?;
+                let snap: serde_json::Value = serde_json::from_slice(&raw)
+                    .map_err(|e| anyhow::anyhow!("apiserver snapshot {}: {e}", p.display()))?;
+                state.load(&snap);
+            }
+        }
+        let ns_key = (String::new(), "namespaces".to_string());
+        for ns in INITIAL_NAMESPACES {
+            if state.get(&ns_key, "", ns).is_none() {
+                state.put(
+                    &ns_key,
+                    json!({
+                        "apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": ops::now(),
+                                     "labels": {"kubernetes.io/metadata.name": ns}},
+                        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}
+                    }),
+                );
+                ops::create_default_service_account(&mut state, ns);
+            }
+        }
+
+        let listener = TcpListener::bind(opts.addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("apiserver: cannot listen on {}: {e}", opts.addr))?;
+        let local = listener.local_addr()?;
+        let (stop, _) = tokio::sync::watch::channel(0u64);
+        let shared = Arc::new(Shared {
+            state: Arc::new(Mutex::new(state)),
+            token: opts.token.clone(),
+            addr: local.to_string(),
+            state_dir: opts.state_dir.clone(),
+            stop,
+        });
+        let admin = Arc::new(Admin::default());
+        let router = axum::Router::new()
+            .fallback(http::handle)
+            .with_state(shared.clone());
+        let app = crate::admin::wrap("apiserver", router, admin.clone());
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app.into_make_service()).await {
+                tracing::error!(error = %e, "apiserver listener stopped");
+            }
+        }));
+        if shared.state_dir.is_some() {
+            let sh = shared.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    save(&sh);
+                }
+            }));
+        }
+        Ok(Self {
+            url: format!("http://{local}"),
+            token: opts.token,
+            shared,
+            admin,
+            tasks,
+        })
     }
 
     /// `http://127.0.0.1:port`
@@ -45,6 +194,11 @@ impl ApiServer {
 
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// The request log and fault injection of this listener (`/_sandbox/`).
+    pub fn admin(&self) -> &Arc<Admin> {
+        &self.admin
     }
 
     /// A kubeconfig (YAML) that kubectl and kube::Client accept, context `quartet-dev`.
@@ -57,5 +211,53 @@ impl ApiServer {
 
     pub fn write_kubeconfig(&self, path: &std::path::Path) -> std::io::Result<()> {
         std::fs::write(path, self.kubeconfig())
+    }
+
+    /// A kube-rs client for this server (default namespace `default`).
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig())?;
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?;
+        Ok(kube::Client::try_from(cfg)?)
+    }
+
+    /// Simulate etcd compaction: forget the watch history and end every open watch, so clients
+    /// re-watch from their last resourceVersion, get 410 Gone, and relist.
+    pub fn expire_watches(&self) {
+        if let Ok(mut st) = self.shared.state.lock() {
+            st.compact();
+        }
+        self.shared.stop.send_modify(|g| *g += 1);
+    }
+
+    /// The current resourceVersion of the whole store.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.state.lock().map(|s| s.rv).unwrap_or_default()
+    }
+
+    /// Stop serving, end watches, and write a final snapshot.
+    pub async fn shutdown(self) {
+        self.shared.stop.send_modify(|g| *g += 1);
+        for t in &self.tasks {
+            t.abort();
+        }
+        save(&self.shared);
+    }
+}
+
+/// Write the snapshot if anything changed since the last one.
+fn save(sh: &Shared) {
+    let Some(dir) = &sh.state_dir else { return };
+    let snap = {
+        let Ok(mut st) = sh.state.lock() else { return };
+        if !st.dirty {
+            return;
+        }
+        st.dirty = false;
+        st.snapshot()
+    };
+    if let Err(e) = store::write_snapshot(dir, &snap) {
+        tracing::error!(error = %e, dir = %dir.display(), "apiserver snapshot failed");
     }
 }

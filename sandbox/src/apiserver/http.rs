@@ -1,0 +1,579 @@
+//! HTTP front: bearer-token auth, URL routing (discovery, OpenAPI, resource paths), content
+//! negotiation (Table, PartialObjectMetadata, aggregated discovery) and response rendering.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State as AxState};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use percent_encoding::percent_decode_str;
+use serde_json::{json, Value};
+
+use super::error::{json_response, ApiError};
+use super::gc;
+use super::ops::{self, Ctx, DeleteOpts, FieldValidation, Outcome};
+use super::patch::{self, PatchType};
+use super::registry::ResourceInfo;
+use super::schema;
+use super::store::State;
+use super::watch::{self, Render};
+
+/// What every request handler shares.
+pub struct Shared {
+    pub state: Arc<Mutex<State>>,
+    pub token: String,
+    pub addr: String,
+    pub state_dir: Option<PathBuf>,
+    /// Bumped to end every open watch.
+    pub stop: tokio::sync::watch::Sender<u64>,
+}
+
+const BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+pub fn parse_query(q: Option<&str>) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for pair in q.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let dec = |s: &str| {
+            percent_decode_str(&s.replace('+', " "))
+                .decode_utf8_lossy()
+                .to_string()
+        };
+        out.insert(dec(k), dec(v));
+    }
+    out
+}
+
+/// One media range of an Accept header with its parameters.
+struct MediaRange {
+    params: HashMap<String, String>,
+}
+
+fn accept_ranges(headers: &HeaderMap) -> Vec<MediaRange> {
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    accept
+        .split(',')
+        .map(|r| {
+            let mut parts = r.split(';');
+            let _mime = parts.next();
+            let params = parts
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .collect();
+            MediaRange { params }
+        })
+        .collect()
+}
+
+/// What representation the client asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum As {
+    Object,
+    Table,
+    Partial,
+}
+
+fn wanted(headers: &HeaderMap) -> As {
+    for r in accept_ranges(headers) {
+        match r.params.get("as").map(String::as_str) {
+            Some("Table") if r.params.get("g").map(String::as_str) == Some("meta.k8s.io") => {
+                return As::Table
+            }
+            Some("PartialObjectMetadata") | Some("PartialObjectMetadataList") => {
+                return As::Partial
+            }
+            None => return As::Object,
+            _ => {}
+        }
+    }
+    As::Object
+}
+
+/// `Some("apidiscovery.k8s.io/v2")` when aggregated discovery is acceptable.
+fn wants_aggregated(headers: &HeaderMap) -> Option<&'static str> {
+    for r in accept_ranges(headers) {
+        if r.params.get("as").map(String::as_str) == Some("APIGroupDiscoveryList")
+            && r.params.get("g").map(String::as_str) == Some("apidiscovery.k8s.io")
+        {
+            match r.params.get("v").map(String::as_str) {
+                Some("v2") => return Some("v2"),
+                Some("v2beta1") => return Some("v2beta1"),
+                _ => {}
+            }
+        } else if !r.params.contains_key("as") {
+            return None;
+        }
+    }
+    None
+}
+
+fn user_agent_manager(headers: &HeaderMap) -> String {
+    let ua = headers
+        .get("user-agent")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let m: String = ua
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(128)
+        .collect();
+    if m.is_empty() {
+        "unknown".into()
+    } else {
+        m
+    }
+}
+
+fn lock(sh: &Shared) -> Result<std::sync::MutexGuard<'_, State>, ApiError> {
+    sh.state
+        .lock()
+        .map_err(|_| ApiError::internal("state lock poisoned"))
+}
+
+/// The single entry point: every path goes through here.
+pub async fn handle(AxState(sh): AxState<Arc<Shared>>, req: Request) -> Response {
+    match handle_inner(&sh, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn authorized(sh: &Shared, headers: &HeaderMap) -> bool {
+    let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let Some((scheme, tok)) = v.split_once(' ') else {
+        return false;
+    };
+    scheme.eq_ignore_ascii_case("bearer") && tok.trim() == sh.token
+}
+
+async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiError> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = parse_query(req.uri().query());
+    let headers = req.headers().clone();
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| percent_decode_str(s).decode_utf8_lossy().to_string())
+        .collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+
+    // Public info, as with the real server's system:public-info-viewer role.
+    match segs.as_slice() {
+        ["version"] => return Ok(json_response(StatusCode::OK, &version())),
+        ["healthz"] | ["livez"] | ["readyz"] => return Ok((StatusCode::OK, "ok").into_response()),
+        _ => {}
+    }
+    if !authorized(sh, &headers) {
+        return Err(ApiError::unauthorized());
+    }
+    let body = axum::body::to_bytes(req.into_body(), BODY_LIMIT)
+        .await
+        .map_err(|e| ApiError::new(413, "RequestEntityTooLarge", e.to_string()))?;
+
+    match segs.as_slice() {
+        ["api"] => {
+            if let Some(v) = wants_aggregated(&headers) {
+                let doc = lock(sh)?
+                    .registry
+                    .aggregated(true, &format!("apidiscovery.k8s.io/{v}"));
+                return Ok(aggregated_response(&doc, v));
+            }
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": sh.addr}]}),
+            ))
+        }
+        ["apis"] => {
+            let st = lock(sh)?;
+            if let Some(v) = wants_aggregated(&headers) {
+                let doc = st
+                    .registry
+                    .aggregated(false, &format!("apidiscovery.k8s.io/{v}"));
+                return Ok(aggregated_response(&doc, v));
+            }
+            Ok(json_response(StatusCode::OK, &st.registry.group_list()))
+        }
+        ["api", "v1"] => {
+            let st = lock(sh)?;
+            Ok(json_response(
+                StatusCode::OK,
+                &st.registry
+                    .resource_list("", "v1")
+                    .ok_or_else(ApiError::no_route)?,
+            ))
+        }
+        ["apis", g] => {
+            let st = lock(sh)?;
+            Ok(json_response(
+                StatusCode::OK,
+                &st.registry.group(g).ok_or_else(ApiError::no_route)?,
+            ))
+        }
+        ["apis", g, v] => {
+            let st = lock(sh)?;
+            Ok(json_response(
+                StatusCode::OK,
+                &st.registry
+                    .resource_list(g, v)
+                    .ok_or_else(ApiError::no_route)?,
+            ))
+        }
+        ["openapi", "v2"] => {
+            let crds = lock(sh)?.crds();
+            Ok(json_response(StatusCode::OK, &schema::openapi_v2(&crds)))
+        }
+        ["openapi", "v3"] => {
+            let crds = lock(sh)?.crds();
+            Ok(json_response(
+                StatusCode::OK,
+                &schema::openapi_v3_index(&crds),
+            ))
+        }
+        ["openapi", "v3", rest @ ..] => {
+            let gv = match rest {
+                ["api", v] => v.to_string(),
+                ["apis", g, v] => format!("{g}/{v}"),
+                _ => return Err(ApiError::no_route()),
+            };
+            let crds = lock(sh)?.crds();
+            let doc =
+                schema::openapi_v3_group_version(&crds, &gv).ok_or_else(ApiError::no_route)?;
+            Ok(json_response(StatusCode::OK, &doc))
+        }
+        ["api", "v1", rest @ ..] => resource(sh, &method, "", "v1", rest, query, &headers, &body),
+        ["apis", g, v, rest @ ..] => resource(sh, &method, g, v, rest, query, &headers, &body),
+        _ => Err(ApiError::no_route()),
+    }
+}
+
+fn aggregated_response(doc: &Value, v: &str) -> Response {
+    let mut r = json_response(StatusCode::OK, doc);
+    if let Ok(ct) = HeaderValue::from_str(&format!(
+        "application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"
+    )) {
+        r.headers_mut().insert("content-type", ct);
+    }
+    r
+}
+
+/// `/version`: a v1.33 server, so Google's kubectl dispatcher picks kubectl 1.33.
+pub fn version() -> Value {
+    json!({
+        "major": "1", "minor": "33", "emulationMajor": "1", "emulationMinor": "33",
+        "minCompatibilityMajor": "1", "minCompatibilityMinor": "32",
+        "gitVersion": "v1.33.0-quartet-dev", "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean", "buildDate": "2025-04-23T00:00:00Z", "goVersion": "go1.24.2",
+        "compiler": "gc", "platform": "linux/amd64"
+    })
+}
+
+/// Parsed resource URL.
+struct Target {
+    info: ResourceInfo,
+    ns: String,
+    name: Option<String>,
+    sub: Option<String>,
+    watch: bool,
+}
+
+fn target(st: &State, group: &str, version: &str, rest: &[&str]) -> Result<Target, ApiError> {
+    let (watch, rest) = match rest.first() {
+        Some(&"watch") => (true, &rest[1..]),
+        _ => (false, rest),
+    };
+    let (ns, resource, name, sub) = match rest {
+        ["namespaces", ns, r, tail @ ..]
+            if !(group.is_empty() && tail.is_empty() && (*r == "status" || *r == "finalize")) =>
+        {
+            (
+                ns.to_string(),
+                *r,
+                tail.first().map(|s| s.to_string()),
+                tail.get(1).map(|s| s.to_string()),
+            )
+        }
+        [r, tail @ ..] => (
+            String::new(),
+            *r,
+            tail.first().map(|s| s.to_string()),
+            tail.get(1).map(|s| s.to_string()),
+        ),
+        [] => return Err(ApiError::no_route()),
+    };
+    let too_long = match rest {
+        ["namespaces", _, r, tail @ ..] if ns.as_str() != "" && *r == resource => tail.len() > 2,
+        [_, tail @ ..] => tail.len() > 2,
+        _ => false,
+    };
+    if too_long {
+        return Err(ApiError::no_route());
+    }
+    let info = st
+        .registry
+        .get(group, resource)
+        .filter(|i| i.versions.iter().any(|v| v == version))
+        .cloned()
+        .ok_or_else(ApiError::no_route)?;
+    if !ns.is_empty() && !info.namespaced {
+        return Err(ApiError::no_route());
+    }
+    if let Some(s) = &sub {
+        let ok = (s == "status" && info.status_subresource)
+            || (s == "finalize" && info.plural == "namespaces" && info.group.is_empty());
+        if !ok {
+            return Err(ApiError::no_route());
+        }
+    }
+    Ok(Target {
+        info,
+        ns,
+        name,
+        sub,
+        watch,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn resource(
+    sh: &Arc<Shared>,
+    method: &Method,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    query: HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let mut st = lock(sh)?;
+    let t = target(&st, group, version, rest)?;
+    let validation = match query.get("fieldValidation").map(String::as_str) {
+        Some("Strict") => FieldValidation::Strict,
+        Some("Ignore") => FieldValidation::Ignore,
+        Some("Warn") | Some("") | None => FieldValidation::Warn,
+        Some(other) => return Err(ApiError::bad_request(format!(
+            "fieldValidation parameter unsupported: {other}. Valid values are Strict, Warn, Ignore"
+        ))),
+    };
+    let ctx = Ctx {
+        info: t.info.clone(),
+        version: version.to_string(),
+        ns: t.ns.clone(),
+        sub: t.sub.clone(),
+        manager: query
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .cloned()
+            .unwrap_or_else(|| user_agent_manager(headers)),
+        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+        validation,
+        query: query.clone(),
+    };
+    let as_ = wanted(headers);
+    let crd = ctx.info.crd.as_ref().and_then(|n| st.crd(n)).cloned();
+    let info = ctx.info.clone();
+    let render_one = {
+        let info = info.clone();
+        let version = version.to_string();
+        let include = query
+            .get("includeObject")
+            .cloned()
+            .unwrap_or_else(|| "Metadata".into());
+        let as_ = as_.clone();
+        move |o: &Value| -> Value {
+            match as_ {
+                As::Table => schema::table(
+                    crd.as_ref(),
+                    &version,
+                    &info.plural,
+                    std::slice::from_ref(o),
+                    json!({}),
+                    &include,
+                ),
+                As::Partial => partial(o),
+                As::Object => o.clone(),
+            }
+        }
+    };
+    let is_watch = t.watch || query.get("watch").is_some_and(|w| w == "true" || w == "1");
+
+    let out: Result<Response, ApiError> = match (method.as_str(), &t.name) {
+        ("GET", None) if is_watch => {
+            drop(st);
+            let render: Render = Arc::new(render_one);
+            return watch::watch(&sh.state, ctx, sh.stop.subscribe(), render);
+        }
+        ("GET", Some(name)) if is_watch => {
+            let mut ctx = ctx;
+            let fs = match ctx.query.get("fieldSelector").filter(|f| !f.is_empty()) {
+                Some(f) => format!("{f},metadata.name={name}"),
+                None => format!("metadata.name={name}"),
+            };
+            ctx.query.insert("fieldSelector".into(), fs);
+            drop(st);
+            let render: Render = Arc::new(render_one);
+            return watch::watch(&sh.state, ctx, sh.stop.subscribe(), render);
+        }
+        ("GET", None) => {
+            let (items, meta) = ops::list(&st, &ctx)?;
+            let body = match as_ {
+                As::Table => {
+                    let crd = ctx.info.crd.as_ref().and_then(|n| st.crd(n)).cloned();
+                    let include = query
+                        .get("includeObject")
+                        .cloned()
+                        .unwrap_or_else(|| "Metadata".into());
+                    schema::table(crd.as_ref(), version, &info.plural, &items, meta, &include)
+                }
+                As::Partial => json!({
+                    "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+                    "items": items.iter().map(partial).collect::<Vec<_>>(),
+                }),
+                As::Object => {
+                    json!({"kind": info.list_kind, "apiVersion": info.api_version(version), "metadata": meta, "items": items})
+                }
+            };
+            Ok(json_response(StatusCode::OK, &body))
+        }
+        ("GET", Some(name)) => {
+            let obj = st
+                .get(&info.key(), &ctx.ns, name)
+                .ok_or_else(|| ApiError::not_found(&info.plural, &info.group, name))?;
+            let obj = ops::output(&info, version, obj);
+            let body = match as_ {
+                As::Table => {
+                    let crd = ctx.info.crd.as_ref().and_then(|n| st.crd(n)).cloned();
+                    let include = query
+                        .get("includeObject")
+                        .cloned()
+                        .unwrap_or_else(|| "Metadata".into());
+                    let meta =
+                        json!({"resourceVersion": obj["metadata"]["resourceVersion"].clone()});
+                    schema::table(
+                        crd.as_ref(),
+                        version,
+                        &info.plural,
+                        std::slice::from_ref(&obj),
+                        meta,
+                        &include,
+                    )
+                }
+                As::Partial => partial(&obj),
+                As::Object => obj,
+            };
+            Ok(json_response(StatusCode::OK, &body))
+        }
+        ("POST", None) => {
+            if info.namespaced && ctx.ns.is_empty() {
+                return Err(ApiError::no_route());
+            }
+            let obj = parse_body(body)?;
+            let o = ops::create(&mut st, &ctx, obj, false)?;
+            gc::sweep(&mut st);
+            Ok(outcome(o))
+        }
+        ("PUT", Some(name)) => {
+            let obj = parse_body(body)?;
+            let o = ops::update(&mut st, &ctx, name, obj)?;
+            gc::sweep(&mut st);
+            Ok(outcome(o))
+        }
+        ("PATCH", Some(name)) => {
+            let ct = headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let ptype = PatchType::from_content_type(ct)
+                .ok_or_else(|| patch::unsupported(info.is_custom()))?;
+            let o = ops::patch(&mut st, &ctx, name, ptype, body)?;
+            gc::sweep(&mut st);
+            Ok(outcome(o))
+        }
+        ("DELETE", Some(name)) => {
+            if ctx.sub.is_some() {
+                return Err(ApiError::method_not_allowed());
+            }
+            let opts = DeleteOpts::parse(body, &query)?;
+            let res = ops::delete_object(&mut st, &info, &ctx.ns, name, &opts, ctx.dry_run)?;
+            gc::sweep(&mut st);
+            let obj = res.unwrap_or_default();
+            let still_there = st.get(&info.key(), &ctx.ns, name).is_some();
+            if info.return_deleted_object || still_there {
+                Ok(json_response(
+                    StatusCode::OK,
+                    &ops::output(&info, version, &obj),
+                ))
+            } else {
+                let mut details = json!({"name": name, "kind": info.plural, "uid": obj["metadata"]["uid"].clone()});
+                if !info.group.is_empty() {
+                    details["group"] = json!(info.group);
+                }
+                Ok(json_response(
+                    StatusCode::OK,
+                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+                ))
+            }
+        }
+        ("DELETE", None) => {
+            let opts = DeleteOpts::parse(body, &query)?;
+            let (items, meta) = ops::list(&st, &ctx)?;
+            let mut deleted = Vec::new();
+            for it in items {
+                let ns = it["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let name = it["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                if let Ok(Some(o)) =
+                    ops::delete_object(&mut st, &info, &ns, &name, &opts, ctx.dry_run)
+                {
+                    deleted.push(ops::output(&info, version, &o));
+                }
+            }
+            gc::sweep(&mut st);
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({"kind": info.list_kind, "apiVersion": info.api_version(version), "metadata": meta, "items": deleted}),
+            ))
+        }
+        _ => Err(ApiError::method_not_allowed()),
+    };
+    out
+}
+
+fn partial(o: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"].clone()})
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        return Ok(v);
+    }
+    let y: serde_yaml::Value = serde_yaml::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the object provided is unrecognized: {e}")))?;
+    serde_json::to_value(y).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+fn outcome(o: Outcome) -> Response {
+    let code = StatusCode::from_u16(o.code).unwrap_or(StatusCode::OK);
+    let mut r = json_response(code, &o.obj);
+    for w in o.warnings {
+        let quoted = serde_json::to_string(&w).unwrap_or_default();
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - {quoted}")) {
+            r.headers_mut().append("warning", v);
+        }
+    }
+    r
+}

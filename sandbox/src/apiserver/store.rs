@@ -1,0 +1,240 @@
+//! In-memory object storage with one cluster-wide resourceVersion counter (like etcd's revision),
+//! a bounded event history for watches (older resourceVersions are "compacted": 410 Gone), and
+//! snapshots to a directory so a restart keeps objects and resourceVersions stay monotonic.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use super::registry::{Registry, ResKey};
+
+/// Events kept for watches resuming from an older resourceVersion.
+const HISTORY: usize = 20_000;
+
+/// One change, as watches see it.
+#[derive(Debug)]
+pub struct Event {
+    pub rv: u64,
+    pub key: ResKey,
+    pub ns: String,
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub etype: &'static str,
+    pub obj: Value,
+    /// The object before the change (for selector transitions).
+    pub old: Option<Value>,
+}
+
+pub type ObjKey = (String, String);
+
+pub struct State {
+    pub rv: u64,
+    /// Watches must start at or after this resourceVersion.
+    pub compacted: u64,
+    pub objects: HashMap<ResKey, BTreeMap<ObjKey, Value>>,
+    pub history: VecDeque<Arc<Event>>,
+    pub registry: Registry,
+    pub tx: broadcast::Sender<Arc<Event>>,
+    pub dirty: bool,
+}
+
+pub fn ns_of(obj: &Value) -> String {
+    obj["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+pub fn name_of(obj: &Value) -> String {
+    obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+pub fn rv_of(obj: &Value) -> u64 {
+    obj["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+impl State {
+    pub fn new() -> Self {
+        let (tx, _) = broadcast::channel(8192);
+        Self {
+            rv: 1,
+            compacted: 0,
+            objects: HashMap::new(),
+            history: VecDeque::new(),
+            registry: Registry::new(),
+            tx,
+            dirty: false,
+        }
+    }
+
+    pub fn get(&self, key: &ResKey, ns: &str, name: &str) -> Option<&Value> {
+        self.objects
+            .get(key)?
+            .get(&(ns.to_string(), name.to_string()))
+    }
+
+    pub fn list(&self, key: &ResKey, ns: Option<&str>) -> Vec<&Value> {
+        let Some(m) = self.objects.get(key) else {
+            return vec![];
+        };
+        m.iter()
+            .filter(|((n, _), _)| ns.is_none_or(|want| want == n))
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    fn emit(&mut self, ev: Event) {
+        let ev = Arc::new(ev);
+        self.history.push_back(ev.clone());
+        while self.history.len() > HISTORY {
+            if let Some(old) = self.history.pop_front() {
+                self.compacted = old.rv;
+            }
+        }
+        let _ = self.tx.send(ev);
+        self.dirty = true;
+    }
+
+    /// Store `obj` with a fresh resourceVersion and tell watchers. Returns the stored object.
+    pub fn put(&mut self, key: &ResKey, mut obj: Value) -> Value {
+        self.rv += 1;
+        let rv = self.rv;
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let k = (ns_of(&obj), name_of(&obj));
+        let old = self
+            .objects
+            .entry(key.clone())
+            .or_default()
+            .insert(k.clone(), obj.clone());
+        let etype = if old.is_some() { "MODIFIED" } else { "ADDED" };
+        self.emit(Event {
+            rv,
+            key: key.clone(),
+            ns: k.0,
+            etype,
+            obj: obj.clone(),
+            old,
+        });
+        if key.0 == "apiextensions.k8s.io" {
+            self.refresh_registry();
+        }
+        obj
+    }
+
+    /// Remove an object for good; the DELETED event carries a fresh resourceVersion.
+    pub fn remove(&mut self, key: &ResKey, ns: &str, name: &str) -> Option<Value> {
+        let mut obj = self
+            .objects
+            .get_mut(key)?
+            .remove(&(ns.to_string(), name.to_string()))?;
+        self.rv += 1;
+        let rv = self.rv;
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        self.emit(Event {
+            rv,
+            key: key.clone(),
+            ns: ns.to_string(),
+            etype: "DELETED",
+            obj: obj.clone(),
+            old: None,
+        });
+        if key.0 == "apiextensions.k8s.io" {
+            self.refresh_registry();
+        }
+        Some(obj)
+    }
+
+    /// Forget history so watches from any resourceVersion seen so far get 410 Gone.
+    pub fn compact(&mut self) {
+        self.history.clear();
+        self.rv += 1;
+        self.compacted = self.rv;
+    }
+
+    pub fn crds(&self) -> Vec<Value> {
+        self.list(&crd_key(), None).into_iter().cloned().collect()
+    }
+
+    pub fn crd(&self, name: &str) -> Option<&Value> {
+        self.get(&crd_key(), "", name)
+    }
+
+    /// Rebuild the served resources: built-ins plus every CRD whose names are accepted.
+    pub fn refresh_registry(&mut self) {
+        let mut reg = Registry::new();
+        for crd in self.crds() {
+            if let Some(info) = super::registry::from_crd(&crd) {
+                // Never let a CRD shadow a built-in.
+                if !reg.resources.contains_key(&info.key()) {
+                    reg.resources.insert(info.key(), info);
+                }
+            }
+        }
+        // Objects of resources no longer served are dropped (their CRD is gone).
+        let served: Vec<ResKey> = reg.resources.keys().cloned().collect();
+        self.objects.retain(|k, _| served.contains(k));
+        self.registry = reg;
+    }
+
+    pub fn snapshot(&self) -> Value {
+        let mut objs = Vec::new();
+        for ((g, p), m) in &self.objects {
+            for o in m.values() {
+                objs.push(json!({"group": g, "resource": p, "object": o}));
+            }
+        }
+        // CRDs first so loading can serve their kinds.
+        objs.sort_by_key(|o| o["group"] != "apiextensions.k8s.io");
+        json!({"resourceVersion": self.rv, "objects": objs})
+    }
+
+    pub fn load(&mut self, snap: &Value) {
+        self.rv = snap["resourceVersion"].as_u64().unwrap_or(1);
+        self.compacted = self.rv;
+        if let Some(objs) = snap["objects"].as_array() {
+            for o in objs {
+                let key = (
+                    o["group"].as_str().unwrap_or_default().to_string(),
+                    o["resource"].as_str().unwrap_or_default().to_string(),
+                );
+                let obj = o["object"].clone();
+                let k = (ns_of(&obj), name_of(&obj));
+                self.objects.entry(key).or_default().insert(k, obj);
+            }
+        }
+        self.refresh_registry();
+    }
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub fn crd_key() -> ResKey {
+    (
+        "apiextensions.k8s.io".to_string(),
+        "customresourcedefinitions".to_string(),
+    )
+}
+
+pub fn snapshot_path(dir: &Path) -> PathBuf {
+    dir.join("apiserver.json")
+}
+
+/// Write atomically: a crash mid-write leaves the previous snapshot.
+pub fn write_snapshot(dir: &Path, snap: &Value) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join("apiserver.json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(snap)?)?;
+    std::fs::rename(tmp, snapshot_path(dir))
+}

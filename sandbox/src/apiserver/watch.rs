@@ -1,0 +1,180 @@
+//! Watches: a stream of `{"type": ..., "object": ...}` JSON lines, starting from a
+//! resourceVersion (410 Gone `Expired` as an ERROR event when it is older than the kept
+//! history), with BOOKMARK events, `sendInitialEvents`, and `timeoutSeconds`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, mpsc};
+
+use super::error::ApiError;
+use super::ops::{output, Ctx, Filter};
+use super::store::{Event, State};
+
+/// How often a watch with `allowWatchBookmarks` gets a BOOKMARK when nothing happens.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+
+/// How watch events are rendered (plain objects, or Table rows for `kubectl get -w`).
+pub type Render = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
+
+fn line(etype: &str, obj: Value) -> bytes::Bytes {
+    let mut v = serde_json::to_vec(&json!({"type": etype, "object": obj})).unwrap_or_default();
+    v.push(b'\n');
+    bytes::Bytes::from(v)
+}
+
+fn bookmark(ctx: &Ctx, rv: u64, initial_end: bool) -> bytes::Bytes {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    line(
+        "BOOKMARK",
+        json!({"kind": ctx.info.kind, "apiVersion": ctx.info.api_version(&ctx.version), "metadata": meta}),
+    )
+}
+
+/// The event as this watch sees it: selector transitions turn into ADDED/DELETED.
+fn project(ctx: &Ctx, filter: &Filter, ev: &Event) -> Option<(&'static str, Value)> {
+    if ev.key != ctx.info.key() || (!ctx.ns.is_empty() && ev.ns != ctx.ns) {
+        return None;
+    }
+    let now = filter.matches(&ev.obj);
+    let before = ev.old.as_ref().map(|o| filter.matches(o));
+    let etype = match (ev.etype, now, before) {
+        ("DELETED", true, _) => "DELETED",
+        ("DELETED", false, _) => return None,
+        ("ADDED", true, _) => "ADDED",
+        ("MODIFIED", true, Some(true)) => "MODIFIED",
+        ("MODIFIED", true, _) => "ADDED",
+        ("MODIFIED", false, Some(true)) => "DELETED",
+        _ => return None,
+    };
+    Some((etype, output(&ctx.info, &ctx.version, &ev.obj)))
+}
+
+/// Start a watch; the response streams until timeout, client disconnect, or server shutdown.
+pub fn watch(
+    state: &Arc<Mutex<State>>,
+    ctx: Ctx,
+    mut stop: tokio::sync::watch::Receiver<u64>,
+    render: Render,
+) -> Result<Response, ApiError> {
+    let filter = Filter::parse(&ctx.info, &ctx.query)?;
+    let q = &ctx.query;
+    let rv_param = q.get("resourceVersion").cloned().unwrap_or_default();
+    let bookmarks = q
+        .get("allowWatchBookmarks")
+        .is_some_and(|v| v == "true" || v == "1");
+    let send_initial = q.get("sendInitialEvents").map(|v| v == "true");
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::from_secs(1800));
+
+    let (tx, rx) = mpsc::channel::<bytes::Bytes>(256);
+    let mut initial: Vec<bytes::Bytes> = Vec::new();
+    let (mut live, start_rv) = {
+        let st = state
+            .lock()
+            .map_err(|_| ApiError::internal("state lock poisoned"))?;
+        let from: Option<u64> = if rv_param.is_empty() || rv_param == "0" {
+            None
+        } else {
+            Some(rv_param.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid resource version: {rv_param}"))
+            })?)
+        };
+        let mut expired = false;
+        match (from, send_initial) {
+            (_, Some(true)) | (None, _) => {
+                let ns = if ctx.ns.is_empty() {
+                    None
+                } else {
+                    Some(ctx.ns.as_str())
+                };
+                for o in st.list(&ctx.info.key(), ns) {
+                    if filter.matches(o) {
+                        initial.push(line("ADDED", render(&output(&ctx.info, &ctx.version, o))));
+                    }
+                }
+                if send_initial == Some(true) {
+                    initial.push(bookmark(&ctx, st.rv, true));
+                }
+            }
+            (Some(r), _) if r < st.compacted => {
+                expired = true;
+                let status =
+                    ApiError::gone(format!("too old resource version: {r} ({})", st.compacted))
+                        .status();
+                initial.push(line("ERROR", status));
+            }
+            (Some(r), _) => {
+                for ev in st.history.iter().filter(|e| e.rv > r) {
+                    if let Some((t, o)) = project(&ctx, &filter, ev) {
+                        initial.push(line(t, render(&o)));
+                    }
+                }
+            }
+        }
+        let rx = if expired {
+            None
+        } else {
+            Some(st.tx.subscribe())
+        };
+        (rx, st.rv)
+    };
+
+    tokio::spawn(async move {
+        for l in initial {
+            if tx.send(l).await.is_err() {
+                return;
+            }
+        }
+        let Some(live) = live.as_mut() else { return };
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut last_rv = start_rv;
+        let mut tick = tokio::time::interval(BOOKMARK_EVERY);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                ev = live.recv() => match ev {
+                    Ok(ev) => {
+                        last_rv = last_rv.max(ev.rv);
+                        if let Some((t, o)) = project(&ctx, &filter, &ev) {
+                            if tx.send(line(t, render(&o))).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    // Too slow a reader: end the watch, the client re-watches from its last RV.
+                    Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+                },
+                _ = &mut deadline => return,
+                _ = tick.tick(), if bookmarks => {
+                    if tx.send(bookmark(&ctx, last_rv, false)).await.is_err() {
+                        return;
+                    }
+                }
+                _ = stop.changed() => return,
+                _ = tx.closed() => return,
+            }
+        }
+    });
+
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    });
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(Body::from_stream(stream))
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
