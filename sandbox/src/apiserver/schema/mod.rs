@@ -9,12 +9,15 @@ mod cel;
 mod crd;
 pub mod errors;
 mod formats;
+mod jsonpath;
 mod metadata;
 mod structural;
+pub mod table;
 
 use serde_json::Value;
 
 pub use errors::{go_quote, go_value};
+pub use table::{human_duration, table_at};
 
 /// One invalid field, worded like kube-apiserver's `field.Error`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,9 +172,13 @@ pub fn openapi_v3_group_version(crds: &[Value], group_version: &str) -> Option<V
 }
 
 /// A `meta.k8s.io/v1` `Table` for `objects` of `resource` (plural). For a custom resource `crd`
-/// is its definition and its `additionalPrinterColumns` for `version` are used; built-in
-/// resources get kubectl's usual columns. `list_meta` is the list's `metadata`
-/// (resourceVersion, continue). `include_object` is `None`, `Metadata` or `Object`.
+/// is its definition and its `additionalPrinterColumns` for `version` are used (kube's default
+/// `Age` column when it has none); built-in resources get kube-apiserver's printers:
+/// namespaces (Name, Status, Age), secrets (Name, Type, Data, Age), configmaps (Name, Data,
+/// Age), serviceaccounts (Name, Secrets, Age), leases (Name, Holder, Age), events (Last Seen,
+/// Type, Reason, Object, Message, plus priority-1 columns), anything else such as
+/// customresourcedefinitions (Name, Created At). `list_meta` is the list's `metadata`
+/// (resourceVersion, continue). `include_object` is `None`, `Metadata` (the default) or `Object`.
 pub fn table(
     crd: Option<&Value>,
     version: &str,
@@ -180,14 +187,13 @@ pub fn table(
     list_meta: Value,
     include_object: &str,
 ) -> Value {
-    let _ = (crd, version, resource, include_object);
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|o| serde_json::json!({"cells": [o["metadata"]["name"].clone()], "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"].clone()}}))
-        .collect();
-    serde_json::json!({
-        "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
-        "columnDefinitions": [{"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}],
-        "rows": rows
-    })
+    table::table_at(
+        chrono::Utc::now(),
+        crd,
+        version,
+        resource,
+        objects,
+        list_meta,
+        include_object,
+    )
 }
