@@ -11,6 +11,7 @@ pub mod errors;
 mod formats;
 mod jsonpath;
 mod metadata;
+mod openapi;
 mod structural;
 pub mod table;
 
@@ -154,21 +155,19 @@ pub fn invalid_status(kind: &str, group: &str, name: &str, errors: &[FieldError]
 
 /// `GET /openapi/v2` (Swagger 2.0) covering the built-in kinds served and every served CRD version.
 pub fn openapi_v2(crds: &[Value]) -> Value {
-    let _ = crds;
-    serde_json::json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": {}, "definitions": {}})
+    openapi::v2(crds)
 }
 
-/// `GET /openapi/v3`: the index of group-version documents (`paths` with `serverRelativeURL`).
+/// `GET /openapi/v3`: the index of group-version documents (`paths` with `serverRelativeURL`
+/// carrying a content `hash`, so clients re-fetch exactly when a document changes).
 pub fn openapi_v3_index(crds: &[Value]) -> Value {
-    let _ = crds;
-    serde_json::json!({"paths": {}})
+    openapi::v3_index(crds)
 }
 
 /// `GET /openapi/v3/api/v1` or `/openapi/v3/apis/<group>/<version>`; `None` when not served.
 /// `group_version` is `"v1"` for the core group or `"<group>/<version>"`.
 pub fn openapi_v3_group_version(crds: &[Value], group_version: &str) -> Option<Value> {
-    let _ = (crds, group_version);
-    None
+    openapi::v3_group_version(crds, group_version)
 }
 
 /// A `meta.k8s.io/v1` `Table` for `objects` of `resource` (plural). For a custom resource `crd`
