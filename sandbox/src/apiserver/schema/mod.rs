@@ -9,12 +9,16 @@ mod cel;
 mod crd;
 pub mod errors;
 mod formats;
+mod jsonpath;
 mod metadata;
+mod openapi;
 mod structural;
+pub mod table;
 
 use serde_json::Value;
 
 pub use errors::{go_quote, go_value};
+pub use table::{human_duration, table_at};
 
 /// One invalid field, worded like kube-apiserver's `field.Error`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,27 +155,29 @@ pub fn invalid_status(kind: &str, group: &str, name: &str, errors: &[FieldError]
 
 /// `GET /openapi/v2` (Swagger 2.0) covering the built-in kinds served and every served CRD version.
 pub fn openapi_v2(crds: &[Value]) -> Value {
-    let _ = crds;
-    serde_json::json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": {}, "definitions": {}})
+    openapi::v2(crds)
 }
 
-/// `GET /openapi/v3`: the index of group-version documents (`paths` with `serverRelativeURL`).
+/// `GET /openapi/v3`: the index of group-version documents (`paths` with `serverRelativeURL`
+/// carrying a content `hash`, so clients re-fetch exactly when a document changes).
 pub fn openapi_v3_index(crds: &[Value]) -> Value {
-    let _ = crds;
-    serde_json::json!({"paths": {}})
+    openapi::v3_index(crds)
 }
 
 /// `GET /openapi/v3/api/v1` or `/openapi/v3/apis/<group>/<version>`; `None` when not served.
 /// `group_version` is `"v1"` for the core group or `"<group>/<version>"`.
 pub fn openapi_v3_group_version(crds: &[Value], group_version: &str) -> Option<Value> {
-    let _ = (crds, group_version);
-    None
+    openapi::v3_group_version(crds, group_version)
 }
 
 /// A `meta.k8s.io/v1` `Table` for `objects` of `resource` (plural). For a custom resource `crd`
-/// is its definition and its `additionalPrinterColumns` for `version` are used; built-in
-/// resources get kubectl's usual columns. `list_meta` is the list's `metadata`
-/// (resourceVersion, continue). `include_object` is `None`, `Metadata` or `Object`.
+/// is its definition and its `additionalPrinterColumns` for `version` are used (kube's default
+/// `Age` column when it has none); built-in resources get kube-apiserver's printers:
+/// namespaces (Name, Status, Age), secrets (Name, Type, Data, Age), configmaps (Name, Data,
+/// Age), serviceaccounts (Name, Secrets, Age), leases (Name, Holder, Age), events (Last Seen,
+/// Type, Reason, Object, Message, plus priority-1 columns), anything else such as
+/// customresourcedefinitions (Name, Created At). `list_meta` is the list's `metadata`
+/// (resourceVersion, continue). `include_object` is `None`, `Metadata` (the default) or `Object`.
 pub fn table(
     crd: Option<&Value>,
     version: &str,
@@ -180,14 +186,13 @@ pub fn table(
     list_meta: Value,
     include_object: &str,
 ) -> Value {
-    let _ = (crd, version, resource, include_object);
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|o| serde_json::json!({"cells": [o["metadata"]["name"].clone()], "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"].clone()}}))
-        .collect();
-    serde_json::json!({
-        "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
-        "columnDefinitions": [{"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}],
-        "rows": rows
-    })
+    table::table_at(
+        chrono::Utc::now(),
+        crd,
+        version,
+        resource,
+        objects,
+        list_meta,
+        include_object,
+    )
 }
