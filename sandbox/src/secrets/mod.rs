@@ -91,6 +91,10 @@ pub struct Store {
     pub idp: BTreeMap<String, idp::IdpMount>,
     #[serde(default)]
     pub entities: BTreeMap<String, identity::Entity>,
+    #[serde(default)]
+    pub mfa_methods: BTreeMap<String, mfa::TotpMethod>,
+    #[serde(default)]
+    pub login_enforcements: BTreeMap<String, mfa::LoginEnforcement>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -640,13 +644,29 @@ fn handle(
 /// * `idp/...` — the identity provider, see [`provider`].
 fn admin_api(
     world: &mut World,
-    _cluster: usize,
+    cluster: usize,
     method: &str,
     rest: &str,
     body: &Value,
 ) -> (u16, Value) {
     if let Some(r) = rest.strip_prefix("idp/") {
         return provider::admin(&mut world.provider, method, r, body);
+    }
+    // `GET mfa/:entity_id/:method_id`: the TOTP secret an entity holds for a method, and its
+    // current code.
+    if let (Some(r), "GET") = (rest.strip_prefix("mfa/"), method) {
+        let store = &world.clusters[cluster].store;
+        let (entity, mid) = r.split_once('/').unwrap_or((r, ""));
+        let (Some(secret), Some(m)) = (
+            mfa::entity_secret(store, entity, mid),
+            store.mfa_methods.get(mid),
+        ) else {
+            return (404, serde_json::json!({ "errors": [] }));
+        };
+        let key = otp::base32_decode(&secret).unwrap_or_default();
+        let alg = otp::Algorithm::parse(&m.algorithm).unwrap_or(otp::Algorithm::Sha1);
+        let code = otp::totp(alg, &key, now(), m.period, m.digits as u32);
+        return (200, serde_json::json!({ "secret": secret, "code": code }));
     }
     (
         404,
