@@ -16,6 +16,7 @@
 //! documents are stored, not executed).
 
 pub mod acl;
+mod ad;
 pub mod fields;
 pub mod http;
 mod identity;
@@ -95,6 +96,8 @@ pub struct Store {
     pub mfa_methods: BTreeMap<String, mfa::TotpMethod>,
     #[serde(default)]
     pub login_enforcements: BTreeMap<String, mfa::LoginEnforcement>,
+    #[serde(default)]
+    pub leases: BTreeMap<String, leases::Lease>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -313,6 +316,7 @@ fn backend_routes(b: Backend) -> &'static [Route] {
         Backend::System => SYS.get_or_init(|| {
             let mut r = sys_policies::routes();
             r.extend(sys_auth::routes());
+            r.extend(leases::routes());
             r
         }),
         Backend::Token => TOKEN.get_or_init(tokens::routes),
@@ -499,6 +503,7 @@ fn handle(
     token: Option<String>,
     namespace: String,
 ) -> (Result<Resp, ApiError>, String) {
+    leases::sweep(&mut world.clusters[cluster].store);
     let store = &world.clusters[cluster].store;
     let mount = store
         .mounts
@@ -597,7 +602,10 @@ fn handle(
         if caps & acl::DENY != 0 || caps & need == 0 {
             return (Err(ApiError::permission_denied()), mount_type);
         }
-        if route.as_ref().is_some_and(|(r, _)| r.sudo) && caps & acl::SUDO == 0 {
+        let needs_sudo = route
+            .as_ref()
+            .is_some_and(|(r, _)| r.sudo || (r.sudo_list && op == Op::List));
+        if needs_sudo && caps & acl::SUDO == 0 {
             return (Err(ApiError::permission_denied()), mount_type);
         }
     }
@@ -651,6 +659,9 @@ fn admin_api(
 ) -> (u16, Value) {
     if let Some(r) = rest.strip_prefix("idp/") {
         return provider::admin(&mut world.provider, method, r, body);
+    }
+    if rest.trim_end_matches('/') == "leases" && method == "POST" {
+        return leases::admin_create(&mut world.clusters[cluster].store, body);
     }
     // `GET mfa/:entity_id/:method_id`: the TOTP secret an entity holds for a method, and its
     // current code.

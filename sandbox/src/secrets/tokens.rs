@@ -300,7 +300,8 @@ fn create(c: &mut Ctx) -> Result<Resp, ApiError> {
             ));
         }
     }
-    let (_, auth) = issue(c.store(), spec);
+    let (entry, auth) = issue(c.store(), spec);
+    super::leases::register_token(c.store(), &entry);
     Ok(Resp {
         auth: Some(auth),
         ..Resp::default()
