@@ -23,6 +23,7 @@ mod identity;
 mod idp;
 mod leases;
 mod mfa;
+mod openapi;
 pub mod otp;
 pub mod provider;
 pub mod route;
@@ -317,6 +318,7 @@ fn backend_routes(b: Backend) -> &'static [Route] {
             let mut r = sys_policies::routes();
             r.extend(sys_auth::routes());
             r.extend(leases::routes());
+            r.extend(openapi::routes());
             r
         }),
         Backend::Token => TOKEN.get_or_init(tokens::routes),
@@ -594,8 +596,8 @@ fn handle(
         }
     }
 
-    // Authorization.
-    if let Some(e) = &entry {
+    // Authorization (unauthenticated paths need none, even when a token is sent).
+    if let Some(e) = entry.as_ref().filter(|_| !unauth) {
         let acl = ctx.store().acl_for(e);
         let caps = acl.caps(&path, op == Op::List);
         let need = acl::cap_bit(op.capability()).unwrap_or(0);
