@@ -310,6 +310,31 @@ impl Acl {
         self.root
     }
 
+    /// Whether any rule grants some capability on `prefix` or below it (used to decide which
+    /// mounts a token can see, as the real service's API description and UI mount listing do).
+    pub fn any_under(&self, prefix: &str) -> bool {
+        if self.root {
+            return true;
+        }
+        let ok = |c: &u32| *c & DENY == 0 && *c != 0;
+        self.exact
+            .iter()
+            .any(|(p, c)| p.starts_with(prefix) && ok(c))
+            || self
+                .prefix
+                .iter()
+                .any(|(p, c)| (p.starts_with(prefix) || prefix.starts_with(p.as_str())) && ok(c))
+            || self.segment.iter().any(|(p, c)| {
+                ok(c) && {
+                    let pat: Vec<&str> = p.trim_end_matches('*').split('/').collect();
+                    let pre: Vec<&str> = prefix.trim_end_matches('/').split('/').collect();
+                    pat.iter()
+                        .zip(pre.iter())
+                        .all(|(a, b)| *a == "+" || a == b || b.starts_with(a))
+                }
+            })
+    }
+
     /// Capability bitmap granted on `path` (`list` true for a LIST request).
     pub fn caps(&self, path: &str, list: bool) -> u32 {
         if self.root {

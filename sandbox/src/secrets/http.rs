@@ -51,6 +51,17 @@ pub struct Resp {
     pub force_body: bool,
     /// Extra top-level fields merged into the envelope (a few endpoints do this).
     pub top_level: Map<String, Value>,
+    /// A login waiting for a push verification; the dispatcher polls it without the lock.
+    pub pending_push: Option<PushWait>,
+}
+
+/// A login waiting on the identity provider's push challenge.
+#[derive(Debug, Clone)]
+pub struct PushWait {
+    pub challenge: u64,
+    pub mount: String,
+    pub username: String,
+    pub nonce: String,
 }
 
 impl Resp {

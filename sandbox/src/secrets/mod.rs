@@ -16,10 +16,20 @@
 //! documents are stored, not executed).
 
 pub mod acl;
+mod ad;
 pub mod fields;
 pub mod http;
+mod identity;
+mod idp;
+mod leases;
+mod mfa;
+mod openapi;
+pub mod otp;
+pub mod provider;
 pub mod route;
+mod sys_auth;
 mod sys_policies;
+mod tokens;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -61,6 +71,8 @@ pub struct World {
     pub root_token: String,
     pub edition: Edition,
     pub clusters: Vec<Cluster>,
+    /// The sandbox's identity provider, shared by every cluster.
+    pub provider: provider::Provider,
 }
 
 /// One secrets cluster.
@@ -76,6 +88,17 @@ pub struct Store {
     pub egp_policies: BTreeMap<String, StoredPolicy>,
     pub tokens: HashMap<String, TokenEntry>,
     pub mounts: Vec<Mount>,
+    /// State of each identity-provider auth mount, keyed by mount path.
+    #[serde(default)]
+    pub idp: BTreeMap<String, idp::IdpMount>,
+    #[serde(default)]
+    pub entities: BTreeMap<String, identity::Entity>,
+    #[serde(default)]
+    pub mfa_methods: BTreeMap<String, mfa::TotpMethod>,
+    #[serde(default)]
+    pub login_enforcements: BTreeMap<String, mfa::LoginEnforcement>,
+    #[serde(default)]
+    pub leases: BTreeMap<String, leases::Lease>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -106,6 +129,15 @@ pub struct TokenEntry {
     pub token_type: String,
     pub renewable: bool,
     pub expire_time: Option<i64>,
+    /// Auth mount that issued the token (`auth/idp/`, `auth/token/`).
+    #[serde(default)]
+    pub mount_path: String,
+    #[serde(default)]
+    pub orphan: bool,
+    #[serde(default)]
+    pub parent: String,
+    #[serde(default)]
+    pub max_ttl: i64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +145,7 @@ pub enum Backend {
     System,
     Token,
     Identity,
+    Idp,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -123,6 +156,33 @@ pub struct Mount {
     pub type_name: String,
     pub accessor: String,
     pub description: String,
+    #[serde(default)]
+    pub uuid: String,
+    /// Seconds; 0 means the system default.
+    #[serde(default)]
+    pub default_lease_ttl: i64,
+    #[serde(default)]
+    pub max_lease_ttl: i64,
+}
+
+impl Mount {
+    pub fn new(path: &str, backend: Backend, type_name: &str, description: &str) -> Self {
+        let kind = if path.starts_with("auth/") {
+            format!("auth_{type_name}")
+        } else {
+            type_name.to_string()
+        };
+        Self {
+            path: path.to_string(),
+            backend,
+            type_name: type_name.to_string(),
+            accessor: accessor_for(&kind),
+            description: description.to_string(),
+            uuid: uuid::Uuid::new_v4().to_string(),
+            default_lease_ttl: 0,
+            max_lease_ttl: 0,
+        }
+    }
 }
 
 impl World {
@@ -136,6 +196,7 @@ impl World {
             root_token: opts.root_token.clone(),
             edition: opts.edition,
             clusters,
+            provider: Default::default(),
         }
     }
 }
@@ -153,27 +214,25 @@ impl Store {
     pub fn initial(root_token: &str) -> Self {
         let mut s = Store::default();
         s.mounts = vec![
-            Mount {
-                path: "sys/".into(),
-                backend: Backend::System,
-                type_name: "system".into(),
-                accessor: accessor_for("system"),
-                description: "system endpoints used for control, policy and debugging".into(),
-            },
-            Mount {
-                path: "identity/".into(),
-                backend: Backend::Identity,
-                type_name: "identity".into(),
-                accessor: accessor_for("identity"),
-                description: "identity store".into(),
-            },
-            Mount {
-                path: "auth/token/".into(),
-                backend: Backend::Token,
-                type_name: "token".into(),
-                accessor: accessor_for("auth_token"),
-                description: "token based credentials".into(),
-            },
+            Mount::new(
+                "sys/",
+                Backend::System,
+                "system",
+                "system endpoints used for control, policy and debugging",
+            ),
+            Mount::new("identity/", Backend::Identity, "identity", "identity store"),
+            Mount::new(
+                "auth/token/",
+                Backend::Token,
+                "token",
+                "token based credentials",
+            ),
+            Mount::new(
+                "auth/idp/",
+                Backend::Idp,
+                "idp",
+                "identity-provider auth method",
+            ),
         ];
         s.acl_policies.insert(
             "default".into(),
@@ -251,10 +310,20 @@ impl Ctx<'_> {
 
 fn backend_routes(b: Backend) -> &'static [Route] {
     static SYS: OnceLock<Vec<Route>> = OnceLock::new();
-    static NONE: OnceLock<Vec<Route>> = OnceLock::new();
+    static TOKEN: OnceLock<Vec<Route>> = OnceLock::new();
+    static IDENTITY: OnceLock<Vec<Route>> = OnceLock::new();
+    static IDP: OnceLock<Vec<Route>> = OnceLock::new();
     match b {
-        Backend::System => SYS.get_or_init(sys_policies::routes),
-        Backend::Token | Backend::Identity => NONE.get_or_init(Vec::new),
+        Backend::System => SYS.get_or_init(|| {
+            let mut r = sys_policies::routes();
+            r.extend(sys_auth::routes());
+            r.extend(leases::routes());
+            r.extend(openapi::routes());
+            r
+        }),
+        Backend::Token => TOKEN.get_or_init(tokens::routes),
+        Backend::Identity => IDENTITY.get_or_init(identity::routes),
+        Backend::Idp => IDP.get_or_init(idp::routes),
     }
 }
 
@@ -327,6 +396,19 @@ async fn dispatch(
     body: Bytes,
 ) -> Response {
     let raw_path = percent_decode(uri.path());
+    if let Some(rest) = raw_path.strip_prefix("/_sandbox/secrets/") {
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let mut world = match h.world.lock() {
+            Ok(w) => w,
+            Err(p) => p.into_inner(),
+        };
+        let (status, v) = admin_api(&mut world, h.idx, method.as_str(), rest, &body);
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+        if status == StatusCode::NO_CONTENT {
+            return status.into_response();
+        }
+        return (status, axum::Json(v)).into_response();
+    }
     let Some(path) = raw_path.strip_prefix("/v1/") else {
         return ApiError::not_found().into_response();
     };
@@ -379,11 +461,35 @@ async fn dispatch(
     if op == Op::List && !path.ends_with('/') {
         path.push('/');
     }
-    let mut world = match h.world.lock() {
-        Ok(w) => w,
-        Err(p) => p.into_inner(),
+    let (mut resp, mount_type) = {
+        let mut world = match h.world.lock() {
+            Ok(w) => w,
+            Err(p) => p.into_inner(),
+        };
+        handle(&mut world, h.idx, op, path, data, token, namespace)
     };
-    let (resp, mount_type) = handle(&mut world, h.idx, op, path, data, token, namespace);
+    let wait = match &resp {
+        Ok(Resp {
+            pending_push: Some(w),
+            ..
+        }) => Some(w.clone()),
+        _ => None,
+    };
+    if let Some(wait) = wait {
+        resp = loop {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let polled = {
+                let mut world = match h.world.lock() {
+                    Ok(w) => w,
+                    Err(p) => p.into_inner(),
+                };
+                idp::poll_push(&mut world, h.idx, &wait)
+            };
+            if let Some(r) = polled {
+                break r;
+            }
+        };
+    }
     match resp {
         Ok(r) => r.into_response(&mount_type),
         Err(e) => e.into_response(),
@@ -399,6 +505,7 @@ fn handle(
     token: Option<String>,
     namespace: String,
 ) -> (Result<Resp, ApiError>, String) {
+    leases::sweep(&mut world.clusters[cluster].store);
     let store = &world.clusters[cluster].store;
     let mount = store
         .mounts
@@ -429,6 +536,19 @@ fn handle(
         None => return (Err(ApiError::permission_denied()), mount_type),
     };
 
+    // Limited-use tokens: this use counts; the last use revokes the token.
+    let mut revoke_after = None;
+    if let Some(e) = &entry {
+        if e.num_uses > 0 {
+            let st = &mut world.clusters[cluster].store;
+            if e.num_uses == 1 {
+                revoke_after = Some(e.id.clone());
+            } else if let Some(t) = st.tokens.get_mut(&e.id) {
+                t.num_uses -= 1;
+            }
+        }
+    }
+    let store = &world.clusters[cluster].store;
     let Some(mount) = mount else {
         let acl = entry.as_ref().map(|e| store.acl_for(e));
         if acl.is_some_and(|a| {
@@ -476,15 +596,18 @@ fn handle(
         }
     }
 
-    // Authorization.
-    if let Some(e) = &entry {
+    // Authorization (unauthenticated paths need none, even when a token is sent).
+    if let Some(e) = entry.as_ref().filter(|_| !unauth) {
         let acl = ctx.store().acl_for(e);
         let caps = acl.caps(&path, op == Op::List);
         let need = acl::cap_bit(op.capability()).unwrap_or(0);
         if caps & acl::DENY != 0 || caps & need == 0 {
             return (Err(ApiError::permission_denied()), mount_type);
         }
-        if route.as_ref().is_some_and(|(r, _)| r.sudo) && caps & acl::SUDO == 0 {
+        let needs_sudo = route
+            .as_ref()
+            .is_some_and(|(r, _)| r.sudo || (r.sudo_list && op == Op::List));
+        if needs_sudo && caps & acl::SUDO == 0 {
             return (Err(ApiError::permission_denied()), mount_type);
         }
     }
@@ -510,6 +633,9 @@ fn handle(
         return (Err(ApiError::unsupported_operation()), mount_type);
     };
     let mut resp = handler(&mut ctx);
+    if let Some(id) = revoke_after {
+        tokens::revoke_tree(ctx.store(), &id);
+    }
     // The real service copies `data` of `sys/` responses to the top level too.
     if ctx.mount.backend == Backend::System {
         if let Ok(r) = &mut resp {
@@ -521,4 +647,42 @@ fn handle(
         }
     }
     (resp, mount_type)
+}
+
+/// The secrets service's part of the sandbox admin API (`/_sandbox/secrets/...`).
+///
+/// * `idp/...` — the identity provider, see [`provider`].
+fn admin_api(
+    world: &mut World,
+    cluster: usize,
+    method: &str,
+    rest: &str,
+    body: &Value,
+) -> (u16, Value) {
+    if let Some(r) = rest.strip_prefix("idp/") {
+        return provider::admin(&mut world.provider, method, r, body);
+    }
+    if rest.trim_end_matches('/') == "leases" && method == "POST" {
+        return leases::admin_create(&mut world.clusters[cluster].store, body);
+    }
+    // `GET mfa/:entity_id/:method_id`: the TOTP secret an entity holds for a method, and its
+    // current code.
+    if let (Some(r), "GET") = (rest.strip_prefix("mfa/"), method) {
+        let store = &world.clusters[cluster].store;
+        let (entity, mid) = r.split_once('/').unwrap_or((r, ""));
+        let (Some(secret), Some(m)) = (
+            mfa::entity_secret(store, entity, mid),
+            store.mfa_methods.get(mid),
+        ) else {
+            return (404, serde_json::json!({ "errors": [] }));
+        };
+        let key = otp::base32_decode(&secret).unwrap_or_default();
+        let alg = otp::Algorithm::parse(&m.algorithm).unwrap_or(otp::Algorithm::Sha1);
+        let code = otp::totp(alg, &key, now(), m.period, m.digits as u32);
+        return (200, serde_json::json!({ "secret": secret, "code": code }));
+    }
+    (
+        404,
+        serde_json::json!({ "errors": ["unknown sandbox admin path"] }),
+    )
 }

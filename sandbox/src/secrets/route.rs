@@ -25,6 +25,8 @@ pub struct Route {
     pub ops: Vec<(Op, Handler)>,
     pub exists: Option<ExistFn>,
     pub sudo: bool,
+    /// sudo needed for the list operation only.
+    pub sudo_list: bool,
     pub unauth: bool,
     pub root_ns: bool,
     /// Allowed on a DR secondary (the real service serves only a few paths there).
@@ -41,6 +43,7 @@ impl Route {
             ops: Vec::new(),
             exists: None,
             sudo: false,
+            sudo_list: false,
             unauth: false,
             root_ns: false,
             dr_secondary: false,
@@ -73,6 +76,10 @@ impl Route {
     }
     pub fn sudo(mut self) -> Self {
         self.sudo = true;
+        self
+    }
+    pub fn sudo_list(mut self) -> Self {
+        self.sudo_list = true;
         self
     }
     pub fn unauth(mut self) -> Self {
