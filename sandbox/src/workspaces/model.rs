@@ -345,6 +345,9 @@ pub struct NoCodeModule {
     pub enabled: bool,
     pub version_pin: String,
     pub variable_options: Vec<VariableOptions>,
+    /// `nocodever-` identifiers of the module versions workspaces were provisioned with.
+    #[serde(default)]
+    pub version_ids: BTreeMap<String, String>,
 }
 
 /// Timing of the run backend, set through the admin API.
