@@ -1071,3 +1071,11 @@ async fn catalog_state_persists_across_restarts_with_a_state_dir() {
     t2.sandbox.shutdown();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn status_leader_answers_for_liveness_probes() {
+    let t = T::new().await;
+    let r = t.call("GET", "/v1/status/leader", None, None).await;
+    assert_eq!(r.status, 200);
+    assert!(r.json().is_string());
+}

@@ -288,3 +288,28 @@ async fn anonymous_policy_applies_to_requests_without_a_token() {
         200
     );
 }
+
+#[tokio::test]
+async fn token_self_reads_the_callers_token() {
+    let t = T::new().await;
+    t.policies().await;
+    let tok = t.token(&["reader"]).await;
+    let (s, body) = t
+        .status(reqwest::Method::GET, "/v1/acl/token/self", Some(&tok), None)
+        .await;
+    assert_eq!(s, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["SecretID"], tok);
+    assert_eq!(v["Policies"], json!(["reader"]));
+    let fake = uuid::Uuid::new_v4().to_string();
+    assert_eq!(
+        t.status(
+            reqwest::Method::GET,
+            "/v1/acl/token/self",
+            Some(&fake),
+            None
+        )
+        .await,
+        (403, "ACL token not found".to_string())
+    );
+}

@@ -175,6 +175,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/acl/policies", get(policy_list))
         .route("/v1/acl/token", any(token_create))
         .route("/v1/acl/token/{id}", any(token_by_accessor))
+        .route("/v1/status/leader", get(status_leader))
         .merge(admin_api::routes())
         .merge(oidc::provider_routes())
         .with_state(catalog))
@@ -844,4 +845,9 @@ mod tests {
             "uuid is improperly formatted"
         );
     }
+}
+
+/// GET /v1/status/leader: clients use it as a liveness probe.
+async fn status_leader() -> Response {
+    json_response(&Value::String("127.0.0.1:8300".into()), None)
 }

@@ -139,6 +139,8 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/deployments", any(list_deployments))
         .route("/v1/deployment/", any(deployment_root))
         .route("/v1/deployment/{*rest}", any(deployment_specific))
+        .route("/v1/acl/token/self", any(token_self))
+        .route("/v1/status/leader", any(status_leader))
         .merge(admin_api::routes())
         .with_state(sched))
 }
@@ -439,4 +441,43 @@ async fn control(
         }
     })?;
     Ok(json_response(&result.to_api(), Some(result.index), false))
+}
+
+/// GET /v1/status/leader: clients use it as a liveness probe.
+async fn status_leader(method: Method) -> Response {
+    if method != Method::GET {
+        return ApiError::invalid_method().into_response();
+    }
+    json_response(&Value::String("127.0.0.1:4647".into()), None, false)
+}
+
+/// GET /v1/acl/token/self: the caller's token, as clients check a token with it. The root
+/// token reads as a management token; an absent or unknown token is `ACL token not found`.
+async fn token_self(State(s): State<Scheduler>, method: Method, headers: HeaderMap) -> Response {
+    if method != Method::GET {
+        return ApiError::invalid_method().into_response();
+    }
+    let not_found = || ApiError::new(403, "ACL token not found").into_response();
+    let Some(secret) = request_token(&headers) else {
+        return not_found();
+    };
+    let st = s.lock();
+    let v = if secret == *s.root_token {
+        serde_json::json!({
+            "AccessorID": "00000000-0000-0000-0000-000000000001", "SecretID": secret,
+            "Name": "Sandbox root token", "Type": "management", "Policies": null, "Roles": null,
+            "Global": true, "CreateTime": "0001-01-01T00:00:00Z", "ExpirationTime": null,
+            "CreateIndex": 1, "ModifyIndex": 1,
+        })
+    } else {
+        match st.acl.tokens.get(&secret) {
+            Some(t) => serde_json::json!({
+                "AccessorID": t.accessor_id, "SecretID": t.secret_id, "Name": t.name, "Type": t.kind,
+                "Policies": t.policies, "Roles": null, "Global": false, "CreateTime": t.create_time,
+                "ExpirationTime": null, "CreateIndex": t.create_index, "ModifyIndex": t.create_index,
+            }),
+            None => return not_found(),
+        }
+    };
+    json_response(&v, Some(st.index), true)
 }
