@@ -360,9 +360,11 @@ fn resource(
         Some("Strict") => FieldValidation::Strict,
         Some("Ignore") => FieldValidation::Ignore,
         Some("Warn") | Some("") | None => FieldValidation::Warn,
-        Some(other) => return Err(ApiError::bad_request(format!(
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
             "fieldValidation parameter unsupported: {other}. Valid values are Strict, Warn, Ignore"
-        ))),
+        )))
+        }
     };
     let ctx = Ctx {
         info: t.info.clone(),

@@ -5,7 +5,7 @@
 //! Quartet's controllers and manifests can be tested with the real `kubectl` and kube-rs.
 //!
 //! # What is implemented
-//! * HTTP on loopback with bearer-token auth (401 `Status` when the token is missing or wrong;
+//! * HTTPS on loopback (a throwaway CA per start, in the kubeconfig) with bearer-token auth (401 `Status` when the token is missing or wrong;
 //!   `/version`, `/healthz`, `/livez`, `/readyz` are public as on a real cluster).
 //! * Discovery: `/version` (v1.33, so Google's kubectl dispatcher picks kubectl 1.33), `/api`,
 //!   `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}`, and aggregated discovery
@@ -71,6 +71,7 @@ mod registry;
 pub mod schema;
 mod selector;
 mod store;
+mod tls;
 mod watch;
 
 use std::net::SocketAddr;
@@ -78,6 +79,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use base64::Engine;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -110,6 +112,7 @@ impl Default for ApiServerOptions {
 pub struct ApiServer {
     url: String,
     token: String,
+    ca_pem: String,
     shared: Arc<Shared>,
     admin: Arc<Admin>,
     tasks: Vec<JoinHandle<()>>,
@@ -163,6 +166,12 @@ impl ApiServer {
             .fallback(http::handle)
             .with_state(shared.clone());
         let app = crate::admin::wrap("apiserver", router, admin.clone());
+        let tls = tls::generate(&[
+            "127.0.0.1".to_string(),
+            "localhost".to_string(),
+            local.ip().to_string(),
+        ])?;
+        let listener = tls::TlsListener::new(listener, tls.config.clone())?;
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app.into_make_service()).await {
@@ -179,7 +188,8 @@ impl ApiServer {
             }));
         }
         Ok(Self {
-            url: format!("http://{local}"),
+            url: format!("https://{local}"),
+            ca_pem: tls.ca_pem,
             token: opts.token,
             shared,
             admin,
@@ -187,9 +197,15 @@ impl ApiServer {
         })
     }
 
-    /// `http://127.0.0.1:port`
+    /// `https://127.0.0.1:port` (HTTPS because kubectl sends tokens only over TLS; trust
+    /// [`ApiServer::ca_pem`]).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// PEM of the throwaway CA that signed the serving certificate (new on every start).
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
     }
 
     pub fn token(&self) -> &str {
@@ -204,8 +220,10 @@ impl ApiServer {
     /// A kubeconfig (YAML) that kubectl and kube::Client accept, context `quartet-dev`.
     pub fn kubeconfig(&self) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: quartet-dev\n  cluster:\n    server: {}\ncontexts:\n- name: quartet-dev\n  context:\n    cluster: quartet-dev\n    user: quartet-dev\n    namespace: default\ncurrent-context: quartet-dev\nusers:\n- name: quartet-dev\n  user:\n    token: {}\n",
-            self.url, self.token
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: quartet-dev\n  cluster:\n    server: {}\n    certificate-authority-data: {}\ncontexts:\n- name: quartet-dev\n  context:\n    cluster: quartet-dev\n    user: quartet-dev\n    namespace: default\ncurrent-context: quartet-dev\nusers:\n- name: quartet-dev\n  user:\n    token: {}\n",
+            self.url,
+            base64::engine::general_purpose::STANDARD.encode(&self.ca_pem),
+            self.token
         )
     }
 
