@@ -49,8 +49,14 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 }
 
 pub fn json_patch(target: &mut Value, patch_body: &Value) -> Result<(), ApiError> {
-    let p: json_patch::Patch = serde_json::from_value(patch_body.clone())
+    let mut p: json_patch::Patch = serde_json::from_value(patch_body.clone())
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+    // kube-apiserver's JSON patch (evanphx/json-patch) lets `test` with a null value pass when
+    // the path is absent; kube-rs's finalizer helper relies on it to add the first finalizer.
+    p.0.retain(|op| {
+        !matches!(op, json_patch::PatchOperation::Test(t)
+            if t.value.is_null() && target.pointer(t.path.as_str()).is_none())
+    });
     json_patch::patch(target, &p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))
 }
 
