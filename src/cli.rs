@@ -155,6 +155,7 @@ fn init_logging(format: &str) {
         .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hyper=warn,tower=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if format == "json" {
         builder.json().init();

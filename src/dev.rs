@@ -94,14 +94,14 @@ async fn wait_for_signal() {
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let api = start_apiserver(&args.services).await?;
     api.write_kubeconfig(&args.kubeconfig)?;
-    let client = crate::run::client_from(Some(&args.kubeconfig)).await?;
+    let metrics = Arc::new(Metrics::default());
+    let client = crate::run::client_from(Some(&args.kubeconfig), metrics.clone()).await?;
     install_crds(&client).await?;
     let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
     create_connections(&client, &sandbox, &args.services.root_token).await?;
 
     let shutdown = CancellationToken::new();
     tokio::spawn(controllers::cancel_on_signal(shutdown.clone()));
-    let metrics = Arc::new(Metrics::default());
     // A busy metrics port must not stop a newcomer's first run.
     let metrics_addr = match crate::server::serve(
         args.operator.metrics_addr,

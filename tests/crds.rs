@@ -10,7 +10,12 @@ fn committed_crds_match_the_rust_types() {
     for dir in ["crds", "charts/quartet/crds"] {
         let mut names: Vec<String> = std::fs::read_dir(root.join(dir))
             .unwrap_or_else(|e| panic!("{dir}: {e}"))
-            .map(|e| e.expect("dir entry").file_name().to_string_lossy().to_string())
+            .map(|e| {
+                e.expect("dir entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .to_string()
+            })
             .filter(|n| n.ends_with(".yaml"))
             .collect();
         names.sort();
@@ -19,7 +24,10 @@ fn committed_crds_match_the_rust_types() {
         assert_eq!(names, want, "{dir} holds other CRD files than the types generate; run `quartet crd --out crds --out charts/quartet/crds`");
         for (name, yaml) in &generated {
             let committed = std::fs::read_to_string(root.join(dir).join(name)).expect("read CRD");
-            assert!(&committed == yaml, "{dir}/{name} is stale; run `quartet crd --out crds --out charts/quartet/crds`");
+            assert!(
+                &committed == yaml,
+                "{dir}/{name} is stale; run `quartet crd --out crds --out charts/quartet/crds`"
+            );
         }
     }
 }
@@ -29,8 +37,19 @@ fn every_kind_is_namespaced_in_the_quartet_category_with_a_short_name() {
     for crd in quartet::controllers::crds() {
         let names = &crd.spec.names;
         assert_eq!(crd.spec.scope, "Namespaced", "{}", names.kind);
-        assert!(names.categories.as_ref().is_some_and(|c| c.iter().any(|c| c == "quartet")), "{} not in category quartet", names.kind);
-        assert!(names.short_names.as_ref().is_some_and(|s| !s.is_empty()), "{} has no short name", names.kind);
+        assert!(
+            names
+                .categories
+                .as_ref()
+                .is_some_and(|c| c.iter().any(|c| c == "quartet")),
+            "{} not in category quartet",
+            names.kind
+        );
+        assert!(
+            names.short_names.as_ref().is_some_and(|s| !s.is_empty()),
+            "{} has no short name",
+            names.kind
+        );
     }
 }
 
@@ -41,7 +60,11 @@ fn every_spec_field_is_documented() {
         if let Some(props) = schema.get("properties").and_then(|p| p.as_object()) {
             for (name, sub) in props {
                 let p = format!("{path}.{name}");
-                if sub.get("description").and_then(|d| d.as_str()).is_none_or(str::is_empty) {
+                if sub
+                    .get("description")
+                    .and_then(|d| d.as_str())
+                    .is_none_or(str::is_empty)
+                {
                     missing.push(p.clone());
                 }
                 walk(&p, sub, missing);
@@ -54,9 +77,21 @@ fn every_spec_field_is_documented() {
     let mut missing = Vec::new();
     for crd in quartet::controllers::crds() {
         for v in &crd.spec.versions {
-            let schema = serde_json::to_value(v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref())).expect("schema");
-            walk(&format!("{}.spec", crd.spec.names.kind), &schema["properties"]["spec"], &mut missing);
+            let schema = serde_json::to_value(
+                v.schema
+                    .as_ref()
+                    .and_then(|s| s.open_api_v3_schema.as_ref()),
+            )
+            .expect("schema");
+            walk(
+                &format!("{}.spec", crd.spec.names.kind),
+                &schema["properties"]["spec"],
+                &mut missing,
+            );
         }
     }
-    assert!(missing.is_empty(), "spec fields without a description: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "spec fields without a description: {missing:?}"
+    );
 }

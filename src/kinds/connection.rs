@@ -73,8 +73,10 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
                 e.to_string(),
                 generation,
             );
-            e.requeue_after(ctx.failed(&key), ctx.settings.resync)
-                .min(Duration::from_secs(60))
+            // A failing Connection is cheap to check (one Secret read, one call) and its fix
+            // (usually a token Secret edit) is not watched: check it again soon.
+            let _ = ctx.failed(&key);
+            jitter(Duration::from_secs(10))
         }
     };
     if status != before {

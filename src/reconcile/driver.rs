@@ -17,6 +17,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer, Event as FinalizerEvent};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, CustomResourceExt, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -26,7 +27,7 @@ use serde_json::{json, Value};
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
 use super::error::{jitter, Category, Error, Result};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::{Connection, ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::Http;
 
 /// What every managed kind exposes to the framework.
@@ -98,6 +99,10 @@ pub trait Reconciled: Managed {
         remote_id: &str,
     ) -> impl Future<Output = Result<()>> + Send;
     fn remote_id(observed: &Self::Observed) -> String;
+    /// Whether the service assigns the identifier (a UUID, a `ws-` id). Such an id is written to
+    /// status the moment create returns, before anything else can fail, so a later failure can
+    /// never lead to a second object. Name-keyed objects are found again by name instead.
+    const SERVER_ASSIGNED_ID: bool = false;
     /// Keyed hash of write-only inputs (compared with status, never read back from the service).
     fn write_only_hash(_desired: &Self::Desired, _ctx: &Context) -> Option<String> {
         None
@@ -124,8 +129,30 @@ pub async fn run<K: Reconciled>(
     };
     let kind = K::kind(&()).to_string();
     tracing::info!(%kind, "controller started");
+    let conn_api: Api<Connection> = match &namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
     // No generation predicate: it would swallow finalizer-add and deletion events.
-    Controller::new(api, watcher::Config::default())
+    let controller = Controller::new(api, watcher::Config::default());
+    let store = controller.store();
+    controller
+        // A Connection that changes (fixed token, new address, Ready again) wakes the resources
+        // that use it, instead of leaving them to their backoff.
+        .watches(
+            conn_api,
+            watcher::Config::default(),
+            move |conn: Connection| {
+                let ns = conn.namespace().unwrap_or_default();
+                let name = conn.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|o| uses_connection(o.as_ref(), &ns, &name))
+                    .map(|o| ObjectRef::from_obj(o.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<K>, error_policy::<K>, ctx)
@@ -136,6 +163,15 @@ pub async fn run<K: Reconciled>(
         })
         .await;
     tracing::info!(%kind, "controller stopped");
+}
+
+/// Whether `obj` uses the Connection `ns/name` (explicitly, or by the service-name default).
+fn uses_connection<K: Managed>(obj: &K, ns: &str, name: &str) -> bool {
+    let own_ns = obj.namespace().unwrap_or_default();
+    match obj.connection_ref() {
+        Some(r) => r.name == name && r.namespace.as_deref().unwrap_or(&own_ns) == ns,
+        None => own_ns == ns && K::SERVICE.as_str() == name,
+    }
 }
 
 fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
@@ -334,7 +370,9 @@ async fn sync<K: Reconciled>(
         let created = obj.create(&client, &desired).await?;
         status.remote_id = Some(created.remote_id);
         status.write_only_hash = hash;
-        write_status(obj, ctx, status, written).await?;
+        if K::SERVER_ASSIGNED_ID || !created.complete {
+            write_status(obj, ctx, status, written).await?;
+        }
         let again = (!created.complete).then_some(Duration::from_millis(200));
         let done = if existed {
             Done::DriftCorrected(vec!["(deleted remotely)"])

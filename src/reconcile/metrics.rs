@@ -21,6 +21,7 @@ pub struct Metrics {
     reconcile_duration: HistogramFamily,
     remote_calls: Family<Labels, Counter>,
     remote_duration: HistogramFamily,
+    kube_calls: Family<Labels, Counter>,
 }
 
 fn histogram() -> Histogram {
@@ -61,6 +62,12 @@ impl Default for Metrics {
             "HTTP call duration by service and verb",
             remote_duration.clone(),
         );
+        let kube_calls = Family::<Labels, Counter>::default();
+        registry.register(
+            "kube_api_calls",
+            "Kubernetes API requests by verb (GET, LIST, WATCH, PATCH, ...)",
+            kube_calls.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -68,6 +75,7 @@ impl Default for Metrics {
             reconcile_duration,
             remote_calls,
             remote_duration,
+            kube_calls,
         }
     }
 }
@@ -106,6 +114,12 @@ impl Metrics {
         self.remote_duration
             .get_or_create(&vec![("service", service.to_string()), ("verb", verb)])
             .observe(took.as_secs_f64());
+    }
+
+    pub fn kube_call(&self, verb: &str) {
+        self.kube_calls
+            .get_or_create(&vec![("verb", verb.to_string())])
+            .inc();
     }
 
     /// The Prometheus text exposition.

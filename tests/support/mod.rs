@@ -38,10 +38,21 @@ impl Sandbox {
         let kubeconfig = dir.path().join("kubeconfig");
         let root_token = unique_token();
         let mut args = vec![
-            "sandbox", "--kubeconfig", kubeconfig.to_str().unwrap(),
-            "--secrets-addr", "127.0.0.1:0", "--workspaces-addr", "127.0.0.1:0",
-            "--catalog-addr", "127.0.0.1:0", "--scheduler-addr", "127.0.0.1:0",
-            "--kube-addr", "127.0.0.1:0", "--root-token", &root_token,
+            "sandbox",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--secrets-addr",
+            "127.0.0.1:0",
+            "--workspaces-addr",
+            "127.0.0.1:0",
+            "--catalog-addr",
+            "127.0.0.1:0",
+            "--scheduler-addr",
+            "127.0.0.1:0",
+            "--kube-addr",
+            "127.0.0.1:0",
+            "--root-token",
+            &root_token,
         ];
         args.extend_from_slice(extra);
         let mut child = Command::new(BIN)
@@ -51,11 +62,19 @@ impl Sandbox {
             .spawn()
             .expect("start quartet sandbox");
         let urls = read_ready(&mut child, "Quartet sandbox is ready");
-        Sandbox { child, dir, kubeconfig, urls, root_token }
+        Sandbox {
+            child,
+            dir,
+            kubeconfig,
+            urls,
+            root_token,
+        }
     }
 
     pub fn url(&self, service: &str) -> &str {
-        self.urls.get(service).unwrap_or_else(|| panic!("no {service} url in {:?}", self.urls))
+        self.urls
+            .get(service)
+            .unwrap_or_else(|| panic!("no {service} url in {:?}", self.urls))
     }
 
     pub fn kubectl(&self, args: &[&str]) -> Output {
@@ -65,7 +84,11 @@ impl Sandbox {
     /// Run kubectl and require success; returns stdout.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args);
-        assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).to_string()
     }
 
@@ -75,19 +98,31 @@ impl Sandbox {
 
     pub fn apply_ok(&self, yaml: &str) {
         let out = self.apply_yaml(yaml);
-        assert!(out.status.success(), "kubectl apply failed: {}\n{yaml}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl apply failed: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     pub fn get_json(&self, resource: &str, name: &str) -> Option<Value> {
         let out = self.kubectl(&["get", resource, name, "-o", "json"]);
-        out.status.success().then(|| serde_json::from_slice(&out.stdout).expect("kubectl json"))
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).expect("kubectl json"))
     }
 
     /// Install the CRDs from `crds/` with kubectl, as a user would, and wait until established.
     pub fn install_crds(&self) {
         let crds = repo_root().join("crds");
         self.kubectl_ok(&["apply", "--server-side", "-f", crds.to_str().unwrap()]);
-        self.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=30s", "crd", "--all"]);
+        self.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd",
+            "--all",
+        ]);
     }
 
     /// The token Secret and a `secrets` Connection to the sandbox's secrets service.
@@ -103,16 +138,35 @@ impl Sandbox {
 
     /// A call to the secrets service with the root token.
     pub fn secrets(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        http(method, &format!("{}{path}", self.url("secrets")), Some(("X-Secrets-Token", &self.root_token)), body)
+        http(
+            method,
+            &format!("{}{path}", self.url("secrets")),
+            Some(("X-Secrets-Token", &self.root_token)),
+            body,
+        )
     }
 
     /// Requests the sandbox logged for `service` since `since`: (method, path, status).
     pub fn requests(&self, service: &str, since: u64) -> (Vec<(String, String, u16)>, u64) {
-        let (_, body) = http("GET", &format!("{}/_sandbox/requests?service={service}&since={since}", self.url(service)), None, None);
+        let (_, body) = http(
+            "GET",
+            &format!(
+                "{}/_sandbox/requests?service={service}&since={since}",
+                self.url(service)
+            ),
+            None,
+            None,
+        );
         let list = body["requests"].as_array().cloned().unwrap_or_default();
         let items = list
             .iter()
-            .map(|r| (r["method"].as_str().unwrap_or("").to_string(), r["path"].as_str().unwrap_or("").to_string(), r["status"].as_u64().unwrap_or(0) as u16))
+            .map(|r| {
+                (
+                    r["method"].as_str().unwrap_or("").to_string(),
+                    r["path"].as_str().unwrap_or("").to_string(),
+                    r["status"].as_u64().unwrap_or(0) as u16,
+                )
+            })
             .collect();
         (items, body["next"].as_u64().unwrap_or(0))
     }
@@ -142,18 +196,35 @@ impl Operator {
     }
 
     pub fn start_with(sandbox: &Sandbox, resync: &str, extra: &[&str]) -> Operator {
-        let n = std::fs::read_dir(sandbox.dir.path()).map(|d| d.count()).unwrap_or(0);
+        let n = std::fs::read_dir(sandbox.dir.path())
+            .map(|d| d.count())
+            .unwrap_or(0);
         let log_path = sandbox.dir.path().join(format!("operator-{n}.log"));
-        let mut args = vec!["run", "--kubeconfig", sandbox.kubeconfig.to_str().unwrap(), "--resync-interval", resync, "--metrics-addr", "127.0.0.1:0"];
+        let mut args = vec![
+            "run",
+            "--kubeconfig",
+            sandbox.kubeconfig.to_str().unwrap(),
+            "--resync-interval",
+            resync,
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ];
         args.extend_from_slice(extra);
         let child = Command::new(BIN)
             .args(&args)
-            .env("RUST_LOG", "debug,hyper=info,h2=info,rustls=info,tower=info,kube_client=info")
+            .env(
+                "RUST_LOG",
+                "debug,hyper=info,h2=info,rustls=info,tower=info,kube_client=info",
+            )
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log_path).expect("log file"))
             .spawn()
             .expect("start quartet run");
-        let op = Operator { child, log_path, metrics_url: None };
+        let op = Operator {
+            child,
+            log_path,
+            metrics_url: None,
+        };
         op
     }
 
@@ -161,9 +232,32 @@ impl Operator {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The metrics address the operator logged (`serving metrics and health addr=...`).
+    pub fn metrics_addr(&self) -> String {
+        wait_for(
+            "metrics address in the operator log",
+            Duration::from_secs(30),
+            || {
+                let log = self.log();
+                let line = log
+                    .lines()
+                    .find(|l| l.contains("serving metrics and health"))?;
+                let at = line.find("addr=")? + 5;
+                Some(line[at..].split_whitespace().next()?.to_string())
+            },
+        )
+    }
+
     /// Stop like Kubernetes does (SIGTERM), then wait.
     pub fn stop(mut self) -> String {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -211,24 +305,47 @@ pub fn read_ready(child: &mut Child, ready: &str) -> std::collections::HashMap<S
             }
         }
     });
-    rx.recv_timeout(Duration::from_secs(60)).expect("process did not become ready within 60s")
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("process did not become ready within 60s")
 }
 
 pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new("kubectl");
     cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("kubectl on PATH");
     if let Some(input) = stdin {
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
     }
     child.wait_with_output().expect("kubectl output")
 }
 
 /// Blocking HTTP with an optional auth header; returns status and JSON body (Null if none).
-pub fn http(method: &str, url: &str, header: Option<(&str, &str)>, body: Option<Value>) -> (u16, Value) {
-    let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
-    let mut req = client.request(reqwest::Method::from_bytes(method.as_bytes()).expect("method"), url);
+pub fn http(
+    method: &str,
+    url: &str,
+    header: Option<(&str, &str)>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let mut req = client.request(
+        reqwest::Method::from_bytes(method.as_bytes()).expect("method"),
+        url,
+    );
     if let Some((k, v)) = header {
         req = req.header(k, v);
     }
@@ -256,7 +373,10 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
 }
 
 pub fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
-    obj["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
 }
 
 pub fn condition_is(obj: &Value, type_: &str, status: &str) -> bool {
