@@ -425,6 +425,9 @@ async fn list(
         let name_q = params.get("search[name]").map(str::to_lowercase);
         let wildcard = params.get("search[wildcard-name]").map(str::to_string);
         let project = params.get("filter[project][id]").map(str::to_string);
+        let run_status: Option<Vec<String>> = params
+            .get("filter[current-run][status]")
+            .map(|s| s.split(',').map(str::to_string).collect());
         let mut found: Vec<&Workspace> = state
             .workspaces
             .values()
@@ -437,6 +440,11 @@ async fn list(
             })
             .filter(|w| wildcard.as_ref().is_none_or(|p| wildcard_match(p, &w.name)))
             .filter(|w| project.as_ref().is_none_or(|p| &w.project == p))
+            .filter(|w| {
+                run_status.as_ref().is_none_or(|st| {
+                    latest_run(state, &w.id, false).is_some_and(|r| st.contains(&r.status))
+                })
+            })
             .filter(|w| {
                 let names = tags::names_of(state, w);
                 want_tags.iter().all(|t| names.contains(t))
@@ -947,9 +955,15 @@ fn delete(state: &mut State, caller: &Caller, id: &str, safe: bool) -> ApiResult
     auth::readable(state, caller, id)?;
     auth::require(state, caller, id, Access::Admin)?;
     let ws = state.workspaces.get(id).ok_or_else(ApiError::not_found)?;
-    if safe && (ws.resource_count > 0 || is_locked(state, ws)) {
+    // go-tfe tells the two 409s apart by the word "locked" in the message.
+    if safe && is_locked(state, ws) {
         return Err(ApiError::conflict(
-            "Workspace is not safe to delete: it manages resources or is locked. Use force delete to delete it anyway.",
+            "The workspace is locked and cannot be deleted.",
+        ));
+    }
+    if safe && ws.resource_count > 0 {
+        return Err(ApiError::conflict(
+            "The workspace is not safe to delete: it is managing resources. Use force delete to delete it anyway.",
         ));
     }
     state.workspaces.remove(id);
@@ -1040,6 +1054,13 @@ async fn unlock(
         auth::readable(state, caller, &id)?;
         auth::require(state, caller, &id, Access::Write)?;
         let ws = state.workspaces.get(&id).ok_or_else(ApiError::not_found)?;
+        // The messages name the lock holder the way go-tfe matches them ("is locked by Run").
+        if let Some(r) = locking_run(state, &id) {
+            return Err(ApiError::conflict(format!(
+                "Unable to unlock workspace. The workspace is locked by Run {}.",
+                r.id
+            )));
+        }
         match &ws.manual_lock {
             None => {
                 return Err(ApiError::conflict(
@@ -1047,9 +1068,14 @@ async fn unlock(
                 ))
             }
             Some(l) if *l != locker_id(caller) => {
-                return Err(ApiError::conflict(
-                    "Unable to unlock workspace. The workspace is locked by another user.",
-                ))
+                let kind = if l.starts_with("team-") {
+                    "Team"
+                } else {
+                    "User"
+                };
+                return Err(ApiError::conflict(format!(
+                    "Unable to unlock workspace. The workspace is locked by {kind} {l}."
+                )));
             }
             _ => {}
         }
