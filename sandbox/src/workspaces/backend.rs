@@ -139,8 +139,4 @@ fn on_applied(state: &mut State, run: &Run) {
         };
     }
     ws.latest_change_at = Utc::now();
-    if let (Some((version, version_id)), Some(nc)) = (&run.upgrade_to, ws.no_code.as_mut()) {
-        nc.version = version.clone();
-        nc.version_id = version_id.clone();
-    }
 }

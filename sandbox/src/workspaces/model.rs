@@ -263,6 +263,9 @@ pub struct Run {
     pub force_cancel_available_at: Option<Time>,
     /// Set on no-code upgrade runs: the module version to record once applied.
     pub upgrade_to: Option<(String, String)>,
+    /// Set once a no-code upgrade plan was confirmed.
+    #[serde(default)]
+    pub upgrade_applied: bool,
     pub comments: Vec<String>,
 }
 

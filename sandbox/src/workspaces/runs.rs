@@ -458,6 +458,7 @@ pub fn queue_run(
         cancel_requested_at: None,
         force_cancel_available_at: None,
         upgrade_to: opts.upgrade_to,
+        upgrade_applied: false,
         comments: vec![],
     };
     let id = run.id.clone();

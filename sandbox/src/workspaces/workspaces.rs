@@ -193,6 +193,7 @@ pub fn workspace_json(state: &State, caller: &Caller, ws: &Workspace) -> Value {
         .collect();
     let mut attrs = json!({
         "actions": {"is-destroyable": true},
+        "agent-pool-id": ws.agent_pool_id,
         "allow-destroy-plan": ws.allow_destroy_plan,
         "apply-duration-average": null,
         "assessments-enabled": ws.drift_detection,
