@@ -20,6 +20,7 @@ mod nocode;
 mod orgs;
 mod runs;
 mod tags;
+mod teams;
 mod versions;
 mod workspaces;
 
@@ -114,10 +115,12 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .merge(orgs::routes())
         .merge(workspaces::routes())
         .merge(tags::routes())
+        .merge(teams::routes())
         .merge(runs::routes())
         .merge(nocode::routes())
         .merge(admin_api::routes())
         .fallback(fallback)
+        .method_not_allowed_fallback(fallback)
         .with_state(svc.clone());
     Ok(api.layer(middleware::from_fn_with_state(svc, headers_and_persistence)))
 }
@@ -140,7 +143,9 @@ async fn well_known() -> Response {
     r
 }
 
-/// Unknown paths: the real service's JSON:API 404.
+/// Unknown paths and methods a path does not serve: the real service's JSON:API 404 (its
+/// router answers an unrouted method like an unknown path). PUT is accepted wherever PATCH
+/// updates a resource, as the real (Rails) router maps both to update.
 async fn fallback() -> Response {
     jsonapi::ApiError::not_found().into_response()
 }

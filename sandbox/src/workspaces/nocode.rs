@@ -42,7 +42,7 @@ pub fn routes() -> Router<Svc> {
         )
         .route(
             "/api/v2/no-code-modules/{id}",
-            get(read).patch(update).delete(remove),
+            get(read).patch(update).put(update).delete(remove),
         )
         .route(
             "/api/v2/no-code-modules/{id}/workspaces",

@@ -29,6 +29,7 @@ pub fn routes() -> Router<Svc> {
             "/api/v2/organizations/{org}/workspaces/{name}",
             get(read_by_name)
                 .patch(update_by_name)
+                .put(update_by_name)
                 .delete(delete_by_name),
         )
         .route(
@@ -37,7 +38,10 @@ pub fn routes() -> Router<Svc> {
         )
         .route(
             "/api/v2/workspaces/{id}",
-            get(read_by_id).patch(update_by_id).delete(delete_by_id),
+            get(read_by_id)
+                .patch(update_by_id)
+                .put(update_by_id)
+                .delete(delete_by_id),
         )
         .route(
             "/api/v2/workspaces/{id}/actions/safe-delete",
