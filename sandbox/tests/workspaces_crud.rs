@@ -1091,3 +1091,52 @@ async fn organization_token_manages_workspace_settings() {
         false
     );
 }
+
+#[tokio::test]
+async fn empty_vcs_repo_object_as_python_tfe_sends_it_changes_nothing() {
+    let ws = Ws::start().await;
+    let body = json!({"data": {"type": "workspaces", "attributes": {
+        "name": "pytfe", "type": "workspaces", "vcs-repo": {}, "setting-overwrites": {},
+        "trigger-prefixes": [], "trigger-patterns": []}}});
+    let r = ws
+        .post("/api/v2/organizations/quartet/workspaces", body)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["data"]["attributes"]["vcs-repo"], json!(null));
+    let ot = ws
+        .admin(
+            Method::POST,
+            "/oauth-tokens",
+            json!({"organization": "quartet"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = ws
+        .create_ws(
+            "pytfe2",
+            json!({"vcs-repo": {"oauth-token-id": ot, "identifier": "a/b"}}),
+        )
+        .await;
+    let r = ws
+        .patch(
+            &format!("/api/v2/workspaces/{id}"),
+            ws_body(json!({"vcs-repo": {}, "description": "d"})),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.body["data"]["attributes"]["vcs-repo"]["identifier"],
+        "a/b"
+    );
+}
+
+#[tokio::test]
+async fn empty_query_parameters_are_ignored() {
+    let ws = Ws::start().await;
+    ws.create_ws("eq", json!({})).await;
+    let r = ws.get("/api/v2/organizations/quartet/workspaces?search%5Bname%5D=&search%5Btags%5D=&page%5Bsize%5D=").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 1);
+}

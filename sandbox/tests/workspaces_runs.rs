@@ -724,3 +724,51 @@ async fn uploading_a_configuration_version_queues_a_run() {
     let runs = ws.get(&format!("/api/v2/workspaces/{w}/runs")).await;
     assert_eq!(runs.body["data"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn organization_run_list_spans_the_readable_workspaces() {
+    let ws = Ws::start().await;
+    let a = ws.create_ws("org-a", json!({})).await;
+    let b = ws.create_ws("org-b", json!({})).await;
+    let ra = ws.create_run(&a, json!({})).await;
+    let rb = ws.create_run(&b, json!({"plan-only": true})).await;
+    let r = ws.get("/api/v2/organizations/quartet/runs").await;
+    assert_eq!(r.status, 200);
+    let ids: Vec<&str> = r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![rb.as_str(), ra.as_str()]);
+    let (_, token) = ws
+        .team_user(json!({"workspace_access": {a.clone(): "read"}}))
+        .await;
+    let r = ws
+        .get_as(&token, "/api/v2/organizations/quartet/runs")
+        .await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 1);
+    assert_eq!(r.body["data"][0]["id"], ra);
+}
+
+#[tokio::test]
+async fn run_list_status_group_filter() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws("grp", json!({})).await;
+    let done = ws.create_run(&w, json!({"plan-only": true})).await;
+    ws.wait_status(&done, "planned_and_finished").await;
+    let open = ws.create_run(&w, json!({})).await;
+    let r = ws
+        .get(&format!(
+            "/api/v2/workspaces/{w}/runs?filter%5Bstatus_group%5D=non_final"
+        ))
+        .await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 1);
+    assert_eq!(r.body["data"][0]["id"], open);
+    let r = ws
+        .get(&format!(
+            "/api/v2/workspaces/{w}/runs?filter%5Bstatus_group%5D=final"
+        ))
+        .await;
+    assert_eq!(r.body["data"][0]["id"], done);
+}

@@ -695,6 +695,9 @@ fn apply_attributes(
         match raw {
             Value::Null if creating => {}
             Value::Null => ws.vcs_repo = None,
+            // python-tfe sends `"vcs-repo": {}` on every create and update without a repository:
+            // an empty object changes nothing.
+            Value::Object(o) if o.is_empty() => {}
             Value::Object(o) => {
                 let v = Attrs::from_map(o);
                 let ptr = |k: &str| format!("/data/attributes/vcs-repo/{k}");
