@@ -154,7 +154,7 @@ struct OrgBody {
 async fn add_org(AxState(svc): AxState<Svc>, body: Bytes) -> Response {
     respond((|| {
         let b: OrgBody = parse(&body)?;
-        if !super::workspaces::valid_name(&b.name) {
+        if !super::workspace::valid_name(&b.name) {
             return Err(bad("organization name: letters, numbers, - and _ only"));
         }
         let mut state = svc.lock();

@@ -116,7 +116,7 @@ fn may_start(state: &State, run: &Run) -> bool {
     let Some(ws) = state.workspaces.get(&run.workspace) else {
         return false;
     };
-    if ws.manual_lock.is_some() || super::workspaces::locking_run(state, &ws.id).is_some() {
+    if ws.manual_lock.is_some() || super::workspace::locking_run(state, &ws.id).is_some() {
         return false;
     }
     !state.runs.values().any(|r| {

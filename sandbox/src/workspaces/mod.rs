@@ -22,7 +22,7 @@ mod runs;
 mod tags;
 mod teams;
 mod versions;
-mod workspaces;
+mod workspace;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -113,7 +113,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
     let api = Router::new()
         .route("/.well-known/terraform.json", get(well_known))
         .merge(orgs::routes())
-        .merge(workspaces::routes())
+        .merge(workspace::routes())
         .merge(tags::routes())
         .merge(teams::routes())
         .merge(runs::routes())

@@ -28,7 +28,7 @@ use super::auth::{self, Caller};
 use super::jsonapi::*;
 use super::model::*;
 use super::orgs::visible_org;
-use super::workspaces::{
+use super::workspace::{
     check_includes, create_project_for, new_workspace, valid_name, workspace_json,
 };
 use super::{query, runs, versions, Svc};
@@ -285,13 +285,16 @@ fn resolve_pin(m: &RegistryModule, pin: Option<String>) -> ApiResult<String> {
     }
 }
 
+/// One variable-options entry of a request: its id when given, and its attributes.
+type OptionEntry = (Option<String>, Map<String, Value>);
+
 /// Variable-option sets of a request body: `relationships.variable-options.data[]`, with the
 /// attributes inline or, for clients that side-load them, in `included` (matched by position
 /// among the entries without attributes).
 fn variable_option_entries(
     body: &Value,
     data: &Map<String, Value>,
-) -> ApiResult<Option<Vec<(Option<String>, Map<String, Value>)>>> {
+) -> ApiResult<Option<Vec<OptionEntry>>> {
     let Some(list) = relationship_list(data, "variable-options") else {
         return Ok(None);
     };
@@ -570,8 +573,12 @@ async fn remove(
 /// allowed options.
 fn option_allows(options: &[Value], value: &str) -> bool {
     options.iter().any(|o| match o {
-        Value::String(s) => s == value || format!("\"{s}\"") == value,
-        other => other.to_string() == value,
+        Value::String(s) => {
+            s == value
+                || value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) == Some(s.as_str())
+        }
+        // Numbers and booleans compare as the HCL literal the value string holds.
+        other => serde_json::from_str::<Value>(value).is_ok_and(|v| &v == other),
     })
 }
 

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::auth::{self, Caller};
 use super::jsonapi::*;
 use super::model::*;
-use super::workspaces::{check_includes, locking_run};
+use super::workspace::{check_includes, locking_run};
 use super::{query, versions, Svc};
 
 pub fn routes() -> Router<Svc> {
@@ -326,7 +326,7 @@ fn run_included(
             }
             "workspace" => {
                 if let Some(w) = state.workspaces.get(&r.workspace) {
-                    push(super::workspaces::workspace_json(state, caller, w));
+                    push(super::workspace::workspace_json(state, caller, w));
                 }
             }
             _ => {}
@@ -708,7 +708,7 @@ fn list_runs(
             })
         })
         .collect();
-    found.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    found.sort_by_key(|r| std::cmp::Reverse(r.created_at));
     let (number, size) = params.page();
     let mut included = Vec::new();
     for r in found.iter().skip((number - 1) * size).take(size) {
@@ -961,7 +961,7 @@ async fn list_cvs(
             .values()
             .filter(|c| c.workspace == id)
             .collect();
-        cvs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        cvs.sort_by_key(|c| std::cmp::Reverse(c.created_at));
         let items = cvs.into_iter().map(cv_json).collect();
         Ok(ok(paginate(
             items,

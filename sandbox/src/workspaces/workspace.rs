@@ -227,7 +227,7 @@ pub fn workspace_json(state: &State, caller: &Caller, ws: &Workspace) -> Value {
         "queue-all-runs": ws.queue_all_runs,
         "resource-count": ws.resource_count,
         "run-failures": run_failures,
-        "source": if ws.no_code.is_some() { "tfe-module" } else if ws.source_name.is_some() { "tfe-api" } else { "tfe-api" },
+        "source": if ws.no_code.is_some() { "tfe-module" } else { "tfe-api" },
         "source-name": ws.source_name,
         "source-url": ws.source_url,
         "speculative-enabled": ws.speculative_enabled,
