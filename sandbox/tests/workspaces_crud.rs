@@ -1140,3 +1140,68 @@ async fn empty_query_parameters_are_ignored() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body["data"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn workspace_variables_are_created_listed_updated_and_deleted() {
+    let ws = Ws::start().await;
+    let id = ws.create_ws("vars", json!({})).await;
+    let path = format!("/api/v2/workspaces/{id}/vars");
+    let body = |attrs: serde_json::Value| json!({"data": {"type": "vars", "attributes": attrs}});
+    let r = ws
+        .post(
+            &path,
+            body(json!({"key": "region", "value": "eu", "category": "terraform"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let var = r.body["data"]["id"].as_str().unwrap().to_string();
+    assert!(var.starts_with("var-"));
+    let r = ws
+        .post(
+            &path,
+            body(json!({"key": "region", "value": "us", "category": "terraform"})),
+        )
+        .await;
+    assert_eq!(r.status, 422, "duplicate key in the same category");
+    let r = ws
+        .post(&path, body(json!({"key": "region", "value": "us"})))
+        .await;
+    assert_eq!(r.status, 422, "category is required");
+    let r = ws
+        .post(
+            &path,
+            body(json!({"key": "TOKEN", "value": "s3cret", "category": "env", "sensitive": true})),
+        )
+        .await;
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        r.body["data"]["attributes"]["value"],
+        json!(null),
+        "sensitive values are write-only"
+    );
+    let r = ws
+        .patch(&format!("{path}/{var}"), body(json!({"value": "ap"})))
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["attributes"]["value"], "ap");
+    assert_eq!(
+        ws.get(&path).await.body["data"].as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(ws.delete(&format!("{path}/{var}"), None).await.status, 204);
+    assert_eq!(
+        ws.get(&path).await.body["data"].as_array().unwrap().len(),
+        1
+    );
+    let (_, reader) = ws
+        .team_user(json!({"workspace_access": {id.clone(): "read"}}))
+        .await;
+    let r = ws
+        .post_as(
+            &reader,
+            &path,
+            body(json!({"key": "x", "value": "y", "category": "env"})),
+        )
+        .await;
+    assert_eq!(r.status, 404);
+}

@@ -53,7 +53,17 @@ pub fn routes() -> Router<Svc> {
             "/api/v2/workspaces/{id}/actions/force-unlock",
             post(force_unlock),
         )
-        .route("/api/v2/workspaces/{id}/vars", get(list_vars))
+        .route(
+            "/api/v2/workspaces/{id}/vars",
+            get(list_vars).post(create_var),
+        )
+        .route(
+            "/api/v2/workspaces/{id}/vars/{var}",
+            get(read_var)
+                .patch(update_var)
+                .put(update_var)
+                .delete(delete_var),
+        )
         .route(
             "/api/v2/workspaces/{id}/relationships/remote-state-consumers",
             get(list_consumers)
@@ -1152,6 +1162,166 @@ async fn list_vars(
             &format!("/api/v2/workspaces/{id}/vars"),
             vec![],
         )))
+    })
+}
+
+/// Attributes of a workspace variable body applied over `v`; `creating` requires key and
+/// category. Keys are unique per category in a workspace.
+fn apply_var(ws: &Workspace, v: &mut Var, body: &Bytes, creating: bool) -> ApiResult<()> {
+    let body = parse_body(body)?;
+    let data = data_object(&body)?;
+    check_type(data, &["vars"])?;
+    let a = Attrs::of(data)?;
+    if let Some(k) = a.string("key")? {
+        if k.is_empty() {
+            return Err(ApiError::invalid(
+                "/data/attributes/key",
+                "Key can't be blank",
+            ));
+        }
+        v.key = k;
+    } else if creating {
+        return Err(ApiError::invalid(
+            "/data/attributes/key",
+            "Key can't be blank",
+        ));
+    }
+    if a.raw("value").is_some() {
+        v.value = match a.raw("value") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+    }
+    if let Some(c) = a.string("category")? {
+        if c != "terraform" && c != "env" {
+            return Err(ApiError::invalid(
+                "/data/attributes/category",
+                "Category must be terraform or env",
+            ));
+        }
+        v.category = c;
+    } else if creating {
+        return Err(ApiError::invalid(
+            "/data/attributes/category",
+            "Category can't be blank",
+        ));
+    }
+    if let Some(d) = a.string("description")? {
+        v.description = d;
+    }
+    if let Some(h) = a.bool("hcl")? {
+        v.hcl = h;
+    }
+    if let Some(sens) = a.bool("sensitive")? {
+        if v.sensitive && !sens && !creating {
+            return Err(ApiError::invalid(
+                "/data/attributes/sensitive",
+                "A sensitive variable cannot be made non-sensitive",
+            ));
+        }
+        v.sensitive = sens;
+    }
+    if ws
+        .vars
+        .iter()
+        .any(|o| o.id != v.id && o.key == v.key && o.category == v.category)
+    {
+        return Err(ApiError::invalid(
+            "/data/attributes/key",
+            "Key has already been taken",
+        ));
+    }
+    Ok(())
+}
+
+/// `POST /workspaces/:id/vars` (needs write access, like `can-update-variable`).
+async fn create_var(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        let ws = auth::readable(state, caller, &id)?.clone();
+        auth::require(state, caller, &id, Access::Write)?;
+        let mut v = Var {
+            id: new_id("var-"),
+            key: String::new(),
+            value: String::new(),
+            description: String::new(),
+            category: String::new(),
+            hcl: false,
+            sensitive: false,
+        };
+        apply_var(&ws, &mut v, &body, true)?;
+        let doc = var_json(&ws, &v);
+        if let Some(w) = state.workspaces.get_mut(&id) {
+            w.vars.push(v);
+        }
+        Ok(created(json!({"data": doc})))
+    })
+}
+
+async fn read_var(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path((id, var)): Path<(String, String)>,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        let ws = auth::readable(state, caller, &id)?;
+        let v = ws
+            .vars
+            .iter()
+            .find(|v| v.id == var)
+            .ok_or_else(ApiError::not_found)?;
+        Ok(ok(json!({"data": var_json(ws, v)})))
+    })
+}
+
+async fn update_var(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path((id, var)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        let ws = auth::readable(state, caller, &id)?.clone();
+        auth::require(state, caller, &id, Access::Write)?;
+        let mut v = ws
+            .vars
+            .iter()
+            .find(|v| v.id == var)
+            .cloned()
+            .ok_or_else(ApiError::not_found)?;
+        apply_var(&ws, &mut v, &body, false)?;
+        let doc = var_json(&ws, &v);
+        if let Some(slot) = state
+            .workspaces
+            .get_mut(&id)
+            .and_then(|w| w.vars.iter_mut().find(|x| x.id == var))
+        {
+            *slot = v;
+        }
+        Ok(ok(json!({"data": doc})))
+    })
+}
+
+async fn delete_var(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path((id, var)): Path<(String, String)>,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        let ws = auth::readable(state, caller, &id)?;
+        if !ws.vars.iter().any(|v| v.id == var) {
+            return Err(ApiError::not_found());
+        }
+        auth::require(state, caller, &id, Access::Write)?;
+        if let Some(w) = state.workspaces.get_mut(&id) {
+            w.vars.retain(|v| v.id != var);
+        }
+        Ok(no_content())
     })
 }
 
