@@ -358,7 +358,7 @@ fn workspace_included(
             }
             "project" => {
                 if let Some(p) = state.projects.get(&ws.project) {
-                    push_unique(out, super::orgs::project_json(p));
+                    push_unique(out, super::orgs::project_json(state, p));
                 }
             }
             "current_configuration_version"
