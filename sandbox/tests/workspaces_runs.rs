@@ -772,3 +772,23 @@ async fn run_list_status_group_filter() {
         .await;
     assert_eq!(r.body["data"][0]["id"], done);
 }
+
+#[tokio::test]
+async fn run_in_a_vcs_workspace_fetches_its_configuration_first() {
+    let ws = Ws::start().await;
+    let ot = ws
+        .admin(Method::POST, "/oauth-tokens", json!({"organization": ORG}))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let w = ws
+        .create_ws(
+            "vcs-run",
+            json!({"vcs-repo": {"oauth-token-id": ot, "identifier": "acme/app"}}),
+        )
+        .await;
+    let run = ws.create_run(&w, json!({})).await;
+    let body = ws.wait_status(&run, "planned").await;
+    assert!(body["data"]["attributes"]["status-timestamps"]["fetching-at"].is_string());
+}

@@ -65,11 +65,17 @@ pub fn step(state: &mut State) -> bool {
         let next: Option<&str> = match run.status.as_str() {
             "pending" => {
                 if run.plan_only || may_start(state, &run) {
-                    Some("plan_queued")
+                    // Workspaces with a VCS repository fetch the configuration first.
+                    let vcs = state
+                        .workspaces
+                        .get(&run.workspace)
+                        .is_some_and(|w| w.vcs_repo.is_some());
+                    Some(if vcs { "fetching" } else { "plan_queued" })
                 } else {
                     None
                 }
             }
+            "fetching" => Some("plan_queued"),
             "plan_queued" => Some("planning"),
             "planning" => {
                 let plan = run.script.plan.as_deref().unwrap_or("changes");

@@ -827,14 +827,18 @@ async fn create_workspace(
     })
 }
 
-fn upgrade_json(state: &State, ws: &Workspace, run: &Run) -> Value {
-    let _ = state;
+/// The workspace-upgrade document; `plan-url` is absolute, on the host the client called.
+fn upgrade_json(headers: &HeaderMap, ws: &Workspace, run: &Run) -> Value {
+    let host = headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1");
     json!({
         "id": run.id,
         "type": "workspace-upgrade",
         "attributes": {
             "status": run.status,
-            "plan-url": format!("/app/{}/workspaces/{}/runs/{}", ws.organization, ws.name, run.id),
+            "plan-url": format!("http://{host}/app/{}/workspaces/{}/runs/{}", ws.organization, ws.name, run.id),
         },
         "relationships": {"workspace": {"data": {"id": ws.id, "type": "workspaces"}}},
     })
@@ -912,7 +916,7 @@ async fn start_upgrade(
         };
         let run_id = runs::queue_run(state, Some(caller), &ws.id, opts)?;
         let run = state.runs.get(&run_id).ok_or_else(ApiError::not_found)?;
-        Ok(ok(json!({"data": upgrade_json(state, &ws, run)})))
+        Ok(ok(json!({"data": upgrade_json(&headers, &ws, run)})))
     })
 }
 
@@ -934,7 +938,7 @@ async fn upgrade_status(
     svc.call(&headers, |state, caller| {
         let (_, ws) = nocode_workspace(state, caller, &id, &ws_id, Access::Read)?;
         let r = upgrade_run(state, &ws, &run)?;
-        Ok(ok(json!({"data": upgrade_json(state, &ws, &r)})))
+        Ok(ok(json!({"data": upgrade_json(&headers, &ws, &r)})))
     })
 }
 
