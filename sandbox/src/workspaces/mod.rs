@@ -10,6 +10,18 @@
 //! pools, VCS connections, registry modules, run scripting and timing) is under
 //! `/_sandbox/workspaces/`, see [`admin_api`]. The organization `--organization` is created at
 //! start with an owners team whose user holds `--root-token`.
+//!
+//! Choices where the spec says "not shown" (each follows the real service as far as known):
+//! * An organization's JSON:API id is its name (clients address it so); its `external-id` is
+//!   `org-…`.
+//! * Every permission failure is 404 `not found`, including the organization-token
+//!   restrictions (§5 "404 for absent and for unauthorized").
+//! * A `data.type` naming another resource is 409 (JSON:API); a missing one is 422. Unknown
+//!   `include` values are 400 `Invalid include parameter` (the text go-tfe matches).
+//! * `page[size]` is clamped to 100; workspace lists are ordered by name, runs newest first.
+//! * Error objects carry `status`, `title`, `detail` and, for attribute errors,
+//!   `source.pointer`.
+//! * Force-cancel cool-off, run step time and the offered engine releases are admin settings.
 
 mod admin_api;
 mod auth;
