@@ -792,3 +792,45 @@ async fn run_in_a_vcs_workspace_fetches_its_configuration_first() {
     let body = ws.wait_status(&run, "planned").await;
     assert!(body["data"]["attributes"]["status-timestamps"]["fetching-at"].is_string());
 }
+
+#[tokio::test]
+async fn scripted_failing_apply_ends_errored_and_count_zero_scripts_every_run() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws("apply-err", json!({"auto-apply": true})).await;
+    script(&ws, &w, json!({"apply": "errored", "count": 0})).await;
+    for _ in 0..2 {
+        let run = ws.create_run(&w, json!({})).await;
+        let body = ws.wait_status(&run, "errored").await;
+        assert!(body["data"]["attributes"]["status-timestamps"]["applying-at"].is_string());
+    }
+}
+
+#[tokio::test]
+async fn destroy_run_applied_leaves_no_resources() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws("destroy", json!({"auto-apply": true})).await;
+    let run = ws.create_run(&w, json!({})).await;
+    ws.wait_status(&run, "applied").await;
+    assert_eq!(
+        ws.get(&format!("/api/v2/workspaces/{w}")).await.body["data"]["attributes"]
+            ["resource-count"],
+        1
+    );
+    let run = ws.create_run(&w, json!({"is-destroy": true})).await;
+    ws.wait_status(&run, "applied").await;
+    assert_eq!(
+        ws.get(&format!("/api/v2/workspaces/{w}")).await.body["data"]["attributes"]
+            ["resource-count"],
+        0
+    );
+}
+
+#[tokio::test]
+async fn runs_in_a_local_execution_workspace_are_refused() {
+    let ws = Ws::start().await;
+    let w = ws
+        .create_ws("local-ws", json!({"execution-mode": "local"}))
+        .await;
+    let r = ws.post("/api/v2/runs", run_body(&w, json!({}))).await;
+    assert_eq!(r.status, 422);
+}
