@@ -7,7 +7,5 @@ use crate::SandboxOptions;
 
 /// One router per secrets cluster (`opts.secrets_clusters`), sharing the DR replication world.
 pub fn routers(opts: &SandboxOptions) -> anyhow::Result<Vec<Router>> {
-    Ok((0..opts.secrets_clusters.max(1))
-        .map(|_| Router::new())
-        .collect())
+    Ok((0..opts.secrets_clusters.max(1)).map(|_| Router::new()).collect())
 }
