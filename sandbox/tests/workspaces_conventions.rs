@@ -343,3 +343,11 @@ async fn faults_of_the_admin_layer_apply_to_the_service() {
     assert_eq!(r.status, 503);
     assert_eq!(r.body["errors"][0]["status"], "503");
 }
+
+#[tokio::test]
+async fn project_shows_its_workspace_count() {
+    let ws = Ws::start().await;
+    ws.create_ws("counted", json!({})).await;
+    let list = ws.get("/api/v2/organizations/quartet/projects").await;
+    assert_eq!(list.body["data"][0]["attributes"]["workspace-count"], 1);
+}

@@ -887,3 +887,321 @@ async fn manual_lock_and_unlock_toggle_locked() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body["data"]["attributes"]["locked"], false);
 }
+
+#[tokio::test]
+async fn safe_delete_refuses_a_workspace_managing_resources_or_locked() {
+    let ws = Ws::start().await;
+    let id = ws.create_ws("busy", json!({"auto-apply": true})).await;
+    let run = ws.create_run(&id, json!({})).await;
+    ws.wait_status(&run, "applied").await;
+    let r = ws
+        .call(
+            Method::POST,
+            &format!("/api/v2/workspaces/{id}/actions/safe-delete"),
+            Some(ROOT),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 409);
+    assert!(!error_detail(&r.body).contains("locked"));
+    assert_eq!(
+        ws.get(&format!("/api/v2/workspaces/{id}")).await.body["data"]["attributes"]
+            ["resource-count"],
+        1
+    );
+    let id2 = ws.create_ws("locked-del", json!({})).await;
+    ws.call(
+        Method::POST,
+        &format!("/api/v2/workspaces/{id2}/actions/lock"),
+        Some(ROOT),
+        None,
+    )
+    .await;
+    let r = ws
+        .call(
+            Method::POST,
+            "/api/v2/organizations/quartet/workspaces/locked-del/actions/safe-delete",
+            Some(ROOT),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 409);
+    assert!(error_detail(&r.body).contains("locked"));
+}
+
+#[tokio::test]
+async fn unlock_of_a_workspace_held_by_a_run_names_the_run() {
+    let ws = Ws::start().await;
+    let id = ws.create_ws("runlock", json!({})).await;
+    let run = ws.create_run(&id, json!({})).await;
+    ws.wait_status(&run, "planned").await;
+    let r = ws
+        .call(
+            Method::POST,
+            &format!("/api/v2/workspaces/{id}/actions/unlock"),
+            Some(ROOT),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 409);
+    assert!(error_detail(&r.body).contains("is locked by Run"));
+}
+
+#[tokio::test]
+async fn unlock_of_another_users_lock_is_409_and_force_unlock_needs_admin() {
+    let ws = Ws::start().await;
+    let id = ws.create_ws("otherlock", json!({})).await;
+    let (_, writer) = ws
+        .team_user(json!({"workspace_access": {id.clone(): "write"}}))
+        .await;
+    let r = ws
+        .call(
+            Method::POST,
+            &format!("/api/v2/workspaces/{id}/actions/lock"),
+            Some(&writer),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let r = ws
+        .call(
+            Method::POST,
+            &format!("/api/v2/workspaces/{id}/actions/unlock"),
+            Some(ROOT),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 409);
+    assert!(error_detail(&r.body).contains("is locked by User"));
+    let r = ws
+        .call(
+            Method::POST,
+            &format!("/api/v2/workspaces/{id}/actions/force-unlock"),
+            Some(&writer),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 404);
+    let r = ws
+        .call(
+            Method::POST,
+            &format!("/api/v2/workspaces/{id}/actions/force-unlock"),
+            Some(ROOT),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["attributes"]["locked"], false);
+}
+
+#[tokio::test]
+async fn list_filters_by_project_and_current_run_status() {
+    let ws = Ws::start().await;
+    let prj = ws
+        .admin(
+            Method::POST,
+            "/projects",
+            json!({"organization": "quartet", "name": "flt"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body = json!({"data": {"type": "workspaces", "attributes": {"name": "in-flt"},
+        "relationships": {"project": {"data": {"type": "projects", "id": prj}}}}});
+    let inp = ws
+        .post("/api/v2/organizations/quartet/workspaces", body)
+        .await
+        .body["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ws.create_ws("out-flt", json!({})).await;
+    let r = ws
+        .get(&format!(
+            "/api/v2/organizations/quartet/workspaces?filter%5Bproject%5D%5Bid%5D={prj}"
+        ))
+        .await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 1);
+    assert_eq!(r.body["data"][0]["id"], inp);
+    let run = ws.create_run(&inp, json!({})).await;
+    ws.wait_status(&run, "planned").await;
+    let r = ws
+        .get("/api/v2/organizations/quartet/workspaces?filter%5Bcurrent-run%5D%5Bstatus%5D=planned")
+        .await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 1);
+    assert_eq!(r.body["data"][0]["id"], inp);
+}
+
+#[tokio::test]
+async fn workspace_with_vcs_repo_gets_a_current_configuration_version() {
+    let ws = Ws::start().await;
+    let ot = ws
+        .admin(
+            Method::POST,
+            "/oauth-tokens",
+            json!({"organization": "quartet"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = ws
+        .create_ws(
+            "vcs-cv",
+            json!({"vcs-repo": {"oauth-token-id": ot, "identifier": "acme/app"}}),
+        )
+        .await;
+    let r = ws
+        .get(&format!(
+            "/api/v2/workspaces/{id}?include=current_configuration_version"
+        ))
+        .await;
+    let cv = r.body["data"]["relationships"]["current-configuration-version"]["data"]["id"]
+        .as_str()
+        .unwrap();
+    assert!(cv.starts_with("cv-"));
+    assert_eq!(r.body["included"][0]["type"], "configuration-versions");
+}
+
+#[tokio::test]
+async fn vcs_repo_with_unknown_oauth_token_is_422() {
+    let ws = Ws::start().await;
+    let r = ws
+        .post("/api/v2/organizations/quartet/workspaces", ws_body(json!({"name": "badot", "vcs-repo": {"oauth-token-id": "ot-nope", "identifier": "a/b"}})))
+        .await;
+    assert_eq!(r.status, 422);
+}
+
+#[tokio::test]
+async fn organization_token_manages_workspace_settings() {
+    let ws = Ws::start().await;
+    let id = ws.create_ws("orgtok-upd", json!({})).await;
+    let org = ws.org_token().await;
+    let r = ws
+        .patch_as(
+            &org,
+            &format!("/api/v2/workspaces/{id}"),
+            ws_body(json!({"description": "by org token"})),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.body["data"]["attributes"]["permissions"]["can-queue-run"],
+        false
+    );
+}
+
+#[tokio::test]
+async fn empty_vcs_repo_object_as_python_tfe_sends_it_changes_nothing() {
+    let ws = Ws::start().await;
+    let body = json!({"data": {"type": "workspaces", "attributes": {
+        "name": "pytfe", "type": "workspaces", "vcs-repo": {}, "setting-overwrites": {},
+        "trigger-prefixes": [], "trigger-patterns": []}}});
+    let r = ws
+        .post("/api/v2/organizations/quartet/workspaces", body)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["data"]["attributes"]["vcs-repo"], json!(null));
+    let ot = ws
+        .admin(
+            Method::POST,
+            "/oauth-tokens",
+            json!({"organization": "quartet"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = ws
+        .create_ws(
+            "pytfe2",
+            json!({"vcs-repo": {"oauth-token-id": ot, "identifier": "a/b"}}),
+        )
+        .await;
+    let r = ws
+        .patch(
+            &format!("/api/v2/workspaces/{id}"),
+            ws_body(json!({"vcs-repo": {}, "description": "d"})),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.body["data"]["attributes"]["vcs-repo"]["identifier"],
+        "a/b"
+    );
+}
+
+#[tokio::test]
+async fn empty_query_parameters_are_ignored() {
+    let ws = Ws::start().await;
+    ws.create_ws("eq", json!({})).await;
+    let r = ws.get("/api/v2/organizations/quartet/workspaces?search%5Bname%5D=&search%5Btags%5D=&page%5Bsize%5D=").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn workspace_variables_are_created_listed_updated_and_deleted() {
+    let ws = Ws::start().await;
+    let id = ws.create_ws("vars", json!({})).await;
+    let path = format!("/api/v2/workspaces/{id}/vars");
+    let body = |attrs: serde_json::Value| json!({"data": {"type": "vars", "attributes": attrs}});
+    let r = ws
+        .post(
+            &path,
+            body(json!({"key": "region", "value": "eu", "category": "terraform"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let var = r.body["data"]["id"].as_str().unwrap().to_string();
+    assert!(var.starts_with("var-"));
+    let r = ws
+        .post(
+            &path,
+            body(json!({"key": "region", "value": "us", "category": "terraform"})),
+        )
+        .await;
+    assert_eq!(r.status, 422, "duplicate key in the same category");
+    let r = ws
+        .post(&path, body(json!({"key": "region", "value": "us"})))
+        .await;
+    assert_eq!(r.status, 422, "category is required");
+    let r = ws
+        .post(
+            &path,
+            body(json!({"key": "TOKEN", "value": "s3cret", "category": "env", "sensitive": true})),
+        )
+        .await;
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        r.body["data"]["attributes"]["value"],
+        json!(null),
+        "sensitive values are write-only"
+    );
+    let r = ws
+        .patch(&format!("{path}/{var}"), body(json!({"value": "ap"})))
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["attributes"]["value"], "ap");
+    assert_eq!(
+        ws.get(&path).await.body["data"].as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(ws.delete(&format!("{path}/{var}"), None).await.status, 204);
+    assert_eq!(
+        ws.get(&path).await.body["data"].as_array().unwrap().len(),
+        1
+    );
+    let (_, reader) = ws
+        .team_user(json!({"workspace_access": {id.clone(): "read"}}))
+        .await;
+    let r = ws
+        .post_as(
+            &reader,
+            &path,
+            body(json!({"key": "x", "value": "y", "category": "env"})),
+        )
+        .await;
+    assert_eq!(r.status, 404);
+}

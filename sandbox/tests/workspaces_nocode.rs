@@ -511,7 +511,7 @@ async fn moving_the_version_pin_makes_an_upgrade_available_and_the_upgrade_flow_
     loop {
         let s = ws.get(&status_path).await;
         assert_eq!(s.status, 200);
-        if s.body["data"]["attributes"]["status"] == "planned" {
+        if s.body["data"]["attributes"]["status"] == "planned_and_finished" {
             break;
         }
         assert!(
@@ -523,16 +523,126 @@ async fn moving_the_version_pin_makes_an_upgrade_available_and_the_upgrade_flow_
     }
     let c = ws.call(Method::POST, &status_path, Some(ROOT), None).await;
     assert_eq!(c.status, 200);
-    assert!(c.body["data"]["attributes"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("completed"));
+    assert_eq!(c.body, json!("Workspace update completed"));
     let doc = ws.get(&format!("/api/v2/workspaces/{w}")).await;
     assert_eq!(
         doc.body["data"]["attributes"]["no-code-upgrade-available"],
         false
     );
-    ws.wait_status(&run, "applied").await;
+    // the confirmation queued the run that applies the upgrade
+    let apply = doc.body["data"]["relationships"]["latest-run"]["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(apply, run);
+    ws.wait_status(&apply, "applied").await;
+    // a second confirmation is refused
+    assert_eq!(
+        ws.call(Method::POST, &status_path, Some(ROOT), None)
+            .await
+            .status,
+        409
+    );
+}
+
+#[tokio::test]
+async fn confirming_an_upgrade_before_its_plan_finished_is_409() {
+    let ws = Ws::start().await;
+    ws.admin(Method::PUT, "/settings", json!({"step_ms": 2000}))
+        .await;
+    let (_, nc) = enabled_module(&ws, "early").await;
+    let r = ws
+        .post(
+            &format!("/api/v2/no-code-modules/{nc}/workspaces"),
+            nc_ws_body("early-ws", json!([var("region", "eu-west-1")])),
+        )
+        .await;
+    let w = r.body["data"]["id"].as_str().unwrap().to_string();
+    let r = ws
+        .post(
+            &format!("/api/v2/no-code-modules/{nc}/workspaces/{w}/upgrade"),
+            json!({"data": {"type": "workspaces"}}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["attributes"]["status"], "pending");
+    let run = r.body["data"]["id"].as_str().unwrap();
+    let c = ws
+        .call(
+            Method::POST,
+            &format!("/api/v2/no-code-modules/{nc}/workspaces/{w}/upgrade/{run}"),
+            Some(ROOT),
+            None,
+        )
+        .await;
+    assert_eq!(c.status, 409);
+}
+
+#[tokio::test]
+async fn module_variables_of_a_version_list_names_and_allowed_options() {
+    let ws = Ws::start().await;
+    let (_, nc) = enabled_module(&ws, "mv").await;
+    let r = ws
+        .get(&format!(
+            "/api/v2/no-code-modules/{nc}/versions/1.0.0/module-variables"
+        ))
+        .await;
+    assert_eq!(r.status, 200);
+    let vars = r.body["data"].as_array().unwrap();
+    assert_eq!(vars.len(), 2);
+    let region = vars
+        .iter()
+        .find(|v| v["attributes"]["name"] == "region")
+        .unwrap();
+    assert_eq!(region["attributes"]["required"], true);
+    assert_eq!(
+        region["attributes"]["options"],
+        json!(["eu-west-1", "us-east-1"])
+    );
+    let size = vars
+        .iter()
+        .find(|v| v["attributes"]["name"] == "size")
+        .unwrap();
+    assert_eq!(size["attributes"]["default"], "small");
+    assert_eq!(
+        ws.get(&format!(
+            "/api/v2/no-code-modules/{nc}/versions/9.9.9/module-variables"
+        ))
+        .await
+        .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_no_code_module_disables_provisioning() {
+    let ws = Ws::start().await;
+    let (_, nc) = enabled_module(&ws, "del").await;
+    assert_eq!(
+        ws.delete(&format!("/api/v2/no-code-modules/{nc}"), None)
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        ws.get(&format!("/api/v2/no-code-modules/{nc}"))
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn go_tfe_type_and_include_spellings_are_accepted() {
+    let ws = Ws::start().await;
+    let (_, nc) = enabled_module(&ws, "gotfe").await;
+    let body = json!({"data": {"type": "no-code-module-workspace", "attributes": {"name": "gt", "auto-apply": true},
+        "relationships": {"vars": {"data": [var("region", "eu-west-1")]}}}});
+    let r = ws
+        .post(&format!("/api/v2/no-code-modules/{nc}/workspaces"), body)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["attributes"]["auto-apply"], true);
 }
 
 #[tokio::test]

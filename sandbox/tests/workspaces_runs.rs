@@ -724,3 +724,113 @@ async fn uploading_a_configuration_version_queues_a_run() {
     let runs = ws.get(&format!("/api/v2/workspaces/{w}/runs")).await;
     assert_eq!(runs.body["data"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn organization_run_list_spans_the_readable_workspaces() {
+    let ws = Ws::start().await;
+    let a = ws.create_ws("org-a", json!({})).await;
+    let b = ws.create_ws("org-b", json!({})).await;
+    let ra = ws.create_run(&a, json!({})).await;
+    let rb = ws.create_run(&b, json!({"plan-only": true})).await;
+    let r = ws.get("/api/v2/organizations/quartet/runs").await;
+    assert_eq!(r.status, 200);
+    let ids: Vec<&str> = r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![rb.as_str(), ra.as_str()]);
+    let (_, token) = ws
+        .team_user(json!({"workspace_access": {a.clone(): "read"}}))
+        .await;
+    let r = ws
+        .get_as(&token, "/api/v2/organizations/quartet/runs")
+        .await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 1);
+    assert_eq!(r.body["data"][0]["id"], ra);
+}
+
+#[tokio::test]
+async fn run_list_status_group_filter() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws("grp", json!({})).await;
+    let done = ws.create_run(&w, json!({"plan-only": true})).await;
+    ws.wait_status(&done, "planned_and_finished").await;
+    let open = ws.create_run(&w, json!({})).await;
+    let r = ws
+        .get(&format!(
+            "/api/v2/workspaces/{w}/runs?filter%5Bstatus_group%5D=non_final"
+        ))
+        .await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 1);
+    assert_eq!(r.body["data"][0]["id"], open);
+    let r = ws
+        .get(&format!(
+            "/api/v2/workspaces/{w}/runs?filter%5Bstatus_group%5D=final"
+        ))
+        .await;
+    assert_eq!(r.body["data"][0]["id"], done);
+}
+
+#[tokio::test]
+async fn run_in_a_vcs_workspace_fetches_its_configuration_first() {
+    let ws = Ws::start().await;
+    let ot = ws
+        .admin(Method::POST, "/oauth-tokens", json!({"organization": ORG}))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let w = ws
+        .create_ws(
+            "vcs-run",
+            json!({"vcs-repo": {"oauth-token-id": ot, "identifier": "acme/app"}}),
+        )
+        .await;
+    let run = ws.create_run(&w, json!({})).await;
+    let body = ws.wait_status(&run, "planned").await;
+    assert!(body["data"]["attributes"]["status-timestamps"]["fetching-at"].is_string());
+}
+
+#[tokio::test]
+async fn scripted_failing_apply_ends_errored_and_count_zero_scripts_every_run() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws("apply-err", json!({"auto-apply": true})).await;
+    script(&ws, &w, json!({"apply": "errored", "count": 0})).await;
+    for _ in 0..2 {
+        let run = ws.create_run(&w, json!({})).await;
+        let body = ws.wait_status(&run, "errored").await;
+        assert!(body["data"]["attributes"]["status-timestamps"]["applying-at"].is_string());
+    }
+}
+
+#[tokio::test]
+async fn destroy_run_applied_leaves_no_resources() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws("destroy", json!({"auto-apply": true})).await;
+    let run = ws.create_run(&w, json!({})).await;
+    ws.wait_status(&run, "applied").await;
+    assert_eq!(
+        ws.get(&format!("/api/v2/workspaces/{w}")).await.body["data"]["attributes"]
+            ["resource-count"],
+        1
+    );
+    let run = ws.create_run(&w, json!({"is-destroy": true})).await;
+    ws.wait_status(&run, "applied").await;
+    assert_eq!(
+        ws.get(&format!("/api/v2/workspaces/{w}")).await.body["data"]["attributes"]
+            ["resource-count"],
+        0
+    );
+}
+
+#[tokio::test]
+async fn runs_in_a_local_execution_workspace_are_refused() {
+    let ws = Ws::start().await;
+    let w = ws
+        .create_ws("local-ws", json!({"execution-mode": "local"}))
+        .await;
+    let r = ws.post("/api/v2/runs", run_body(&w, json!({}))).await;
+    assert_eq!(r.status, 422);
+}

@@ -137,6 +137,8 @@ pub fn ensure_root(state: &mut State, org: &str, root_token: &str) {
                 user: user.id.clone(),
             },
             created_at: chrono::Utc::now(),
+            description: None,
+            expired_at: None,
         },
     );
     state.users.insert(user.id.clone(), user);
@@ -152,7 +154,7 @@ struct OrgBody {
 async fn add_org(AxState(svc): AxState<Svc>, body: Bytes) -> Response {
     respond((|| {
         let b: OrgBody = parse(&body)?;
-        if !super::workspaces::valid_name(&b.name) {
+        if !super::workspace::valid_name(&b.name) {
             return Err(bad("organization name: letters, numbers, - and _ only"));
         }
         let mut state = svc.lock();
@@ -330,6 +332,8 @@ async fn add_user(AxState(svc): AxState<Svc>, body: Bytes) -> Response {
                     user: user.id.clone(),
                 },
                 created_at: chrono::Utc::now(),
+                description: None,
+                expired_at: None,
             },
         );
         let id = user.id.clone();
@@ -403,6 +407,8 @@ async fn add_token(AxState(svc): AxState<Svc>, body: Bytes) -> Response {
                 id: id.clone(),
                 principal,
                 created_at: chrono::Utc::now(),
+                description: None,
+                expired_at: None,
             },
         );
         Ok(json_ok(json!({"id": id, "token": secret})))

@@ -45,6 +45,9 @@ pub fn authenticate(state: &State, headers: &HeaderMap) -> ApiResult<Caller> {
         .unwrap_or(value)
         .trim();
     let t = state.tokens.get(token).ok_or_else(ApiError::unauthorized)?;
+    if t.expired_at.is_some_and(|e| e <= chrono::Utc::now()) {
+        return Err(ApiError::unauthorized());
+    }
     Ok(Caller {
         token_id: t.id.clone(),
         principal: t.principal.clone(),

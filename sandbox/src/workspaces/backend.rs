@@ -65,11 +65,17 @@ pub fn step(state: &mut State) -> bool {
         let next: Option<&str> = match run.status.as_str() {
             "pending" => {
                 if run.plan_only || may_start(state, &run) {
-                    Some("plan_queued")
+                    // Workspaces with a VCS repository fetch the configuration first.
+                    let vcs = state
+                        .workspaces
+                        .get(&run.workspace)
+                        .is_some_and(|w| w.vcs_repo.is_some());
+                    Some(if vcs { "fetching" } else { "plan_queued" })
                 } else {
                     None
                 }
             }
+            "fetching" => Some("plan_queued"),
             "plan_queued" => Some("planning"),
             "planning" => {
                 let plan = run.script.plan.as_deref().unwrap_or("changes");
@@ -116,7 +122,7 @@ fn may_start(state: &State, run: &Run) -> bool {
     let Some(ws) = state.workspaces.get(&run.workspace) else {
         return false;
     };
-    if ws.manual_lock.is_some() || super::workspaces::locking_run(state, &ws.id).is_some() {
+    if ws.manual_lock.is_some() || super::workspace::locking_run(state, &ws.id).is_some() {
         return false;
     }
     !state.runs.values().any(|r| {
@@ -139,8 +145,4 @@ fn on_applied(state: &mut State, run: &Run) {
         };
     }
     ws.latest_change_at = Utc::now();
-    if let (Some((version, version_id)), Some(nc)) = (&run.upgrade_to, ws.no_code.as_mut()) {
-        nc.version = version.clone();
-        nc.version_id = version_id.clone();
-    }
 }

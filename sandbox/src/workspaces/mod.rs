@@ -10,6 +10,18 @@
 //! pools, VCS connections, registry modules, run scripting and timing) is under
 //! `/_sandbox/workspaces/`, see [`admin_api`]. The organization `--organization` is created at
 //! start with an owners team whose user holds `--root-token`.
+//!
+//! Choices where the spec says "not shown" (each follows the real service as far as known):
+//! * An organization's JSON:API id is its name (clients address it so); its `external-id` is
+//!   `org-…`.
+//! * Every permission failure is 404 `not found`, including the organization-token
+//!   restrictions (§5 "404 for absent and for unauthorized").
+//! * A `data.type` naming another resource is 409 (JSON:API); a missing one is 422. Unknown
+//!   `include` values are 400 `Invalid include parameter` (the text go-tfe matches).
+//! * `page[size]` is clamped to 100; workspace lists are ordered by name, runs newest first.
+//! * Error objects carry `status`, `title`, `detail` and, for attribute errors,
+//!   `source.pointer`.
+//! * Force-cancel cool-off, run step time and the offered engine releases are admin settings.
 
 mod admin_api;
 mod auth;
@@ -20,8 +32,9 @@ mod nocode;
 mod orgs;
 mod runs;
 mod tags;
+mod teams;
 mod versions;
-mod workspaces;
+mod workspace;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -112,12 +125,14 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
     let api = Router::new()
         .route("/.well-known/terraform.json", get(well_known))
         .merge(orgs::routes())
-        .merge(workspaces::routes())
+        .merge(workspace::routes())
         .merge(tags::routes())
+        .merge(teams::routes())
         .merge(runs::routes())
         .merge(nocode::routes())
         .merge(admin_api::routes())
         .fallback(fallback)
+        .method_not_allowed_fallback(fallback)
         .with_state(svc.clone());
     Ok(api.layer(middleware::from_fn_with_state(svc, headers_and_persistence)))
 }
@@ -140,7 +155,9 @@ async fn well_known() -> Response {
     r
 }
 
-/// Unknown paths: the real service's JSON:API 404.
+/// Unknown paths and methods a path does not serve: the real service's JSON:API 404 (its
+/// router answers an unrouted method like an unknown path). PUT is accepted wherever PATCH
+/// updates a resource, as the real (Rails) router maps both to update.
 async fn fallback() -> Response {
     jsonapi::ApiError::not_found().into_response()
 }

@@ -106,6 +106,10 @@ pub struct Token {
     pub id: String,
     pub principal: Principal,
     pub created_at: Time,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub expired_at: Option<Time>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -263,6 +267,9 @@ pub struct Run {
     pub force_cancel_available_at: Option<Time>,
     /// Set on no-code upgrade runs: the module version to record once applied.
     pub upgrade_to: Option<(String, String)>,
+    /// Set once a no-code upgrade plan was confirmed.
+    #[serde(default)]
+    pub upgrade_applied: bool,
     pub comments: Vec<String>,
 }
 
@@ -395,6 +402,10 @@ pub struct State {
     pub registry_modules: BTreeMap<String, RegistryModule>,
     pub no_code_modules: BTreeMap<String, NoCodeModule>,
     pub settings: Settings,
+    /// Identifiers of team access grants, keyed `team-…|ws-…` (`tws-…`) and `team-…|prj-…`
+    /// (`tprj-…`).
+    #[serde(default)]
+    pub access_ids: BTreeMap<String, String>,
     /// Creation order counter: lists are ordered by it where the real service orders by age.
     pub seq: u64,
 }

@@ -10,12 +10,15 @@
 //! * go-tfe sends `type: "no-code-module-workspace"` for workspace creation and upgrade, the
 //!   spec says `workspaces`: both are accepted. `include=variable-options` (go-tfe) and
 //!   `include=variable_options` (spec) are both accepted.
-//! * Upgrade confirmation applies the upgrade plan and records the new module version at once;
-//!   it answers 200 with a `workspace-upgrade` document whose `message` says the update completed.
+//! * The upgrade plan is a speculative run ending `planned_and_finished` (what clients poll for);
+//!   the confirmation records the new module version and queues an auto-applied run, and answers
+//!   200 with the plain-text body `Workspace update completed`, as the real service does.
+//! * `GET /no-code-modules/:id/versions/:version/module-variables` lists the module version's
+//!   variables with their allowed options (used by clients to build forms).
 
 use axum::extract::{Path, State as AxState};
 use axum::http::{HeaderMap, Uri};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
@@ -25,7 +28,7 @@ use super::auth::{self, Caller};
 use super::jsonapi::*;
 use super::model::*;
 use super::orgs::visible_org;
-use super::workspaces::{
+use super::workspace::{
     check_includes, create_project_for, new_workspace, valid_name, workspace_json,
 };
 use super::{query, runs, versions, Svc};
@@ -34,8 +37,12 @@ pub fn routes() -> Router<Svc> {
     Router::new()
         .route("/api/v2/organizations/{org}/no-code-modules", post(enable))
         .route(
+            "/api/v2/no-code-modules/{id}/versions/{version}/module-variables",
+            get(module_variables),
+        )
+        .route(
             "/api/v2/no-code-modules/{id}",
-            get(read).patch(update).delete(remove),
+            get(read).patch(update).put(update).delete(remove),
         )
         .route(
             "/api/v2/no-code-modules/{id}/workspaces",
@@ -148,6 +155,58 @@ async fn read_module(
     })
 }
 
+/// The variables a module version declares, with the allowed options of the no-code module.
+async fn module_variables(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path((id, version)): Path<(String, String)>,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        let nc = visible_nocode(state, caller, &id)?;
+        let m = state
+            .registry_modules
+            .get(&nc.registry_module)
+            .ok_or_else(ApiError::not_found)?;
+        let v = m
+            .versions
+            .iter()
+            .find(|v| v.version == version)
+            .ok_or_else(ApiError::not_found)?;
+        let items: Vec<Value> = v
+            .variables
+            .iter()
+            .enumerate()
+            .map(|(i, var)| {
+                let options = nc
+                    .variable_options
+                    .iter()
+                    .find(|o| o.variable_name == var.name)
+                    .map(|o| o.options.clone())
+                    .unwrap_or_default();
+                let default = match &var.default {
+                    None | Some(Value::Null) => Value::Null,
+                    Some(Value::String(s)) => json!(s),
+                    Some(other) => json!(other.to_string()),
+                };
+                json!({
+                    "id": format!("{}-{}-{i}", m.id, version),
+                    "type": "registry-module-variables",
+                    "attributes": {
+                        "name": var.name,
+                        "type": var.var_type,
+                        "description": var.description,
+                        "default": default,
+                        "required": var.required && var.default.is_none(),
+                        "sensitive": false,
+                        "options": options,
+                    },
+                })
+            })
+            .collect();
+        Ok(ok(json!({"data": items})))
+    })
+}
+
 fn options_json(nc: &NoCodeModule, o: &VariableOptions) -> Value {
     json!({
         "id": o.id,
@@ -226,13 +285,16 @@ fn resolve_pin(m: &RegistryModule, pin: Option<String>) -> ApiResult<String> {
     }
 }
 
+/// One variable-options entry of a request: its id when given, and its attributes.
+type OptionEntry = (Option<String>, Map<String, Value>);
+
 /// Variable-option sets of a request body: `relationships.variable-options.data[]`, with the
 /// attributes inline or, for clients that side-load them, in `included` (matched by position
 /// among the entries without attributes).
 fn variable_option_entries(
     body: &Value,
     data: &Map<String, Value>,
-) -> ApiResult<Option<Vec<(Option<String>, Map<String, Value>)>>> {
+) -> ApiResult<Option<Vec<OptionEntry>>> {
     let Some(list) = relationship_list(data, "variable-options") else {
         return Ok(None);
     };
@@ -511,8 +573,12 @@ async fn remove(
 /// allowed options.
 fn option_allows(options: &[Value], value: &str) -> bool {
     options.iter().any(|o| match o {
-        Value::String(s) => s == value || format!("\"{s}\"") == value,
-        other => other.to_string() == value,
+        Value::String(s) => {
+            s == value
+                || value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) == Some(s.as_str())
+        }
+        // Numbers and booleans compare as the HCL literal the value string holds.
+        other => serde_json::from_str::<Value>(value).is_ok_and(|v| &v == other),
     })
 }
 
@@ -723,6 +789,18 @@ async fn create_workspace(
         ws.agent_pool_id = pool;
         ws.source_name = a.string("source-name")?;
         ws.source_url = a.string("source-url")?;
+        if let Some(v) = a
+            .string("engine-version")?
+            .or(a.string("terraform-version")?)
+        {
+            if versions::resolve(&v, &state.settings.engine_versions).is_none() {
+                return Err(ApiError::invalid(
+                    "/data/attributes/terraform-version",
+                    format!("Version {v:?} is not an available version"),
+                ));
+            }
+            ws.engine_version = v;
+        }
         ws.vars = vars;
         let version = nc.version_pin.clone();
         ws.no_code = Some(NoCodeOrigin {
@@ -749,14 +827,18 @@ async fn create_workspace(
     })
 }
 
-fn upgrade_json(state: &State, ws: &Workspace, run: &Run) -> Value {
-    let _ = state;
+/// The workspace-upgrade document; `plan-url` is absolute, on the host the client called.
+fn upgrade_json(headers: &HeaderMap, ws: &Workspace, run: &Run) -> Value {
+    let host = headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1");
     json!({
         "id": run.id,
         "type": "workspace-upgrade",
         "attributes": {
             "status": run.status,
-            "plan-url": format!("/app/{}/workspaces/{}/runs/{}", ws.organization, ws.name, run.id),
+            "plan-url": format!("http://{host}/app/{}/workspaces/{}/runs/{}", ws.organization, ws.name, run.id),
         },
         "relationships": {"workspace": {"data": {"id": ws.id, "type": "workspaces"}}},
     })
@@ -824,15 +906,17 @@ async fn start_upgrade(
         let vid = version_id(&mut nc, &target);
         state.workspaces.insert(ws.id.clone(), ws.clone());
         state.no_code_modules.insert(nc.id.clone(), nc);
+        // The upgrade plan is speculative: it ends planned_and_finished and the confirm applies.
         let opts = runs::NewRun {
             auto_apply: Some(false),
-            message: Some("No-code module upgrade".into()),
+            plan_only: Some(true),
+            message: Some("No-code module upgrade plan".into()),
             upgrade_to: Some((target, vid)),
             ..runs::NewRun::default()
         };
         let run_id = runs::queue_run(state, Some(caller), &ws.id, opts)?;
         let run = state.runs.get(&run_id).ok_or_else(ApiError::not_found)?;
-        Ok(ok(json!({"data": upgrade_json(state, &ws, run)})))
+        Ok(ok(json!({"data": upgrade_json(&headers, &ws, run)})))
     })
 }
 
@@ -854,7 +938,7 @@ async fn upgrade_status(
     svc.call(&headers, |state, caller| {
         let (_, ws) = nocode_workspace(state, caller, &id, &ws_id, Access::Read)?;
         let r = upgrade_run(state, &ws, &run)?;
-        Ok(ok(json!({"data": upgrade_json(state, &ws, &r)})))
+        Ok(ok(json!({"data": upgrade_json(&headers, &ws, &r)})))
     })
 }
 
@@ -867,14 +951,13 @@ async fn confirm_upgrade(
         auth::require_user_or_team(caller)?;
         let (_, ws) = nocode_workspace(state, caller, &id, &ws_id, Access::Write)?;
         let r = upgrade_run(state, &ws, &run)?;
-        match r.status.as_str() {
-            "planned_and_finished" => {}
-            s if is_confirmable_status(s) => runs::confirm(state, &run)?,
-            _ => {
-                return Err(ApiError::conflict(
-                    "The upgrade plan has not finished or was already confirmed",
-                ))
-            }
+        if r.status != "planned_and_finished" || r.upgrade_applied {
+            return Err(ApiError::conflict(
+                "The upgrade plan has not finished, failed, or was already confirmed",
+            ));
+        }
+        if let Some(run) = state.runs.get_mut(&r.id) {
+            run.upgrade_applied = true;
         }
         if let (Some((version, vid)), Some(w)) = (&r.upgrade_to, state.workspaces.get_mut(&ws.id)) {
             if let Some(nc) = w.no_code.as_mut() {
@@ -882,9 +965,18 @@ async fn confirm_upgrade(
                 nc.version_id = vid.clone();
             }
         }
-        let r = upgrade_run(state, &ws, &run)?;
-        let mut doc = upgrade_json(state, &ws, &r);
-        doc["attributes"]["message"] = json!("Workspace update completed");
-        Ok(ok(json!({"data": doc})))
+        // The confirmation queues the run that applies the upgraded module.
+        let opts = runs::NewRun {
+            auto_apply: Some(true),
+            message: Some("No-code module upgrade".into()),
+            ..runs::NewRun::default()
+        };
+        runs::queue_run(state, Some(caller), &ws.id, opts)?;
+        let mut resp = (axum::http::StatusCode::OK, "Workspace update completed").into_response();
+        resp.headers_mut().insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        Ok(resp)
     })
 }

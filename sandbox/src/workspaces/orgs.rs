@@ -222,7 +222,12 @@ async fn entitlements(
     })
 }
 
-pub fn project_json(p: &Project) -> Value {
+pub fn project_json(state: &State, p: &Project) -> Value {
+    let count = state
+        .workspaces
+        .values()
+        .filter(|w| w.project == p.id)
+        .count();
     json!({
         "id": p.id,
         "type": "projects",
@@ -230,7 +235,7 @@ pub fn project_json(p: &Project) -> Value {
             "name": p.name,
             "description": null,
             "created-at": iso(&p.created_at),
-            "workspace-count": null,
+            "workspace-count": count,
             "auto-destroy-activity-duration": null,
             "permissions": {"can-read": true, "can-update": true, "can-destroy": true, "can-create-workspace": true},
         },
@@ -277,7 +282,7 @@ async fn list_projects(
             ps.retain(|p| p.name.to_lowercase().contains(&q.to_lowercase()));
         }
         ps.sort_by(|a, b| a.name.cmp(&b.name));
-        let items = ps.into_iter().map(project_json).collect();
+        let items = ps.into_iter().map(|p| project_json(state, p)).collect();
         Ok(ok(paginate(
             items,
             &params,
@@ -297,7 +302,7 @@ async fn read_project(
         if !project_visible(state, caller, p) {
             return Err(ApiError::not_found());
         }
-        Ok(ok(json!({"data": project_json(p)})))
+        Ok(ok(json!({"data": project_json(state, p)})))
     })
 }
 
@@ -354,7 +359,7 @@ async fn create_project(
             name,
             created_at: chrono::Utc::now(),
         };
-        let doc = project_json(&p);
+        let doc = project_json(state, &p);
         state.projects.insert(p.id.clone(), p);
         Ok(created(json!({"data": doc})))
     })

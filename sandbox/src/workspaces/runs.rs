@@ -17,12 +17,13 @@ use serde_json::{json, Value};
 use super::auth::{self, Caller};
 use super::jsonapi::*;
 use super::model::*;
-use super::workspaces::{check_includes, locking_run};
+use super::workspace::{check_includes, locking_run};
 use super::{query, versions, Svc};
 
 pub fn routes() -> Router<Svc> {
     Router::new()
         .route("/api/v2/runs", post(create))
+        .route("/api/v2/organizations/{org}/runs", get(list_org))
         .route("/api/v2/runs/{id}", get(read))
         .route("/api/v2/runs/{id}/actions/apply", post(apply))
         .route("/api/v2/runs/{id}/actions/discard", post(discard))
@@ -325,7 +326,7 @@ fn run_included(
             }
             "workspace" => {
                 if let Some(w) = state.workspaces.get(&r.workspace) {
-                    push(super::workspaces::workspace_json(state, caller, w));
+                    push(super::workspace::workspace_json(state, caller, w));
                 }
             }
             _ => {}
@@ -458,6 +459,7 @@ pub fn queue_run(
         cancel_requested_at: None,
         force_cancel_available_at: None,
         upgrade_to: opts.upgrade_to,
+        upgrade_applied: false,
         comments: vec![],
     };
     let id = run.id.clone();
@@ -605,74 +607,115 @@ async fn list(
     let params = query(&uri);
     svc.call(&headers, |state, caller| {
         auth::readable(state, caller, &id)?;
-        let includes = params.includes();
-        check_includes(&includes, RUN_INCLUDES)?;
-        let set = |key: &str| -> Option<Vec<String>> {
-            params.get(key).map(|s| {
-                s.split(',')
-                    .map(|p| p.trim().to_string())
-                    .filter(|p| !p.is_empty())
-                    .collect()
-            })
-        };
-        let statuses = set("filter[status]");
-        let operations = set("filter[operation]");
-        let sources = set("filter[source]");
-        let groups = set("filter[status_group]");
-        let user = params.get("search[user]").map(str::to_lowercase);
-        let commit = params.get("search[commit]");
-        let basic = params.get("search[basic]").map(str::to_lowercase);
-        let mut found: Vec<&Run> = state
-            .runs
-            .values()
-            .filter(|r| r.workspace == id)
-            .filter(|r| statuses.as_ref().is_none_or(|s| s.contains(&r.status)))
-            .filter(|r| {
-                operations
-                    .as_ref()
-                    .is_none_or(|s| s.iter().any(|o| o == operation_of(r)))
-            })
-            .filter(|r| sources.as_ref().is_none_or(|s| s.contains(&r.source)))
-            .filter(|r| {
-                groups.as_ref().is_none_or(|g| {
-                    g.iter().any(|g| match g.as_str() {
-                        "final" => r.is_final(),
-                        "non_final" => !r.is_final(),
-                        "discardable" => is_discardable(r),
-                        _ => false,
-                    })
-                })
-            })
-            .filter(|r| {
-                user.as_ref().is_none_or(|u| {
-                    r.created_by
-                        .as_ref()
-                        .and_then(|c| state.users.get(c))
-                        .is_some_and(|usr| usr.username.to_lowercase().contains(u))
-                })
-            })
-            // The sandbox's configuration versions carry no commits: a commit search matches none.
-            .filter(|_| commit.is_none())
-            .filter(|r| {
-                basic.as_ref().is_none_or(|b| {
-                    r.id.to_lowercase().contains(b) || r.message.to_lowercase().contains(b)
-                })
-            })
-            .collect();
-        found.sort_by(|a, b| b.created_at.cmp(&a.created_at));
-        let (number, size) = params.page();
-        let mut included = Vec::new();
-        for r in found.iter().skip((number - 1) * size).take(size) {
-            run_included(state, caller, r, &includes, &mut included);
-        }
-        let items = found.iter().map(|r| run_json(state, caller, r)).collect();
-        Ok(ok(paginate(
-            items,
+        list_runs(
+            state,
+            caller,
             &params,
             &format!("/api/v2/workspaces/{id}/runs"),
-            included,
-        )))
+            |r| r.workspace == id,
+        )
     })
+}
+
+/// `GET /organizations/:org/runs`: the runs of every workspace of the organization the caller
+/// can read, with the same filters.
+async fn list_org(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(org): Path<String>,
+) -> Response {
+    let params = query(&uri);
+    svc.call(&headers, |state, caller| {
+        super::orgs::visible_org(state, caller, &org)?;
+        let readable: std::collections::BTreeSet<String> = state
+            .workspaces
+            .values()
+            .filter(|w| {
+                w.organization == org && auth::workspace_access(state, caller, w) >= Access::Read
+            })
+            .map(|w| w.id.clone())
+            .collect();
+        list_runs(
+            state,
+            caller,
+            &params,
+            &format!("/api/v2/organizations/{org}/runs"),
+            |r| readable.contains(&r.workspace),
+        )
+    })
+}
+
+/// The filtered, newest-first, paginated run list.
+fn list_runs(
+    state: &State,
+    caller: &Caller,
+    params: &super::jsonapi::QueryParams,
+    path: &str,
+    scope: impl Fn(&Run) -> bool,
+) -> ApiResult {
+    let includes = params.includes();
+    check_includes(&includes, RUN_INCLUDES)?;
+    let set = |key: &str| -> Option<Vec<String>> {
+        params.get(key).map(|s| {
+            s.split(',')
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())
+                .collect()
+        })
+    };
+    let statuses = set("filter[status]");
+    let operations = set("filter[operation]");
+    let sources = set("filter[source]");
+    let groups = set("filter[status_group]");
+    let user = params.get("search[user]").map(str::to_lowercase);
+    let commit = params.get("search[commit]");
+    let basic = params.get("search[basic]").map(str::to_lowercase);
+    let mut found: Vec<&Run> = state
+        .runs
+        .values()
+        .filter(|r| scope(r))
+        .filter(|r| statuses.as_ref().is_none_or(|s| s.contains(&r.status)))
+        .filter(|r| {
+            operations
+                .as_ref()
+                .is_none_or(|s| s.iter().any(|o| o == operation_of(r)))
+        })
+        .filter(|r| sources.as_ref().is_none_or(|s| s.contains(&r.source)))
+        .filter(|r| {
+            groups.as_ref().is_none_or(|g| {
+                g.iter().any(|g| match g.as_str() {
+                    "final" => r.is_final(),
+                    "non_final" => !r.is_final(),
+                    "discardable" => is_discardable(r),
+                    _ => false,
+                })
+            })
+        })
+        .filter(|r| {
+            user.as_ref().is_none_or(|u| {
+                r.created_by
+                    .as_ref()
+                    .and_then(|c| state.users.get(c))
+                    .is_some_and(|usr| usr.username.to_lowercase().contains(u))
+            })
+        })
+        // The sandbox's configuration versions carry no commits: a commit search matches none.
+        .filter(|_| commit.is_none())
+        .filter(|r| {
+            basic.as_ref().is_none_or(|b| {
+                r.id.to_lowercase().contains(b) || r.message.to_lowercase().contains(b)
+            })
+        })
+        .collect();
+    found.sort_by_key(|r| std::cmp::Reverse(r.created_at));
+    let (number, size) = params.page();
+    let mut included = Vec::new();
+    for r in found.iter().skip((number - 1) * size).take(size) {
+        run_included(state, caller, r, &includes, &mut included);
+    }
+    let items = found.iter().map(|r| run_json(state, caller, r)).collect();
+    Ok(ok(paginate(items, params, path, included)))
 }
 
 /// Common checks of the run actions: a user or team token, a readable run, and `need` access.
@@ -918,7 +961,7 @@ async fn list_cvs(
             .values()
             .filter(|c| c.workspace == id)
             .collect();
-        cvs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        cvs.sort_by_key(|c| std::cmp::Reverse(c.created_at));
         let items = cvs.into_iter().map(cv_json).collect();
         Ok(ok(paginate(
             items,

@@ -198,10 +198,8 @@ fn change(state: &mut State, caller: &Caller, id: &str, body: &Bytes, add: bool)
     // Validate everything before changing anything.
     for r in &refs {
         match r {
-            TagRef::Id(t) if add => {
-                if state.tags.get(t).is_none_or(|t| t.organization != org) {
-                    return Err(ApiError::not_found());
-                }
+            TagRef::Id(t) if add && state.tags.get(t).is_none_or(|t| t.organization != org) => {
+                return Err(ApiError::not_found());
             }
             TagRef::Name(n) if add => validate_name(n)?,
             _ => {}

@@ -29,6 +29,7 @@ pub fn routes() -> Router<Svc> {
             "/api/v2/organizations/{org}/workspaces/{name}",
             get(read_by_name)
                 .patch(update_by_name)
+                .put(update_by_name)
                 .delete(delete_by_name),
         )
         .route(
@@ -37,7 +38,10 @@ pub fn routes() -> Router<Svc> {
         )
         .route(
             "/api/v2/workspaces/{id}",
-            get(read_by_id).patch(update_by_id).delete(delete_by_id),
+            get(read_by_id)
+                .patch(update_by_id)
+                .put(update_by_id)
+                .delete(delete_by_id),
         )
         .route(
             "/api/v2/workspaces/{id}/actions/safe-delete",
@@ -49,7 +53,17 @@ pub fn routes() -> Router<Svc> {
             "/api/v2/workspaces/{id}/actions/force-unlock",
             post(force_unlock),
         )
-        .route("/api/v2/workspaces/{id}/vars", get(list_vars))
+        .route(
+            "/api/v2/workspaces/{id}/vars",
+            get(list_vars).post(create_var),
+        )
+        .route(
+            "/api/v2/workspaces/{id}/vars/{var}",
+            get(read_var)
+                .patch(update_var)
+                .put(update_var)
+                .delete(delete_var),
+        )
         .route(
             "/api/v2/workspaces/{id}/relationships/remote-state-consumers",
             get(list_consumers)
@@ -193,6 +207,7 @@ pub fn workspace_json(state: &State, caller: &Caller, ws: &Workspace) -> Value {
         .collect();
     let mut attrs = json!({
         "actions": {"is-destroyable": true},
+        "agent-pool-id": ws.agent_pool_id,
         "allow-destroy-plan": ws.allow_destroy_plan,
         "apply-duration-average": null,
         "assessments-enabled": ws.drift_detection,
@@ -222,7 +237,7 @@ pub fn workspace_json(state: &State, caller: &Caller, ws: &Workspace) -> Value {
         "queue-all-runs": ws.queue_all_runs,
         "resource-count": ws.resource_count,
         "run-failures": run_failures,
-        "source": if ws.no_code.is_some() { "tfe-module" } else if ws.source_name.is_some() { "tfe-api" } else { "tfe-api" },
+        "source": if ws.no_code.is_some() { "tfe-module" } else { "tfe-api" },
         "source-name": ws.source_name,
         "source-url": ws.source_url,
         "speculative-enabled": ws.speculative_enabled,
@@ -343,7 +358,7 @@ fn workspace_included(
             }
             "project" => {
                 if let Some(p) = state.projects.get(&ws.project) {
-                    push_unique(out, super::orgs::project_json(p));
+                    push_unique(out, super::orgs::project_json(state, p));
                 }
             }
             "current_configuration_version"
@@ -425,6 +440,9 @@ async fn list(
         let name_q = params.get("search[name]").map(str::to_lowercase);
         let wildcard = params.get("search[wildcard-name]").map(str::to_string);
         let project = params.get("filter[project][id]").map(str::to_string);
+        let run_status: Option<Vec<String>> = params
+            .get("filter[current-run][status]")
+            .map(|s| s.split(',').map(str::to_string).collect());
         let mut found: Vec<&Workspace> = state
             .workspaces
             .values()
@@ -437,6 +455,11 @@ async fn list(
             })
             .filter(|w| wildcard.as_ref().is_none_or(|p| wildcard_match(p, &w.name)))
             .filter(|w| project.as_ref().is_none_or(|p| &w.project == p))
+            .filter(|w| {
+                run_status.as_ref().is_none_or(|st| {
+                    latest_run(state, &w.id, false).is_some_and(|r| st.contains(&r.status))
+                })
+            })
             .filter(|w| {
                 let names = tags::names_of(state, w);
                 want_tags.iter().all(|t| names.contains(t))
@@ -682,6 +705,9 @@ fn apply_attributes(
         match raw {
             Value::Null if creating => {}
             Value::Null => ws.vcs_repo = None,
+            // python-tfe sends `"vcs-repo": {}` on every create and update without a repository:
+            // an empty object changes nothing.
+            Value::Object(o) if o.is_empty() => {}
             Value::Object(o) => {
                 let v = Attrs::from_map(o);
                 let ptr = |k: &str| format!("/data/attributes/vcs-repo/{k}");
@@ -947,9 +973,15 @@ fn delete(state: &mut State, caller: &Caller, id: &str, safe: bool) -> ApiResult
     auth::readable(state, caller, id)?;
     auth::require(state, caller, id, Access::Admin)?;
     let ws = state.workspaces.get(id).ok_or_else(ApiError::not_found)?;
-    if safe && (ws.resource_count > 0 || is_locked(state, ws)) {
+    // go-tfe tells the two 409s apart by the word "locked" in the message.
+    if safe && is_locked(state, ws) {
         return Err(ApiError::conflict(
-            "Workspace is not safe to delete: it manages resources or is locked. Use force delete to delete it anyway.",
+            "The workspace is locked and cannot be deleted.",
+        ));
+    }
+    if safe && ws.resource_count > 0 {
+        return Err(ApiError::conflict(
+            "The workspace is not safe to delete: it is managing resources. Use force delete to delete it anyway.",
         ));
     }
     state.workspaces.remove(id);
@@ -1040,6 +1072,13 @@ async fn unlock(
         auth::readable(state, caller, &id)?;
         auth::require(state, caller, &id, Access::Write)?;
         let ws = state.workspaces.get(&id).ok_or_else(ApiError::not_found)?;
+        // The messages name the lock holder the way go-tfe matches them ("is locked by Run").
+        if let Some(r) = locking_run(state, &id) {
+            return Err(ApiError::conflict(format!(
+                "Unable to unlock workspace. The workspace is locked by Run {}.",
+                r.id
+            )));
+        }
         match &ws.manual_lock {
             None => {
                 return Err(ApiError::conflict(
@@ -1047,9 +1086,14 @@ async fn unlock(
                 ))
             }
             Some(l) if *l != locker_id(caller) => {
-                return Err(ApiError::conflict(
-                    "Unable to unlock workspace. The workspace is locked by another user.",
-                ))
+                let kind = if l.starts_with("team-") {
+                    "Team"
+                } else {
+                    "User"
+                };
+                return Err(ApiError::conflict(format!(
+                    "Unable to unlock workspace. The workspace is locked by {kind} {l}."
+                )));
             }
             _ => {}
         }
@@ -1118,6 +1162,166 @@ async fn list_vars(
             &format!("/api/v2/workspaces/{id}/vars"),
             vec![],
         )))
+    })
+}
+
+/// Attributes of a workspace variable body applied over `v`; `creating` requires key and
+/// category. Keys are unique per category in a workspace.
+fn apply_var(ws: &Workspace, v: &mut Var, body: &Bytes, creating: bool) -> ApiResult<()> {
+    let body = parse_body(body)?;
+    let data = data_object(&body)?;
+    check_type(data, &["vars"])?;
+    let a = Attrs::of(data)?;
+    if let Some(k) = a.string("key")? {
+        if k.is_empty() {
+            return Err(ApiError::invalid(
+                "/data/attributes/key",
+                "Key can't be blank",
+            ));
+        }
+        v.key = k;
+    } else if creating {
+        return Err(ApiError::invalid(
+            "/data/attributes/key",
+            "Key can't be blank",
+        ));
+    }
+    if a.raw("value").is_some() {
+        v.value = match a.raw("value") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+    }
+    if let Some(c) = a.string("category")? {
+        if c != "terraform" && c != "env" {
+            return Err(ApiError::invalid(
+                "/data/attributes/category",
+                "Category must be terraform or env",
+            ));
+        }
+        v.category = c;
+    } else if creating {
+        return Err(ApiError::invalid(
+            "/data/attributes/category",
+            "Category can't be blank",
+        ));
+    }
+    if let Some(d) = a.string("description")? {
+        v.description = d;
+    }
+    if let Some(h) = a.bool("hcl")? {
+        v.hcl = h;
+    }
+    if let Some(sens) = a.bool("sensitive")? {
+        if v.sensitive && !sens && !creating {
+            return Err(ApiError::invalid(
+                "/data/attributes/sensitive",
+                "A sensitive variable cannot be made non-sensitive",
+            ));
+        }
+        v.sensitive = sens;
+    }
+    if ws
+        .vars
+        .iter()
+        .any(|o| o.id != v.id && o.key == v.key && o.category == v.category)
+    {
+        return Err(ApiError::invalid(
+            "/data/attributes/key",
+            "Key has already been taken",
+        ));
+    }
+    Ok(())
+}
+
+/// `POST /workspaces/:id/vars` (needs write access, like `can-update-variable`).
+async fn create_var(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        let ws = auth::readable(state, caller, &id)?.clone();
+        auth::require(state, caller, &id, Access::Write)?;
+        let mut v = Var {
+            id: new_id("var-"),
+            key: String::new(),
+            value: String::new(),
+            description: String::new(),
+            category: String::new(),
+            hcl: false,
+            sensitive: false,
+        };
+        apply_var(&ws, &mut v, &body, true)?;
+        let doc = var_json(&ws, &v);
+        if let Some(w) = state.workspaces.get_mut(&id) {
+            w.vars.push(v);
+        }
+        Ok(created(json!({"data": doc})))
+    })
+}
+
+async fn read_var(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path((id, var)): Path<(String, String)>,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        let ws = auth::readable(state, caller, &id)?;
+        let v = ws
+            .vars
+            .iter()
+            .find(|v| v.id == var)
+            .ok_or_else(ApiError::not_found)?;
+        Ok(ok(json!({"data": var_json(ws, v)})))
+    })
+}
+
+async fn update_var(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path((id, var)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        let ws = auth::readable(state, caller, &id)?.clone();
+        auth::require(state, caller, &id, Access::Write)?;
+        let mut v = ws
+            .vars
+            .iter()
+            .find(|v| v.id == var)
+            .cloned()
+            .ok_or_else(ApiError::not_found)?;
+        apply_var(&ws, &mut v, &body, false)?;
+        let doc = var_json(&ws, &v);
+        if let Some(slot) = state
+            .workspaces
+            .get_mut(&id)
+            .and_then(|w| w.vars.iter_mut().find(|x| x.id == var))
+        {
+            *slot = v;
+        }
+        Ok(ok(json!({"data": doc})))
+    })
+}
+
+async fn delete_var(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path((id, var)): Path<(String, String)>,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        let ws = auth::readable(state, caller, &id)?;
+        if !ws.vars.iter().any(|v| v.id == var) {
+            return Err(ApiError::not_found());
+        }
+        auth::require(state, caller, &id, Access::Write)?;
+        if let Some(w) = state.workspaces.get_mut(&id) {
+            w.vars.retain(|v| v.id != var);
+        }
+        Ok(no_content())
     })
 }
 
