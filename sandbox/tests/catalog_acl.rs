@@ -759,7 +759,7 @@ async fn acl_reads_without_a_token_are_denied_for_the_anonymous_token() {
         (r.status, r.body.as_str()),
         (
             403,
-            "Permission denied: anonymous token lacks permission 'acl:read'"
+            "Permission denied: token with AccessorID '00000000-0000-0000-0000-000000000002' lacks permission 'acl:read'"
         )
     );
 }

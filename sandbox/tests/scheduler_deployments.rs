@@ -859,3 +859,33 @@ async fn state_persists_across_restarts_with_a_state_dir() {
     t2.sandbox.shutdown();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn list_filters_by_namespace_and_star_lists_all() {
+    let t = T::new().await;
+    let d_default = t.job(simple_job("a")).await;
+    let d_prod = t
+        .job(json!({"ID": "b", "Namespace": "prod", "TaskGroups": [{"Name": "g"}]}))
+        .await;
+    let ids = |v: Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["ID"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let default = ids(t.get_json("/v1/deployments").await);
+    assert_eq!(default, vec![d_default.clone()]);
+    let prod = ids(t.get_json("/v1/deployments?namespace=prod").await);
+    assert_eq!(prod, vec![d_prod.clone()]);
+    let all = ids(t.get_json("/v1/deployments?namespace=*").await);
+    assert!(all.contains(&d_default) && all.contains(&d_prod));
+    assert_eq!(t.deployment(&d_prod).await["Namespace"], "prod");
+}
+
+#[tokio::test]
+async fn unknown_region_has_no_path() {
+    let t = T::new().await;
+    let (s, _, body) = t.get("/v1/deployments?region=mars", Some(ROOT)).await;
+    assert_eq!((s, body.as_str()), (500, "No path to region"));
+}

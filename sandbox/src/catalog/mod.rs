@@ -304,14 +304,10 @@ impl Ctx {
                 t.accessor_id.clone()
             }
         };
-        let who = if accessor == ANONYMOUS_ACCESSOR {
-            "anonymous token".to_string()
-        } else {
-            format!("token with AccessorID '{accessor}'")
-        };
+        // The anonymous token is named by its accessor too (acl.PermissionDeniedError).
         Err(ApiError::new(
             403,
-            format!("Permission denied: {who} lacks permission 'acl:{level}'"),
+            format!("Permission denied: token with AccessorID '{accessor}' lacks permission 'acl:{level}'"),
         ))
     }
 }
