@@ -1079,3 +1079,24 @@ async fn status_leader_answers_for_liveness_probes() {
     assert_eq!(r.status, 200);
     assert!(r.json().is_string());
 }
+
+#[tokio::test]
+async fn replication_supports_consistent_but_not_together_with_stale() {
+    let t = T::new().await;
+    assert_eq!(
+        t.call("GET", "/v1/acl/replication?consistent", None, None)
+            .await
+            .status,
+        200
+    );
+    let r = t
+        .call("GET", "/v1/acl/replication?consistent&stale", None, None)
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (
+            400,
+            "Cannot specify ?stale with ?consistent, conflicting semantics."
+        )
+    );
+}

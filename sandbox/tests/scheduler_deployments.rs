@@ -889,3 +889,25 @@ async fn unknown_region_has_no_path() {
     let (s, _, body) = t.get("/v1/deployments?region=mars", Some(ROOT)).await;
     assert_eq!((s, body.as_str()), (500, "No path to region"));
 }
+
+#[tokio::test]
+async fn list_is_ordered_by_create_index_and_reverse_reverses_it() {
+    let t = T::new().await;
+    let d1 = t.job(simple_job("a")).await;
+    let d2 = t.job(simple_job("b")).await;
+    let ids = |v: Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["ID"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(t.get_json("/v1/deployments").await),
+        vec![d1.clone(), d2.clone()]
+    );
+    assert_eq!(
+        ids(t.get_json("/v1/deployments?reverse=true").await),
+        vec![d2, d1]
+    );
+}

@@ -231,6 +231,18 @@ impl Ctx {
         })
     }
 
+    /// `?stale` and `?consistent` (the mode the replication check supports) are exclusive.
+    fn consistency(&self) -> Result<(), ApiError> {
+        let has = |n: &str| self.query.iter().any(|(k, _)| k == n);
+        if has("stale") && has("consistent") {
+            return Err(ApiError::new(
+                400,
+                "Cannot specify ?stale with ?consistent, conflicting semantics.",
+            ));
+        }
+        Ok(())
+    }
+
     fn query(&self, name: &str) -> Option<&str> {
         self.query
             .iter()
@@ -416,11 +428,9 @@ async fn bootstrap(
         if method != Method::PUT {
             return Err(ApiError::method_not_allowed(&method));
         }
-        let st_enterprise = {
-            let st = c.lock();
-            Ctx::new(&st, raw.as_deref(), &headers)?;
-            st.enterprise
-        };
+        // The real handler always bootstraps the agent's own datacenter (no `dc`).
+        let _ = (&raw, &headers);
+        let st_enterprise = c.lock().enterprise;
         let obj = decode_body(&body, "Request decoding failed")?;
         let secret = str_field(&obj, "BootstrapSecret", "Request decoding failed")?;
         let token = c.mutate(|st| {
@@ -473,6 +483,7 @@ async fn replication(
         }
         let st = c.lock();
         let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
+        ctx.consistency()?;
         let v = if ctx.dc == PRIMARY_DC {
             json!({
                 "Enabled": false, "Running": false, "SourceDatacenter": "", "ReplicationType": "",

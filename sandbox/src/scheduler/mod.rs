@@ -179,7 +179,9 @@ async fn list_deployments(
             return Err(ApiError::permission_denied());
         }
         let prefix = query_get(&query, "prefix").unwrap_or("").to_string();
-        let ascending = query_get(&query, "ascending") == Some("true");
+        // Current releases order by create index (ID for prefix lookups), `reverse=true`
+        // reverses; the older `ascending` parameter is accepted and ignored.
+        let reverse = query_get(&query, "reverse") == Some("true");
         let (value, index) = s
             .blocking(opts, |st| {
                 if !prefix.is_empty() {
@@ -194,13 +196,13 @@ async fn list_deployments(
                         (ns == "*" || d.namespace == ns) && acl.allow(&d.namespace, &["read-job"])
                     })
                     .collect();
-                // Newest first by default, as the real list is ordered by create index.
-                items.sort_by_key(|d| (d.create_index, d.id.clone()));
-                if !ascending && prefix.is_empty() {
-                    items.reverse();
-                }
-                if !prefix.is_empty() {
+                if prefix.is_empty() {
+                    items.sort_by_key(|d| (d.create_index, d.id.clone()));
+                } else {
                     items.sort_by(|a, b| a.id.cmp(&b.id));
+                }
+                if reverse {
+                    items.reverse();
                 }
                 let v = Value::Array(items.iter().map(|d| d.to_api()).collect());
                 Ok((v, st.deployment_table_index))
