@@ -305,11 +305,10 @@ impl Ctx {
                     .token_by_secret(secret, &self.dc)
                     .ok_or_else(ApiError::acl_not_found)?;
                 let granted = st.acl_level(t);
-                let ok = match (granted, level) {
-                    (Some("write"), _) => true,
-                    (Some("read"), "read") => true,
-                    _ => false,
-                };
+                let ok = matches!(
+                    (granted, level),
+                    (Some("write"), _) | (Some("read"), "read")
+                );
                 if ok {
                     return Ok(());
                 }
@@ -836,6 +835,11 @@ async fn token_by_accessor(
     .await)
 }
 
+/// GET /v1/status/leader: clients use it as a liveness probe.
+async fn status_leader() -> Response {
+    json_response(&Value::String("127.0.0.1:8300".into()), None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -852,9 +856,4 @@ mod tests {
             "uuid is improperly formatted"
         );
     }
-}
-
-/// GET /v1/status/leader: clients use it as a liveness probe.
-async fn status_leader() -> Response {
-    json_response(&Value::String("127.0.0.1:8300".into()), None)
 }
