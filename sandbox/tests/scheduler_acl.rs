@@ -310,6 +310,14 @@ async fn token_self_reads_the_callers_token() {
             None
         )
         .await,
-        (403, "ACL token not found".to_string())
+        (403, "Permission denied".to_string())
+    );
+    let (s, body) = t
+        .status(reqwest::Method::GET, "/v1/acl/token/self", None, None)
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["Name"],
+        "Anonymous Token"
     );
 }

@@ -454,16 +454,24 @@ async fn status_leader(method: Method) -> Response {
 }
 
 /// GET /v1/acl/token/self: the caller's token, as clients check a token with it. The root
-/// token reads as a management token; an absent or unknown token is `ACL token not found`.
+/// token reads as a management token.
 async fn token_self(State(s): State<Scheduler>, method: Method, headers: HeaderMap) -> Response {
     if method != Method::GET {
         return ApiError::invalid_method().into_response();
     }
-    let not_found = || ApiError::new(403, "ACL token not found").into_response();
-    let Some(secret) = request_token(&headers) else {
-        return not_found();
-    };
+    // Current releases refuse an unknown secret as "Permission denied" (the authenticator
+    // turns "ACL token not found" into it); no token reads as the anonymous token.
+    let not_found = || ApiError::permission_denied().into_response();
     let st = s.lock();
+    let Some(secret) = request_token(&headers) else {
+        let v = serde_json::json!({
+            "AccessorID": "anonymous", "SecretID": "anonymous", "Name": "Anonymous Token",
+            "Type": "client", "Policies": ["anonymous"], "Roles": null, "Global": false,
+            "CreateTime": "0001-01-01T00:00:00Z", "ExpirationTime": null,
+            "CreateIndex": 0, "ModifyIndex": 0,
+        });
+        return json_response(&v, Some(st.index), true);
+    };
     let v = if secret == *s.root_token {
         serde_json::json!({
             "AccessorID": "00000000-0000-0000-0000-000000000001", "SecretID": secret,
