@@ -530,6 +530,11 @@ async fn login_with_a_badly_signed_jwt_is_refused() {
         )
         .await;
     assert_eq!(r.status, 500);
+    assert!(
+        r.body.starts_with("failed to parse and validate JWT: "),
+        "{}",
+        r.body
+    );
 }
 
 #[tokio::test]
