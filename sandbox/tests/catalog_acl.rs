@@ -1105,3 +1105,24 @@ async fn replication_supports_consistent_but_not_together_with_stale() {
         )
     );
 }
+
+#[tokio::test]
+async fn root_token_can_be_made_the_initial_management_token() {
+    let t = T::new().await;
+    t.admin(
+        "PUT",
+        "/_sandbox/catalog/config",
+        json!({"UseRootToken": true}),
+    )
+    .await;
+    assert_eq!(
+        t.call("GET", "/v1/acl/tokens", Some("root"), None)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        t.call("PUT", "/v1/acl/bootstrap", None, None).await.status,
+        403
+    );
+}

@@ -1,6 +1,7 @@
 //! The catalog's sandbox admin API, under `/_sandbox/catalog/` (JSON, PascalCase keys):
 //!
 //! * `PUT /_sandbox/catalog/config` `{"Enterprise": bool, "InitialManagementToken": "<secret>",
+//!   "UseRootToken": true (the initial-management token is `--root-token`),
 //!   "SecondaryDatacenter": "dc2", "TokenReplication": bool, "ReplicationError": "text"}` (each
 //!   optional). An initial-management token is created as a management token and, as in the
 //!   real service, consumes the bootstrap (later bootstrap calls are 403). A secondary
@@ -76,6 +77,8 @@ macro_rules! parse_or_return {
 struct ConfigBody {
     enterprise: Option<bool>,
     initial_management_token: Option<String>,
+    /// Use `--root-token` as the initial-management token.
+    use_root_token: Option<bool>,
     secondary_datacenter: Option<String>,
     token_replication: Option<bool>,
     replication_error: Option<String>,
@@ -87,7 +90,12 @@ async fn config(State(c): State<Catalog>, body: Bytes) -> Response {
         if let Some(e) = b.enterprise {
             st.enterprise = e;
         }
-        if let Some(secret) = b.initial_management_token.filter(|s| !s.is_empty()) {
+        let root = (b.use_root_token == Some(true)).then(|| c.root_token.to_string());
+        if let Some(secret) = b
+            .initial_management_token
+            .filter(|s| !s.is_empty())
+            .or(root)
+        {
             if !st.tokens.iter().any(|t| t.secret_id == secret) {
                 let t = st.management_token(secret, "Initial Management Token");
                 if st.bootstrap_index.is_none() {

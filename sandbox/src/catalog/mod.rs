@@ -110,6 +110,8 @@ fn json_response(value: &Value, index: Option<u64>) -> Response {
 pub struct Catalog {
     state: Arc<Mutex<model::State>>,
     state_file: Option<Arc<PathBuf>>,
+    /// `--root-token`, usable as the initial-management token through the admin API.
+    root_token: Arc<String>,
 }
 
 impl Catalog {
@@ -126,6 +128,7 @@ impl Catalog {
         Ok(Self {
             state: Arc::new(Mutex::new(state)),
             state_file,
+            root_token: Arc::new(opts.root_token.clone()),
         })
     }
 
