@@ -911,3 +911,32 @@ async fn list_is_ordered_by_create_index_and_reverse_reverses_it() {
         vec![d2, d1]
     );
 }
+
+#[tokio::test]
+async fn list_paginates_with_per_page_and_next_token() {
+    let t = T::new().await;
+    let d1 = t.job(simple_job("a")).await;
+    let d2 = t.job(simple_job("b")).await;
+    let d3 = t.job(simple_job("c")).await;
+    let (s, h, body) = t.get("/v1/deployments?per_page=2", Some(ROOT)).await;
+    assert_eq!(s, 200);
+    let page: Vec<Value> = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        page.iter()
+            .map(|d| d["ID"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        vec![d1.as_str(), d2.as_str()]
+    );
+    let next = h["x-nomad-nexttoken"].to_str().unwrap().to_string();
+    assert!(next.ends_with(&d3));
+    let (_, h2, body) = t
+        .get(
+            &format!("/v1/deployments?per_page=2&next_token={next}"),
+            Some(ROOT),
+        )
+        .await;
+    let page: Vec<Value> = serde_json::from_str(&body).unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0]["ID"], d3);
+    assert!(!h2.contains_key("x-nomad-nexttoken"));
+}

@@ -182,6 +182,11 @@ async fn list_deployments(
         // Current releases order by create index (ID for prefix lookups), `reverse=true`
         // reverses; the older `ascending` parameter is accepted and ignored.
         let reverse = query_get(&query, "reverse") == Some("true");
+        // An unparsable per_page is ignored, as the real server does.
+        let per_page: usize = query_get(&query, "per_page")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let next_token = query_get(&query, "next_token").unwrap_or("").to_string();
         let (value, index) = s
             .blocking(opts, |st| {
                 if !prefix.is_empty() {
@@ -204,11 +209,41 @@ async fn list_deployments(
                 if reverse {
                     items.reverse();
                 }
+                // Pagination: the token of an item is its ID for prefix lookups, else
+                // "<CreateIndex>.<ID>"; a page starts at the item whose token is next_token.
+                let token = |d: &model::Deployment| {
+                    if prefix.is_empty() {
+                        format!("{}.{}", d.create_index, d.id)
+                    } else {
+                        d.id.clone()
+                    }
+                };
+                if !next_token.is_empty() {
+                    if let Some(pos) = items.iter().position(|d| token(d) == next_token) {
+                        items.drain(..pos);
+                    } else {
+                        items.clear();
+                    }
+                }
+                let mut next = String::new();
+                if per_page > 0 && items.len() > per_page {
+                    next = token(items[per_page]);
+                    items.truncate(per_page);
+                }
                 let v = Value::Array(items.iter().map(|d| d.to_api()).collect());
-                Ok((v, st.deployment_table_index))
+                Ok((
+                    serde_json::json!({"items": v, "next": next}),
+                    st.deployment_table_index,
+                ))
             })
             .await?;
-        Ok(json_response(&value, Some(index), true))
+        let mut resp = json_response(&value["items"], Some(index), true);
+        if let Some(next) = value["next"].as_str().filter(|n| !n.is_empty()) {
+            if let Ok(v) = axum::http::HeaderValue::from_str(next) {
+                resp.headers_mut().insert("x-nomad-nexttoken", v);
+            }
+        }
+        Ok(resp)
     }
     .await;
     r.unwrap_or_else(IntoResponse::into_response)
