@@ -385,6 +385,11 @@ async fn fail_marks_the_deployment_failed_and_rolls_back_to_the_stable_version()
     let versions = t.get_json("/_sandbox/scheduler/jobs/default/web").await;
     assert_eq!(versions[0]["Version"], 2);
     assert_eq!(versions[0]["TaskGroups"][0]["Tasks"][0], "v0");
+    // The reverted version gets its own deployment.
+    let list = t.get_json("/v1/deployments").await;
+    let latest = list.as_array().unwrap().last().unwrap();
+    assert_eq!(latest["JobVersion"], 2);
+    assert_eq!(latest["Status"], "running");
 }
 
 #[tokio::test]

@@ -394,6 +394,11 @@ impl State {
     /// job already had a version and the group asks for them).
     pub fn register_job(&mut self, reg: JobRegistration) -> (u64, String) {
         let index = self.bump();
+        self.register_job_at(reg, index)
+    }
+
+    /// Register a job version at `index` (also used for the version a rollback submits).
+    fn register_job_at(&mut self, reg: JobRegistration, index: u64) -> (u64, String) {
         let had_previous = self.latest_job(&reg.namespace, &reg.id).is_some();
         let version = self.upsert_job(&reg, index);
         let now = now_ns();
@@ -665,6 +670,7 @@ impl State {
         let d = self.deployments.get(dep_id)?.clone();
         let mut desc = base.to_string();
         let mut reverted = None;
+        let mut rollback_job = None;
         if rollback {
             let current = self
                 .job_version(&d.namespace, &d.job_id, d.job_version)
@@ -683,7 +689,7 @@ impl State {
                         stable: false,
                         groups: stable.groups.clone(),
                     };
-                    self.upsert_job(&reg, index);
+                    rollback_job = Some(reg);
                     reverted = Some(stable.version);
                 }
                 (Some(stable), _) => {
@@ -704,6 +710,11 @@ impl State {
         d.modify_index = index;
         d.modify_time_ns = now_ns();
         self.deployment_table_index = index;
+        // The reverted version is submitted like any job version: the scheduler starts a new
+        // deployment for it.
+        if let Some(reg) = rollback_job {
+            self.register_job_at(reg, index);
+        }
         reverted
     }
 
