@@ -278,7 +278,8 @@ async fn allocations_lists_the_allocations_of_the_deployment() {
     ] {
         assert!(!ev[k].is_null(), "{k}");
     }
-    assert!(a["DeploymentStatus"].is_object());
+    // Not a canary and no health reported yet: no deployment status.
+    assert!(a["DeploymentStatus"].is_null());
     assert!(a["CreateTime"].as_i64().unwrap() > 1_000_000_000_000_000_000);
 }
 
@@ -944,4 +945,14 @@ async fn list_paginates_with_per_page_and_next_token() {
     assert_eq!(page.len(), 1);
     assert_eq!(page[0]["ID"], d3);
     assert!(!h2.contains_key("x-nomad-nexttoken"));
+}
+
+#[tokio::test]
+async fn canary_allocations_carry_a_canary_deployment_status() {
+    let t = T::new().await;
+    let v1 = t.canary_job("checks", false).await;
+    let a = &t.allocs(&v1).await[0];
+    assert_eq!(a["DeploymentStatus"]["Canary"], true);
+    assert!(a["DeploymentStatus"]["Healthy"].is_null());
+    assert_eq!(a["JobVersion"], 1);
 }

@@ -248,6 +248,13 @@ impl Alloc {
             "Canary": self.canary,
             "ModifyIndex": self.health_modify_index,
         });
+        // The scheduler sets a deployment status only on canaries at placement; other
+        // allocations get one when their health is first reported.
+        let dstatus = if self.canary || self.healthy.is_some() {
+            dstatus
+        } else {
+            Value::Null
+        };
         json!({
             "ID": self.id,
             "EvalID": self.eval_id,
