@@ -1126,3 +1126,18 @@ async fn root_token_can_be_made_the_initial_management_token() {
         403
     );
 }
+
+#[tokio::test]
+async fn acl_reads_refuse_other_methods_with_the_real_text() {
+    let t = T::new().await;
+    let r = t.call("POST", "/v1/acl/token/self", None, None).await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (405, "method POST not allowed")
+    );
+    let r = t.call("DELETE", "/v1/acl/replication", None, None).await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (405, "method DELETE not allowed")
+    );
+}

@@ -173,9 +173,9 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/acl/logout", any(logout))
         .route("/v1/acl/oidc/auth-url", any(oidc::auth_url))
         .route("/v1/acl/oidc/callback", any(oidc::callback))
-        .route("/v1/acl/token/self", get(token_self))
-        .route("/v1/acl/tokens", get(token_list))
-        .route("/v1/acl/policies", get(policy_list))
+        .route("/v1/acl/token/self", any(token_self))
+        .route("/v1/acl/tokens", any(token_list))
+        .route("/v1/acl/policies", any(policy_list))
         .route("/v1/acl/token", any(token_create))
         .route("/v1/acl/token/{id}", any(token_by_accessor))
         .route("/v1/status/leader", get(status_leader))
@@ -636,10 +636,14 @@ fn anonymous_token(enterprise: bool) -> Value {
 /// GET /v1/acl/token/self: the caller's own token (no privilege needed beyond holding it).
 async fn token_self(
     State(c): State<Catalog>,
+    method: Method,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
     run(async {
+        if method != Method::GET {
+            return Err(ApiError::method_not_allowed(&method));
+        }
         let st = c.lock();
         let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
         let v = match ctx.token.as_deref() {
@@ -658,10 +662,14 @@ async fn token_self(
 /// ReplicatedTokenIndex.
 async fn token_list(
     State(c): State<Catalog>,
+    method: Method,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
     run(async {
+        if method != Method::GET {
+            return Err(ApiError::method_not_allowed(&method));
+        }
         let st = c.lock();
         let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
         ctx.authorize(&st, "read")?;
@@ -681,10 +689,14 @@ async fn token_list(
 /// GET /v1/acl/policies (acl:read); its index is comparable with ReplicatedIndex.
 async fn policy_list(
     State(c): State<Catalog>,
+    method: Method,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
     run(async {
+        if method != Method::GET {
+            return Err(ApiError::method_not_allowed(&method));
+        }
         let st = c.lock();
         let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
         ctx.authorize(&st, "read")?;
