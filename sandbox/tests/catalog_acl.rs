@@ -411,6 +411,11 @@ async fn replication_error_is_reported_after_the_last_success() {
         .json();
     assert_eq!(v["LastErrorMessage"], "failed to sync remote tokens");
     assert_ne!(v["LastError"], "0001-01-01T00:00:00Z");
+    // RFC 3339 UTC timestamps of one format compare in time order.
+    assert!(
+        v["LastError"].as_str().unwrap() > v["LastSuccess"].as_str().unwrap(),
+        "{v}"
+    );
 }
 
 #[tokio::test]

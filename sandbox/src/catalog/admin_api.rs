@@ -119,12 +119,14 @@ async fn config(State(c): State<Catalog>, body: Bytes) -> Response {
             s.token_replication = tr;
         }
         if let Some(msg) = b.replication_error {
+            // A failure leaves LastSuccess where it was, so LastError is later: unhealthy.
             st.replication_fault = (!msg.is_empty()).then(|| ReplicationFault {
                 message: msg,
                 at: chrono::Utc::now(),
             });
+        } else {
+            st.last_replication = chrono::Utc::now().round_subsecs(0);
         }
-        st.last_replication = chrono::Utc::now().round_subsecs(0);
         Ok(())
     });
     match r {
