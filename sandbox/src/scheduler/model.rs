@@ -766,7 +766,10 @@ impl State {
         };
         let d = self.active_deployment(dep_id, terminal)?;
         let index = self.bump();
-        let dm = self.deployments.get_mut(dep_id).expect("checked");
+        let dm = self
+            .deployments
+            .get_mut(dep_id)
+            .ok_or_else(|| ApiError::internal("deployment not found"))?;
         if pause {
             dm.status = PAUSED.into();
             dm.description = DESC_PAUSED.into();
@@ -831,7 +834,10 @@ impl State {
         if !have_canaries {
             return Err(ApiError::internal("no canaries to promote"));
         }
-        let dm = self.deployments.get_mut(dep_id).expect("checked");
+        let dm = self
+            .deployments
+            .get_mut(dep_id)
+            .ok_or_else(|| ApiError::internal("deployment not found"))?;
         for (name, g) in dm.groups.iter_mut() {
             if selected(name) {
                 g.promoted = true;
@@ -932,7 +938,10 @@ impl State {
             return Err(ApiError::internal("can't unblock running deployment"));
         }
         let index = self.bump();
-        let dm = self.deployments.get_mut(dep_id).expect("checked");
+        let dm = self
+            .deployments
+            .get_mut(dep_id)
+            .ok_or_else(|| ApiError::internal("deployment not found"))?;
         dm.status = SUCCESSFUL.into();
         dm.description = DESC_SUCCESSFUL.into();
         dm.modify_index = index;
