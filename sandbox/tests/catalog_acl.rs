@@ -1146,3 +1146,96 @@ async fn acl_reads_refuse_other_methods_with_the_real_text() {
         (405, "method DELETE not allowed")
     );
 }
+
+#[tokio::test]
+async fn management_token_updates_a_token_by_accessor() {
+    let t = T::new().await;
+    let mgmt = t.management().await;
+    t.admin(
+        "POST",
+        "/_sandbox/catalog/policies",
+        json!({"Name": "acl-read", "Rules": "acl = \"read\""}),
+    )
+    .await;
+    let tok = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"Description": "before"})),
+        )
+        .await
+        .json();
+    let accessor = tok["AccessorID"].as_str().unwrap();
+    let r = t
+        .call(
+            "PUT",
+            &format!("/v1/acl/token/{accessor}"),
+            Some(&mgmt),
+            Some(json!({"Description": "after", "Policies": [{"Name": "acl-read"}]})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["Description"], "after");
+    assert_eq!(v["Policies"][0]["Name"], "acl-read");
+    assert_eq!(v["SecretID"], tok["SecretID"]);
+    assert!(v["ModifyIndex"].as_u64() > tok["ModifyIndex"].as_u64());
+    let other = "0f4b1b4e-8a39-4a6c-9a4c-7d5c2f7b8d11";
+    let r = t
+        .call(
+            "PUT",
+            &format!("/v1/acl/token/{accessor}"),
+            Some(&mgmt),
+            Some(json!({"AccessorID": other})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (400, "Token Accessor ID in URL and payload do not match")
+    );
+    let r = t
+        .call(
+            "PUT",
+            &format!("/v1/acl/token/{accessor}"),
+            Some(&mgmt),
+            Some(json!({"Local": true})),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+}
+
+#[tokio::test]
+async fn token_create_honours_given_accessor_and_secret_ids() {
+    let t = T::new().await;
+    let mgmt = t.management().await;
+    let (a, sct) = (
+        "1f4b1b4e-8a39-4a6c-9a4c-7d5c2f7b8d11",
+        "2f4b1b4e-8a39-4a6c-9a4c-7d5c2f7b8d11",
+    );
+    let v = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"AccessorID": a, "SecretID": sct})),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (v["AccessorID"].as_str(), v["SecretID"].as_str()),
+        (Some(a), Some(sct))
+    );
+    let r = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"SecretID": "nope"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (500, "Invalid Token: SecretID is not a valid UUID")
+    );
+}

@@ -3,7 +3,7 @@
 //! Endpoints (base `/v1`): `PUT /acl/bootstrap`, `GET /acl/replication`, `POST /acl/login`,
 //! `POST /acl/logout`, `POST /acl/oidc/auth-url`, `POST /acl/oidc/callback` (enterprise only),
 //! plus what real clients call around them: `GET /acl/token/self`, `GET /acl/tokens`, `GET
-//! /acl/policies`, `PUT /acl/token`, `GET|DELETE /acl/token/:accessor` (these need `acl:read` /
+//! /acl/policies`, `PUT /acl/token`, `GET|PUT|DELETE /acl/token/:accessor` (these need `acl:read` /
 //! `acl:write`). A token is taken from `?token=`, then `X-Catalog-Token`, then `Authorization:
 //! Bearer`, in the real service's order. Lists and reads answer `X-Catalog-Index` (the renamed
 //! `X-Consul-Index`, also sent under its original name).
@@ -734,43 +734,35 @@ async fn token_create(
         let token = c.mutate(|st| {
             let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
             ctx.authorize(st, "write")?;
-            let mut policies = Vec::new();
-            if let Some(Value::Array(links)) = field(&obj, "Policies") {
-                for l in links.iter().filter_map(Value::as_object) {
-                    let id = str_field(l, "ID", WHAT)?;
-                    let name = str_field(l, "Name", WHAT)?;
-                    let p = st
-                        .policies
-                        .iter()
-                        .find(|p| {
-                            (!id.is_empty() && p.id == id) || (id.is_empty() && p.name == name)
-                        })
-                        .ok_or_else(|| {
-                            ApiError::new(
-                                400,
-                                format!(
-                                    "Invalid Policy: cannot find policy {}",
-                                    if id.is_empty() { name } else { id }
-                                ),
-                            )
-                        })?;
-                    policies.push(model::Link {
-                        id: p.id.clone(),
-                        name: p.name.clone(),
-                    });
-                }
-            }
-            let mut services = Vec::new();
-            if let Some(Value::Array(ids)) = field(&obj, "ServiceIdentities") {
-                for s in ids.iter().filter_map(Value::as_object) {
-                    services.push(str_field(s, "ServiceName", WHAT)?);
-                }
-            }
+            let (policies, services) = token_links(st, &obj)?;
             let local = matches!(field(&obj, "Local"), Some(Value::Bool(true)));
             let secret = str_field(&obj, "SecretID", WHAT)?;
+            let accessor = str_field(&obj, "AccessorID", WHAT)?;
+            for (field_name, given) in [("SecretID", &secret), ("AccessorID", &accessor)] {
+                if !given.is_empty() {
+                    parse_uuid(given).map_err(|_| {
+                        ApiError::internal(format!(
+                            "Invalid Token: {field_name} is not a valid UUID"
+                        ))
+                    })?;
+                    if st
+                        .tokens
+                        .iter()
+                        .any(|t| &t.secret_id == given || &t.accessor_id == given)
+                    {
+                        return Err(ApiError::internal(format!(
+                            "Invalid Token: {field_name} is already in use"
+                        )));
+                    }
+                }
+            }
             let index = st.bump();
             let t = Token {
-                accessor_id: uuid::Uuid::new_v4().to_string(),
+                accessor_id: if accessor.is_empty() {
+                    uuid::Uuid::new_v4().to_string()
+                } else {
+                    accessor
+                },
                 secret_id: if secret.is_empty() {
                     uuid::Uuid::new_v4().to_string()
                 } else {
@@ -801,13 +793,94 @@ async fn token_create(
     .await)
 }
 
-/// GET (acl:read) or DELETE (acl:write) /v1/acl/token/:accessor.
+/// The policy links (by ID or Name) and service identities of a token write body.
+fn token_links(
+    st: &model::State,
+    obj: &Map<String, Value>,
+) -> Result<(Vec<model::Link>, Vec<String>), ApiError> {
+    const WHAT: &str = "Token decoding failed";
+    let mut policies = Vec::new();
+    if let Some(Value::Array(links)) = field(&obj, "Policies") {
+        for l in links.iter().filter_map(Value::as_object) {
+            let id = str_field(l, "ID", WHAT)?;
+            let name = str_field(l, "Name", WHAT)?;
+            let p = st
+                .policies
+                .iter()
+                .find(|p| (!id.is_empty() && p.id == id) || (id.is_empty() && p.name == name))
+                .ok_or_else(|| {
+                    ApiError::new(
+                        400,
+                        format!(
+                            "Invalid Policy: cannot find policy {}",
+                            if id.is_empty() { name } else { id }
+                        ),
+                    )
+                })?;
+            policies.push(model::Link {
+                id: p.id.clone(),
+                name: p.name.clone(),
+            });
+        }
+    }
+    let mut services = Vec::new();
+    if let Some(Value::Array(ids)) = field(&obj, "ServiceIdentities") {
+        for s in ids.iter().filter_map(Value::as_object) {
+            services.push(str_field(s, "ServiceName", WHAT)?);
+        }
+    }
+    Ok((policies, services))
+}
+
+/// PUT /v1/acl/token/:accessor (acl:write): replace a token's description, policies and
+/// service identities. The locality cannot change.
+fn token_update(
+    st: &mut model::State,
+    ctx: &Ctx,
+    id: &str,
+    obj: &Map<String, Value>,
+) -> Result<Token, ApiError> {
+    const WHAT: &str = "Token decoding failed";
+    ctx.authorize(st, "write")?;
+    let body_id = str_field(obj, "AccessorID", WHAT)?;
+    if !body_id.is_empty() && body_id != id {
+        return Err(ApiError::new(
+            400,
+            "Token Accessor ID in URL and payload do not match",
+        ));
+    }
+    let (policies, services) = token_links(st, obj)?;
+    let description = str_field(obj, "Description", WHAT)?;
+    let local = field(obj, "Local").and_then(Value::as_bool);
+    let index = st.bump();
+    let t = st
+        .tokens
+        .iter_mut()
+        .find(|t| t.accessor_id == id && (!t.local || t.datacenter == ctx.dc))
+        .ok_or_else(|| ApiError::internal(format!("Cannot find token {id:?}")))?;
+    if local.is_some_and(|l| l != t.local) {
+        return Err(ApiError::new(
+            400,
+            format!("Cannot toggle local mode of {id}"),
+        ));
+    }
+    t.description = description;
+    t.policies = policies;
+    t.service_identities = services;
+    t.modify_index = index;
+    let t = t.clone();
+    st.tokens_index = index;
+    Ok(t)
+}
+
+/// GET (acl:read), PUT (acl:write) or DELETE (acl:write) /v1/acl/token/:accessor.
 async fn token_by_accessor(
     State(c): State<Catalog>,
     method: Method,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
     Path(id): Path<String>,
+    body: Bytes,
 ) -> Response {
     run(async {
         match method {
@@ -828,6 +901,15 @@ async fn token_by_accessor(
                     &t.to_api(st.enterprise),
                     Some(t.modify_index),
                 ))
+            }
+            Method::PUT => {
+                let obj = decode_body(&body, "Token decoding failed")?;
+                let t = c.mutate(|st| {
+                    let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
+                    token_update(st, &ctx, &id, &obj)
+                })?;
+                let enterprise = c.lock().enterprise;
+                Ok(json_response(&t.to_api(enterprise), None))
             }
             Method::DELETE => {
                 c.mutate(|st| {
