@@ -1239,3 +1239,33 @@ async fn token_create_honours_given_accessor_and_secret_ids() {
         (500, "Invalid Token: SecretID is not a valid UUID")
     );
 }
+
+#[tokio::test]
+async fn token_clone_copies_links_with_new_ids() {
+    let t = T::new().await;
+    let mgmt = t.management().await;
+    let tok = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"Description": "orig", "Policies": [{"Name": "global-management"}]})),
+        )
+        .await
+        .json();
+    let accessor = tok["AccessorID"].as_str().unwrap();
+    let r = t
+        .call(
+            "PUT",
+            &format!("/v1/acl/token/{accessor}/clone"),
+            Some(&mgmt),
+            Some(json!({"Description": "copy"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["Description"], "copy");
+    assert_eq!(v["Policies"], tok["Policies"]);
+    assert_ne!(v["AccessorID"], tok["AccessorID"]);
+    assert_ne!(v["SecretID"], tok["SecretID"]);
+}

@@ -178,6 +178,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/acl/policies", any(policy_list))
         .route("/v1/acl/token", any(token_create))
         .route("/v1/acl/token/{id}", any(token_by_accessor))
+        .route("/v1/acl/token/{id}/clone", any(token_clone))
         .route("/v1/status/leader", get(status_leader))
         .merge(admin_api::routes())
         .merge(oidc::provider_routes())
@@ -871,6 +872,52 @@ fn token_update(
     let t = t.clone();
     st.tokens_index = index;
     Ok(t)
+}
+
+/// PUT /v1/acl/token/:accessor/clone (acl:write): a new token with the same links and
+/// locality, and the given description (the original's when none).
+async fn token_clone(
+    State(c): State<Catalog>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    run(async {
+        if method != Method::PUT {
+            return Err(ApiError::method_not_allowed(&method));
+        }
+        const WHAT: &str = "Token decoding failed";
+        let obj = decode_body(&body, WHAT)?;
+        let description = str_field(&obj, "Description", WHAT)?;
+        let t = c.mutate(|st| {
+            let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
+            ctx.authorize(st, "write")?;
+            let mut t = st
+                .tokens
+                .iter()
+                .find(|t| t.accessor_id == id && (!t.local || t.datacenter == ctx.dc))
+                .cloned()
+                .ok_or_else(|| ApiError::new(403, "ACL not found"))?;
+            let index = st.bump();
+            t.accessor_id = uuid::Uuid::new_v4().to_string();
+            t.secret_id = uuid::Uuid::new_v4().to_string();
+            if !description.is_empty() {
+                t.description = description;
+            }
+            t.auth_method = String::new();
+            t.create_time = chrono::Utc::now();
+            t.create_index = index;
+            t.modify_index = index;
+            st.tokens.push(t.clone());
+            st.tokens_index = index;
+            Ok(t)
+        })?;
+        let enterprise = c.lock().enterprise;
+        Ok(json_response(&t.to_api(enterprise), None))
+    }
+    .await)
 }
 
 /// GET (acl:read), PUT (acl:write) or DELETE (acl:write) /v1/acl/token/:accessor.
