@@ -1269,3 +1269,34 @@ async fn token_clone_copies_links_with_new_ids() {
     assert_ne!(v["AccessorID"], tok["AccessorID"]);
     assert_ne!(v["SecretID"], tok["SecretID"]);
 }
+
+#[tokio::test]
+async fn token_create_with_expiration_ttl_sets_expiration_time() {
+    let t = T::new().await;
+    let mgmt = t.management().await;
+    let v = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"ExpirationTTL": "1h"})),
+        )
+        .await
+        .json();
+    assert!(v["ExpirationTime"].is_string());
+    let r = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"ExpirationTTL": "5s"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (
+            500,
+            "Token Expiration TTL '5s' should be between 1m0s and 24h0m0s"
+        )
+    );
+}

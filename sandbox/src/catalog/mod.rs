@@ -736,6 +736,7 @@ async fn token_create(
             let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
             ctx.authorize(st, "write")?;
             let (policies, services) = token_links(st, &obj)?;
+            let expiration_time = token_expiration(&obj)?;
             let local = matches!(field(&obj, "Local"), Some(Value::Bool(true)));
             let secret = str_field(&obj, "SecretID", WHAT)?;
             let accessor = str_field(&obj, "AccessorID", WHAT)?;
@@ -779,7 +780,7 @@ async fn token_create(
                 auth_method: String::new(),
                 auth_method_namespace: String::new(),
                 namespace: ctx.namespace(st, &str_field(&obj, "Namespace", WHAT)?)?,
-                expiration_time: None,
+                expiration_time,
                 create_time: chrono::Utc::now(),
                 create_index: index,
                 modify_index: index,
@@ -792,6 +793,57 @@ async fn token_create(
         Ok(json_response(&token.to_api(enterprise), None))
     }
     .await)
+}
+
+/// `ExpirationTTL` (a Go duration string, or nanoseconds) or `ExpirationTime` (RFC 3339) of a
+/// token create. The TTL must be between 1 minute and 24 hours, as the real service's default
+/// limits say.
+fn token_expiration(
+    obj: &Map<String, Value>,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, ApiError> {
+    let ttl = match field(obj, "ExpirationTTL") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some((
+            s.clone(),
+            crate::scheduler::wire::parse_go_duration(s).ok_or_else(|| {
+                ApiError::new(
+                    400,
+                    format!("Token decoding failed: time: invalid duration {s:?}"),
+                )
+            })?,
+        )),
+        Some(Value::Number(n)) => {
+            let ns = n.as_u64().unwrap_or(0);
+            let d = std::time::Duration::from_nanos(ns);
+            (ns > 0).then(|| (format!("{}s", d.as_secs()), d))
+        }
+        Some(v) => {
+            return Err(ApiError::new(
+                400,
+                format!(
+                    "Token decoding failed: cannot decode {} as a duration",
+                    crate::scheduler::wire::go_kind(v)
+                ),
+            ))
+        }
+    };
+    if let Some((text, d)) = ttl {
+        if d < std::time::Duration::from_secs(60) || d > std::time::Duration::from_secs(86_400) {
+            return Err(ApiError::internal(format!(
+                "Token Expiration TTL '{text}' should be between 1m0s and 24h0m0s"
+            )));
+        }
+        return Ok(Some(
+            chrono::Utc::now() + chrono::Duration::from_std(d).unwrap_or_default(),
+        ));
+    }
+    match field(obj, "ExpirationTime") {
+        Some(Value::String(s)) if !s.is_empty() => chrono::DateTime::parse_from_rfc3339(s)
+            .map(|t| Some(t.with_timezone(&chrono::Utc)))
+            .map_err(|e| ApiError::new(400, format!("Token decoding failed: {e}"))),
+        _ => Ok(None),
+    }
 }
 
 /// The policy links (by ID or Name) and service identities of a token write body.
