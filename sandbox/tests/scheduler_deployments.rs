@@ -956,3 +956,47 @@ async fn canary_allocations_carry_a_canary_deployment_status() {
     assert!(a["DeploymentStatus"]["Healthy"].is_null());
     assert_eq!(a["JobVersion"], 1);
 }
+
+#[tokio::test]
+async fn missed_progress_deadline_fails_the_deployment_and_rolls_back() {
+    let t = T::new().await;
+    let job = |task: &str| {
+        json!({"ID": "slow", "TaskGroups": [{"Name": "g", "Count": 1, "AutoRevert": true,
+               "ProgressDeadline": 300_000_000u64, "Tasks": [task]}]})
+    };
+    let v0 = t.job(job("v0")).await;
+    t.all_healthy(&v0).await;
+    let v1 = t.job(job("v1")).await;
+    let d = t.deployment(&v1).await;
+    assert_ne!(
+        d["TaskGroups"]["g"]["RequireProgressBy"],
+        "0001-01-01T00:00:00Z"
+    );
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let d = t.deployment(&v1).await;
+    assert_eq!(d["Status"], "failed");
+    assert_eq!(
+        d["StatusDescription"],
+        "Failed due to progress deadline - rolling back to job version 0"
+    );
+}
+
+#[tokio::test]
+async fn progress_deadline_does_not_fail_a_deployment_waiting_for_promotion() {
+    let t = T::new().await;
+    let job = |task: &str| {
+        json!({"ID": "canary", "TaskGroups": [{"Name": "g", "Count": 2, "Canary": 1,
+               "ProgressDeadline": 300_000_000u64, "Tasks": [task]}]})
+    };
+    let v0 = t.job(job("v0")).await;
+    t.all_healthy(&v0).await;
+    let v1 = t.job(job("v1")).await;
+    t.all_healthy(&v1).await;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let d = t.deployment(&v1).await;
+    assert_eq!(d["Status"], "running");
+    assert_eq!(
+        d["StatusDescription"],
+        "Deployment is running but requires manual promotion"
+    );
+}

@@ -106,6 +106,14 @@ impl Scheduler {
         out
     }
 
+    /// Like `mutate`, but persists and wakes blocking queries only when `f` reports a change.
+    fn mutate_if(&self, f: impl FnOnce(&mut model::State) -> bool) {
+        let changed = f(&mut self.lock());
+        if changed {
+            self.mutate(|_| ());
+        }
+    }
+
     fn acl(&self, headers: &HeaderMap) -> Result<acl::Acl, ApiError> {
         let token = request_token(headers);
         self.lock().acl.resolve(token.as_deref(), &self.root_token)
@@ -133,8 +141,48 @@ impl Scheduler {
     }
 }
 
+/// Watch progress deadlines in the background while the scheduler is alive (the task ends
+/// once the router, the only strong owner of the state, is dropped).
+fn spawn_deadline_watcher(sched: &Scheduler) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let state = Arc::downgrade(&sched.state);
+    let changes = Arc::downgrade(&sched.changes);
+    let (root_token, state_file) = (sched.root_token.clone(), sched.state_file.clone());
+    handle.spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+        loop {
+            tick.tick().await;
+            let (Some(state), Some(changes)) = (state.upgrade(), changes.upgrade()) else {
+                return;
+            };
+            let s = Scheduler {
+                state,
+                changes,
+                root_token: root_token.clone(),
+                state_file: state_file.clone(),
+            };
+            let due = {
+                let st = s.lock();
+                st.deployments.values().any(|d| {
+                    d.status == model::RUNNING
+                        && d.groups.values().any(|g| {
+                            g.require_progress_by
+                                .is_some_and(|t| t <= chrono::Utc::now())
+                        })
+                })
+            };
+            if due {
+                s.mutate_if(|st| st.check_deadlines());
+            }
+        }
+    });
+}
+
 pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
     let sched = Scheduler::new(opts)?;
+    spawn_deadline_watcher(&sched);
     Ok(Router::new()
         .route("/v1/deployments", any(list_deployments))
         .route("/v1/deployment/", any(deployment_root))

@@ -26,6 +26,7 @@ pub const DESC_SUCCESSFUL: &str = "Deployment completed successfully";
 pub const DESC_NEWER_JOB: &str = "Cancelled due to newer version of job";
 pub const DESC_FAILED_ALLOCS: &str = "Failed due to unhealthy allocations";
 pub const DESC_FAILED_BY_USER: &str = "Deployment marked as failed";
+pub const DESC_PROGRESS_DEADLINE: &str = "Failed due to progress deadline";
 pub const DESC_BLOCKED: &str = "Deployment is complete but waiting for peer region";
 
 /// A task group's update policy, as registered through the admin API.
@@ -653,6 +654,12 @@ impl State {
                 }
                 if healthy {
                     g.healthy_allocs += 1;
+                    // Progress: the deadline restarts from the healthy allocation.
+                    if g.progress_deadline_ns > 0 {
+                        g.require_progress_by = Some(
+                            Utc::now() + chrono::Duration::nanoseconds(g.progress_deadline_ns),
+                        );
+                    }
                 } else {
                     g.unhealthy_allocs += 1;
                 }
@@ -985,6 +992,54 @@ impl State {
             self.fail_impl(&d.id, DESC_FAILED_ALLOCS, g.auto_revert, true, index);
         }
         Ok(())
+    }
+
+    /// Running deployments whose progress deadline passed without the needed healthy
+    /// allocations fail (Nomad's deployment watcher): a group waiting for manual promotion with
+    /// enough healthy canaries does not count; a failing group with auto_revert rolls back.
+    /// Returns whether anything changed.
+    pub fn check_deadlines(&mut self) -> bool {
+        let now = Utc::now();
+        let due: Vec<(String, bool)> = self
+            .deployments
+            .values()
+            .filter(|d| d.status == RUNNING)
+            .filter_map(|d| {
+                let passed = d.groups.values().any(|g| {
+                    let done = if g.desired_canaries > 0 && !g.promoted {
+                        false
+                    } else {
+                        g.healthy_allocs >= g.desired_total
+                    };
+                    !done && g.require_progress_by.is_some_and(|t| t <= now)
+                });
+                if !passed {
+                    return None;
+                }
+                let mut fail = false;
+                let mut rollback = false;
+                for g in d.groups.values() {
+                    let ok = if g.desired_canaries > 0 && !g.promoted {
+                        g.healthy_allocs >= g.desired_canaries
+                    } else {
+                        g.healthy_allocs >= g.desired_total
+                    };
+                    if !ok {
+                        fail = true;
+                        rollback |= g.auto_revert;
+                    }
+                }
+                fail.then(|| (d.id.clone(), rollback))
+            })
+            .collect();
+        if due.is_empty() {
+            return false;
+        }
+        let index = self.bump();
+        for (id, rollback) in due {
+            self.fail_impl(&id, DESC_PROGRESS_DEADLINE, rollback, true, index);
+        }
+        true
     }
 
     /// All versions of a job, for the admin API.
