@@ -853,7 +853,7 @@ fn token_links(
 ) -> Result<(Vec<model::Link>, Vec<String>), ApiError> {
     const WHAT: &str = "Token decoding failed";
     let mut policies = Vec::new();
-    if let Some(Value::Array(links)) = field(&obj, "Policies") {
+    if let Some(Value::Array(links)) = field(obj, "Policies") {
         for l in links.iter().filter_map(Value::as_object) {
             let id = str_field(l, "ID", WHAT)?;
             let name = str_field(l, "Name", WHAT)?;
@@ -877,7 +877,7 @@ fn token_links(
         }
     }
     let mut services = Vec::new();
-    if let Some(Value::Array(ids)) = field(&obj, "ServiceIdentities") {
+    if let Some(Value::Array(ids)) = field(obj, "ServiceIdentities") {
         for s in ids.iter().filter_map(Value::as_object) {
             services.push(str_field(s, "ServiceName", WHAT)?);
         }
