@@ -1000,3 +1000,23 @@ async fn progress_deadline_does_not_fail_a_deployment_waiting_for_promotion() {
         "Deployment is running but requires manual promotion"
     );
 }
+
+#[tokio::test]
+async fn job_deployments_lists_a_jobs_deployments_newest_first() {
+    let t = T::new().await;
+    let d0 = t.job(simple_job("a")).await;
+    let d1 = t
+        .job(json!({"ID": "a", "TaskGroups": [{"Name": "g", "Count": 2}]}))
+        .await;
+    let _other = t.job(simple_job("b")).await;
+    let list = t.get_json("/v1/job/a/deployments").await;
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["ID"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![d1.as_str(), d0.as_str()]);
+    assert_eq!(t.get_json("/v1/job/a/deployment").await["ID"], d1);
+    assert!(t.get_json("/v1/job/none/deployment").await.is_null());
+}

@@ -4,7 +4,9 @@
 //! /deployment/:id`, `GET /deployment/allocations/:id` (blocking queries on all three), and the
 //! controls `PUT|POST /deployment/{fail,pause,promote,allocation-health,unblock}/:id`. Reads need
 //! `namespace:read-job`, controls `namespace:submit-job` (or the matching fine-grained
-//! deployment capability the real scheduler also accepts). Tokens come in `X-Nomad-Token`
+//! deployment capability the real scheduler also accepts). Also `GET /v1/job/:id/deployments`,
+//! `GET /v1/job/:id/deployment`, `GET /v1/acl/token/self` and `GET /v1/status/leader`, which
+//! real clients call around them. Tokens come in `X-Nomad-Token`
 //! (also the renamed `X-Scheduler-Token`) or `Authorization: Bearer`; `--root-token` is a
 //! management token. Responses carry `X-Nomad-Index` (and the renamed `X-Scheduler-Index`).
 //!
@@ -187,6 +189,8 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/deployments", any(list_deployments))
         .route("/v1/deployment/", any(deployment_root))
         .route("/v1/deployment/{*rest}", any(deployment_specific))
+        .route("/v1/job/{job_id}/deployments", any(job_deployments))
+        .route("/v1/job/{job_id}/deployment", any(job_latest_deployment))
         .route("/v1/acl/token/self", any(token_self))
         .route("/v1/status/leader", any(status_leader))
         .merge(admin_api::routes())
@@ -575,4 +579,69 @@ async fn token_self(State(s): State<Scheduler>, method: Method, headers: HeaderM
         }
     };
     json_response(&v, Some(st.index), true)
+}
+
+/// Deployments of one job in the request's namespace, newest first, with the deployment table's
+/// index. Shared by `/v1/job/:id/deployments` and `/v1/job/:id/deployment` (the latest, or
+/// `null`), which real clients use to find a job's deployment.
+async fn job_deployments_impl(
+    s: &Scheduler,
+    method: &Method,
+    headers: &HeaderMap,
+    raw: Option<&str>,
+    job_id: String,
+    latest_only: bool,
+) -> Result<Response, ApiError> {
+    if method != Method::GET {
+        return Err(ApiError::invalid_method());
+    }
+    let query = parse_query(raw);
+    let opts = blocking_opts(&query)?;
+    check_region(&query)?;
+    let ns = namespace_of(&query);
+    let acl = s.acl(headers)?;
+    if !acl.allow(&ns, &["read-job"]) {
+        return Err(ApiError::permission_denied());
+    }
+    let (value, index) = s
+        .blocking(opts, |st| {
+            let mut items: Vec<&model::Deployment> = st
+                .deployments
+                .values()
+                .filter(|d| d.namespace == ns && d.job_id == job_id)
+                .collect();
+            items.sort_by_key(|d| std::cmp::Reverse(d.create_index));
+            let v = if latest_only {
+                items.first().map(|d| d.to_api()).unwrap_or(Value::Null)
+            } else {
+                Value::Array(items.iter().map(|d| d.to_api()).collect())
+            };
+            Ok((v, st.deployment_table_index))
+        })
+        .await?;
+    Ok(json_response(&value, Some(index), true))
+}
+
+async fn job_deployments(
+    State(s): State<Scheduler>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    Path(job_id): Path<String>,
+) -> Response {
+    job_deployments_impl(&s, &method, &headers, raw.as_deref(), job_id, false)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn job_latest_deployment(
+    State(s): State<Scheduler>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    Path(job_id): Path<String>,
+) -> Response {
+    job_deployments_impl(&s, &method, &headers, raw.as_deref(), job_id, true)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
