@@ -1020,3 +1020,43 @@ async fn job_deployments_lists_a_jobs_deployments_newest_first() {
     assert_eq!(t.get_json("/v1/job/a/deployment").await["ID"], d1);
     assert!(t.get_json("/v1/job/none/deployment").await.is_null());
 }
+
+#[tokio::test]
+async fn controls_on_a_terminal_deployment_are_refused() {
+    let t = T::new().await;
+    let id = t.job(simple_job("a")).await;
+    t.post_ok(&format!("/v1/deployment/fail/{id}"), None).await;
+    let cases = [
+        (
+            "pause",
+            json!({"DeploymentID": id, "Pause": true}),
+            "can't pause terminal deployment",
+        ),
+        (
+            "pause",
+            json!({"DeploymentID": id, "Pause": false}),
+            "can't resume terminal deployment",
+        ),
+        (
+            "promote",
+            json!({"DeploymentID": id, "All": true}),
+            "can't promote terminal deployment",
+        ),
+        (
+            "unblock",
+            json!({"DeploymentID": id}),
+            "can't unblock terminal deployment",
+        ),
+        (
+            "allocation-health",
+            json!({"DeploymentID": id, "HealthyAllocationIDs": ["x"]}),
+            "can't set health of allocations for a terminal deployment",
+        ),
+    ];
+    for (op, body, text) in cases {
+        let (s, got) = t
+            .post(&format!("/v1/deployment/{op}/{id}"), Some(body), Some(ROOT))
+            .await;
+        assert_eq!((s, got.as_str()), (500, text), "{op}");
+    }
+}
