@@ -411,6 +411,11 @@ async fn replication_error_is_reported_after_the_last_success() {
         .json();
     assert_eq!(v["LastErrorMessage"], "failed to sync remote tokens");
     assert_ne!(v["LastError"], "0001-01-01T00:00:00Z");
+    // RFC 3339 UTC timestamps of one format compare in time order.
+    assert!(
+        v["LastError"].as_str().unwrap() > v["LastSuccess"].as_str().unwrap(),
+        "{v}"
+    );
 }
 
 #[tokio::test]
@@ -530,6 +535,11 @@ async fn login_with_a_badly_signed_jwt_is_refused() {
         )
         .await;
     assert_eq!(r.status, 500);
+    assert!(
+        r.body.starts_with("failed to parse and validate JWT: "),
+        "{}",
+        r.body
+    );
 }
 
 #[tokio::test]
@@ -759,7 +769,7 @@ async fn acl_reads_without_a_token_are_denied_for_the_anonymous_token() {
         (r.status, r.body.as_str()),
         (
             403,
-            "Permission denied: anonymous token lacks permission 'acl:read'"
+            "Permission denied: token with AccessorID '00000000-0000-0000-0000-000000000002' lacks permission 'acl:read'"
         )
     );
 }
@@ -1078,4 +1088,215 @@ async fn status_leader_answers_for_liveness_probes() {
     let r = t.call("GET", "/v1/status/leader", None, None).await;
     assert_eq!(r.status, 200);
     assert!(r.json().is_string());
+}
+
+#[tokio::test]
+async fn replication_supports_consistent_but_not_together_with_stale() {
+    let t = T::new().await;
+    assert_eq!(
+        t.call("GET", "/v1/acl/replication?consistent", None, None)
+            .await
+            .status,
+        200
+    );
+    let r = t
+        .call("GET", "/v1/acl/replication?consistent&stale", None, None)
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (
+            400,
+            "Cannot specify ?stale with ?consistent, conflicting semantics."
+        )
+    );
+}
+
+#[tokio::test]
+async fn root_token_can_be_made_the_initial_management_token() {
+    let t = T::new().await;
+    t.admin(
+        "PUT",
+        "/_sandbox/catalog/config",
+        json!({"UseRootToken": true}),
+    )
+    .await;
+    assert_eq!(
+        t.call("GET", "/v1/acl/tokens", Some("root"), None)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        t.call("PUT", "/v1/acl/bootstrap", None, None).await.status,
+        403
+    );
+}
+
+#[tokio::test]
+async fn acl_reads_refuse_other_methods_with_the_real_text() {
+    let t = T::new().await;
+    let r = t.call("POST", "/v1/acl/token/self", None, None).await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (405, "method POST not allowed")
+    );
+    let r = t.call("DELETE", "/v1/acl/replication", None, None).await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (405, "method DELETE not allowed")
+    );
+}
+
+#[tokio::test]
+async fn management_token_updates_a_token_by_accessor() {
+    let t = T::new().await;
+    let mgmt = t.management().await;
+    t.admin(
+        "POST",
+        "/_sandbox/catalog/policies",
+        json!({"Name": "acl-read", "Rules": "acl = \"read\""}),
+    )
+    .await;
+    let tok = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"Description": "before"})),
+        )
+        .await
+        .json();
+    let accessor = tok["AccessorID"].as_str().unwrap();
+    let r = t
+        .call(
+            "PUT",
+            &format!("/v1/acl/token/{accessor}"),
+            Some(&mgmt),
+            Some(json!({"Description": "after", "Policies": [{"Name": "acl-read"}]})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["Description"], "after");
+    assert_eq!(v["Policies"][0]["Name"], "acl-read");
+    assert_eq!(v["SecretID"], tok["SecretID"]);
+    assert!(v["ModifyIndex"].as_u64() > tok["ModifyIndex"].as_u64());
+    let other = "0f4b1b4e-8a39-4a6c-9a4c-7d5c2f7b8d11";
+    let r = t
+        .call(
+            "PUT",
+            &format!("/v1/acl/token/{accessor}"),
+            Some(&mgmt),
+            Some(json!({"AccessorID": other})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (400, "Token Accessor ID in URL and payload do not match")
+    );
+    let r = t
+        .call(
+            "PUT",
+            &format!("/v1/acl/token/{accessor}"),
+            Some(&mgmt),
+            Some(json!({"Local": true})),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+}
+
+#[tokio::test]
+async fn token_create_honours_given_accessor_and_secret_ids() {
+    let t = T::new().await;
+    let mgmt = t.management().await;
+    let (a, sct) = (
+        "1f4b1b4e-8a39-4a6c-9a4c-7d5c2f7b8d11",
+        "2f4b1b4e-8a39-4a6c-9a4c-7d5c2f7b8d11",
+    );
+    let v = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"AccessorID": a, "SecretID": sct})),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (v["AccessorID"].as_str(), v["SecretID"].as_str()),
+        (Some(a), Some(sct))
+    );
+    let r = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"SecretID": "nope"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (500, "Invalid Token: SecretID is not a valid UUID")
+    );
+}
+
+#[tokio::test]
+async fn token_clone_copies_links_with_new_ids() {
+    let t = T::new().await;
+    let mgmt = t.management().await;
+    let tok = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"Description": "orig", "Policies": [{"Name": "global-management"}]})),
+        )
+        .await
+        .json();
+    let accessor = tok["AccessorID"].as_str().unwrap();
+    let r = t
+        .call(
+            "PUT",
+            &format!("/v1/acl/token/{accessor}/clone"),
+            Some(&mgmt),
+            Some(json!({"Description": "copy"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["Description"], "copy");
+    assert_eq!(v["Policies"], tok["Policies"]);
+    assert_ne!(v["AccessorID"], tok["AccessorID"]);
+    assert_ne!(v["SecretID"], tok["SecretID"]);
+}
+
+#[tokio::test]
+async fn token_create_with_expiration_ttl_sets_expiration_time() {
+    let t = T::new().await;
+    let mgmt = t.management().await;
+    let v = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"ExpirationTTL": "1h"})),
+        )
+        .await
+        .json();
+    assert!(v["ExpirationTime"].is_string());
+    let r = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&mgmt),
+            Some(json!({"ExpirationTTL": "5s"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (
+            500,
+            "Token Expiration TTL '5s' should be between 1m0s and 24h0m0s"
+        )
+    );
 }

@@ -310,6 +310,28 @@ async fn token_self_reads_the_callers_token() {
             None
         )
         .await,
-        (403, "ACL token not found".to_string())
+        (403, "Permission denied".to_string())
     );
+    let (s, body) = t
+        .status(reqwest::Method::GET, "/v1/acl/token/self", None, None)
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["Name"],
+        "Anonymous Token"
+    );
+}
+
+#[tokio::test]
+async fn status_leader_answers_with_the_query_headers_clients_parse() {
+    let t = T::new().await;
+    let r = t.http.get(t.url("/v1/status/leader")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    for h in [
+        "x-nomad-index",
+        "x-nomad-lastcontact",
+        "x-nomad-knownleader",
+    ] {
+        assert!(r.headers().contains_key(h), "{h}");
+    }
 }

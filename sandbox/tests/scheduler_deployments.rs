@@ -278,7 +278,8 @@ async fn allocations_lists_the_allocations_of_the_deployment() {
     ] {
         assert!(!ev[k].is_null(), "{k}");
     }
-    assert!(a["DeploymentStatus"].is_object());
+    // Not a canary and no health reported yet: no deployment status.
+    assert!(a["DeploymentStatus"].is_null());
     assert!(a["CreateTime"].as_i64().unwrap() > 1_000_000_000_000_000_000);
 }
 
@@ -385,6 +386,11 @@ async fn fail_marks_the_deployment_failed_and_rolls_back_to_the_stable_version()
     let versions = t.get_json("/_sandbox/scheduler/jobs/default/web").await;
     assert_eq!(versions[0]["Version"], 2);
     assert_eq!(versions[0]["TaskGroups"][0]["Tasks"][0], "v0");
+    // The reverted version gets its own deployment.
+    let list = t.get_json("/v1/deployments").await;
+    let latest = list.as_array().unwrap().last().unwrap();
+    assert_eq!(latest["JobVersion"], 2);
+    assert_eq!(latest["Status"], "running");
 }
 
 #[tokio::test]
@@ -858,4 +864,199 @@ async fn state_persists_across_restarts_with_a_state_dir() {
     assert_eq!(t2.deployment(&id).await["JobID"], "persisted");
     t2.sandbox.shutdown();
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn list_filters_by_namespace_and_star_lists_all() {
+    let t = T::new().await;
+    let d_default = t.job(simple_job("a")).await;
+    let d_prod = t
+        .job(json!({"ID": "b", "Namespace": "prod", "TaskGroups": [{"Name": "g"}]}))
+        .await;
+    let ids = |v: Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["ID"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let default = ids(t.get_json("/v1/deployments").await);
+    assert_eq!(default, vec![d_default.clone()]);
+    let prod = ids(t.get_json("/v1/deployments?namespace=prod").await);
+    assert_eq!(prod, vec![d_prod.clone()]);
+    let all = ids(t.get_json("/v1/deployments?namespace=*").await);
+    assert!(all.contains(&d_default) && all.contains(&d_prod));
+    assert_eq!(t.deployment(&d_prod).await["Namespace"], "prod");
+}
+
+#[tokio::test]
+async fn unknown_region_has_no_path() {
+    let t = T::new().await;
+    let (s, _, body) = t.get("/v1/deployments?region=mars", Some(ROOT)).await;
+    assert_eq!((s, body.as_str()), (500, "No path to region"));
+}
+
+#[tokio::test]
+async fn list_is_ordered_by_create_index_and_reverse_reverses_it() {
+    let t = T::new().await;
+    let d1 = t.job(simple_job("a")).await;
+    let d2 = t.job(simple_job("b")).await;
+    let ids = |v: Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["ID"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(t.get_json("/v1/deployments").await),
+        vec![d1.clone(), d2.clone()]
+    );
+    assert_eq!(
+        ids(t.get_json("/v1/deployments?reverse=true").await),
+        vec![d2, d1]
+    );
+}
+
+#[tokio::test]
+async fn list_paginates_with_per_page_and_next_token() {
+    let t = T::new().await;
+    let d1 = t.job(simple_job("a")).await;
+    let d2 = t.job(simple_job("b")).await;
+    let d3 = t.job(simple_job("c")).await;
+    let (s, h, body) = t.get("/v1/deployments?per_page=2", Some(ROOT)).await;
+    assert_eq!(s, 200);
+    let page: Vec<Value> = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        page.iter()
+            .map(|d| d["ID"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        vec![d1.as_str(), d2.as_str()]
+    );
+    let next = h["x-nomad-nexttoken"].to_str().unwrap().to_string();
+    assert!(next.ends_with(&d3));
+    let (_, h2, body) = t
+        .get(
+            &format!("/v1/deployments?per_page=2&next_token={next}"),
+            Some(ROOT),
+        )
+        .await;
+    let page: Vec<Value> = serde_json::from_str(&body).unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0]["ID"], d3);
+    assert!(!h2.contains_key("x-nomad-nexttoken"));
+}
+
+#[tokio::test]
+async fn canary_allocations_carry_a_canary_deployment_status() {
+    let t = T::new().await;
+    let v1 = t.canary_job("checks", false).await;
+    let a = &t.allocs(&v1).await[0];
+    assert_eq!(a["DeploymentStatus"]["Canary"], true);
+    assert!(a["DeploymentStatus"]["Healthy"].is_null());
+    assert_eq!(a["JobVersion"], 1);
+}
+
+#[tokio::test]
+async fn missed_progress_deadline_fails_the_deployment_and_rolls_back() {
+    let t = T::new().await;
+    let job = |task: &str| {
+        json!({"ID": "slow", "TaskGroups": [{"Name": "g", "Count": 1, "AutoRevert": true,
+               "ProgressDeadline": 300_000_000u64, "Tasks": [task]}]})
+    };
+    let v0 = t.job(job("v0")).await;
+    t.all_healthy(&v0).await;
+    let v1 = t.job(job("v1")).await;
+    let d = t.deployment(&v1).await;
+    assert_ne!(
+        d["TaskGroups"]["g"]["RequireProgressBy"],
+        "0001-01-01T00:00:00Z"
+    );
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let d = t.deployment(&v1).await;
+    assert_eq!(d["Status"], "failed");
+    assert_eq!(
+        d["StatusDescription"],
+        "Failed due to progress deadline - rolling back to job version 0"
+    );
+}
+
+#[tokio::test]
+async fn progress_deadline_does_not_fail_a_deployment_waiting_for_promotion() {
+    let t = T::new().await;
+    let job = |task: &str| {
+        json!({"ID": "canary", "TaskGroups": [{"Name": "g", "Count": 2, "Canary": 1,
+               "ProgressDeadline": 300_000_000u64, "Tasks": [task]}]})
+    };
+    let v0 = t.job(job("v0")).await;
+    t.all_healthy(&v0).await;
+    let v1 = t.job(job("v1")).await;
+    t.all_healthy(&v1).await;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let d = t.deployment(&v1).await;
+    assert_eq!(d["Status"], "running");
+    assert_eq!(
+        d["StatusDescription"],
+        "Deployment is running but requires manual promotion"
+    );
+}
+
+#[tokio::test]
+async fn job_deployments_lists_a_jobs_deployments_newest_first() {
+    let t = T::new().await;
+    let d0 = t.job(simple_job("a")).await;
+    let d1 = t
+        .job(json!({"ID": "a", "TaskGroups": [{"Name": "g", "Count": 2}]}))
+        .await;
+    let _other = t.job(simple_job("b")).await;
+    let list = t.get_json("/v1/job/a/deployments").await;
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["ID"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![d1.as_str(), d0.as_str()]);
+    assert_eq!(t.get_json("/v1/job/a/deployment").await["ID"], d1);
+    assert!(t.get_json("/v1/job/none/deployment").await.is_null());
+}
+
+#[tokio::test]
+async fn controls_on_a_terminal_deployment_are_refused() {
+    let t = T::new().await;
+    let id = t.job(simple_job("a")).await;
+    t.post_ok(&format!("/v1/deployment/fail/{id}"), None).await;
+    let cases = [
+        (
+            "pause",
+            json!({"DeploymentID": id, "Pause": true}),
+            "can't pause terminal deployment",
+        ),
+        (
+            "pause",
+            json!({"DeploymentID": id, "Pause": false}),
+            "can't resume terminal deployment",
+        ),
+        (
+            "promote",
+            json!({"DeploymentID": id, "All": true}),
+            "can't promote terminal deployment",
+        ),
+        (
+            "unblock",
+            json!({"DeploymentID": id}),
+            "can't unblock terminal deployment",
+        ),
+        (
+            "allocation-health",
+            json!({"DeploymentID": id, "HealthyAllocationIDs": ["x"]}),
+            "can't set health of allocations for a terminal deployment",
+        ),
+    ];
+    for (op, body, text) in cases {
+        let (s, got) = t
+            .post(&format!("/v1/deployment/{op}/{id}"), Some(body), Some(ROOT))
+            .await;
+        assert_eq!((s, got.as_str()), (500, text), "{op}");
+    }
 }

@@ -1,6 +1,7 @@
 //! The catalog's sandbox admin API, under `/_sandbox/catalog/` (JSON, PascalCase keys):
 //!
 //! * `PUT /_sandbox/catalog/config` `{"Enterprise": bool, "InitialManagementToken": "<secret>",
+//!   "UseRootToken": true (the initial-management token is `--root-token`),
 //!   "SecondaryDatacenter": "dc2", "TokenReplication": bool, "ReplicationError": "text"}` (each
 //!   optional). An initial-management token is created as a management token and, as in the
 //!   real service, consumes the bootstrap (later bootstrap calls are 403). A secondary
@@ -52,6 +53,7 @@ fn bad(e: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
+#[allow(clippy::result_large_err)] // the error is the finished response
 fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Response> {
     let body = if body.iter().all(|b| b.is_ascii_whitespace()) {
         b"{}".as_slice()
@@ -75,6 +77,8 @@ macro_rules! parse_or_return {
 struct ConfigBody {
     enterprise: Option<bool>,
     initial_management_token: Option<String>,
+    /// Use `--root-token` as the initial-management token.
+    use_root_token: Option<bool>,
     secondary_datacenter: Option<String>,
     token_replication: Option<bool>,
     replication_error: Option<String>,
@@ -86,7 +90,12 @@ async fn config(State(c): State<Catalog>, body: Bytes) -> Response {
         if let Some(e) = b.enterprise {
             st.enterprise = e;
         }
-        if let Some(secret) = b.initial_management_token.filter(|s| !s.is_empty()) {
+        let root = (b.use_root_token == Some(true)).then(|| c.root_token.to_string());
+        if let Some(secret) = b
+            .initial_management_token
+            .filter(|s| !s.is_empty())
+            .or(root)
+        {
             if !st.tokens.iter().any(|t| t.secret_id == secret) {
                 let t = st.management_token(secret, "Initial Management Token");
                 if st.bootstrap_index.is_none() {
@@ -110,12 +119,14 @@ async fn config(State(c): State<Catalog>, body: Bytes) -> Response {
             s.token_replication = tr;
         }
         if let Some(msg) = b.replication_error {
+            // A failure leaves LastSuccess where it was, so LastError is later: unhealthy.
             st.replication_fault = (!msg.is_empty()).then(|| ReplicationFault {
                 message: msg,
                 at: chrono::Utc::now(),
             });
+        } else {
+            st.last_replication = chrono::Utc::now().round_subsecs(0);
         }
-        st.last_replication = chrono::Utc::now().round_subsecs(0);
         Ok(())
     });
     match r {

@@ -3,7 +3,7 @@
 //! Endpoints (base `/v1`): `PUT /acl/bootstrap`, `GET /acl/replication`, `POST /acl/login`,
 //! `POST /acl/logout`, `POST /acl/oidc/auth-url`, `POST /acl/oidc/callback` (enterprise only),
 //! plus what real clients call around them: `GET /acl/token/self`, `GET /acl/tokens`, `GET
-//! /acl/policies`, `PUT /acl/token`, `GET|DELETE /acl/token/:accessor` (these need `acl:read` /
+//! /acl/policies`, `PUT /acl/token`, `GET|PUT|DELETE /acl/token/:accessor` (these need `acl:read` /
 //! `acl:write`). A token is taken from `?token=`, then `X-Catalog-Token`, then `Authorization:
 //! Bearer`, in the real service's order. Lists and reads answer `X-Catalog-Index` (the renamed
 //! `X-Consul-Index`, also sent under its original name).
@@ -110,6 +110,8 @@ fn json_response(value: &Value, index: Option<u64>) -> Response {
 pub struct Catalog {
     state: Arc<Mutex<model::State>>,
     state_file: Option<Arc<PathBuf>>,
+    /// `--root-token`, usable as the initial-management token through the admin API.
+    root_token: Arc<String>,
 }
 
 impl Catalog {
@@ -126,6 +128,7 @@ impl Catalog {
         Ok(Self {
             state: Arc::new(Mutex::new(state)),
             state_file,
+            root_token: Arc::new(opts.root_token.clone()),
         })
     }
 
@@ -170,11 +173,12 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/acl/logout", any(logout))
         .route("/v1/acl/oidc/auth-url", any(oidc::auth_url))
         .route("/v1/acl/oidc/callback", any(oidc::callback))
-        .route("/v1/acl/token/self", get(token_self))
-        .route("/v1/acl/tokens", get(token_list))
-        .route("/v1/acl/policies", get(policy_list))
+        .route("/v1/acl/token/self", any(token_self))
+        .route("/v1/acl/tokens", any(token_list))
+        .route("/v1/acl/policies", any(policy_list))
         .route("/v1/acl/token", any(token_create))
         .route("/v1/acl/token/{id}", any(token_by_accessor))
+        .route("/v1/acl/token/{id}/clone", any(token_clone))
         .route("/v1/status/leader", get(status_leader))
         .merge(admin_api::routes())
         .merge(oidc::provider_routes())
@@ -229,6 +233,18 @@ impl Ctx {
             token,
             headers: headers.clone(),
         })
+    }
+
+    /// `?stale` and `?consistent` (the mode the replication check supports) are exclusive.
+    fn consistency(&self) -> Result<(), ApiError> {
+        let has = |n: &str| self.query.iter().any(|(k, _)| k == n);
+        if has("stale") && has("consistent") {
+            return Err(ApiError::new(
+                400,
+                "Cannot specify ?stale with ?consistent, conflicting semantics.",
+            ));
+        }
+        Ok(())
     }
 
     fn query(&self, name: &str) -> Option<&str> {
@@ -293,25 +309,20 @@ impl Ctx {
                     .token_by_secret(secret, &self.dc)
                     .ok_or_else(ApiError::acl_not_found)?;
                 let granted = st.acl_level(t);
-                let ok = match (granted, level) {
-                    (Some("write"), _) => true,
-                    (Some("read"), "read") => true,
-                    _ => false,
-                };
+                let ok = matches!(
+                    (granted, level),
+                    (Some("write"), _) | (Some("read"), "read")
+                );
                 if ok {
                     return Ok(());
                 }
                 t.accessor_id.clone()
             }
         };
-        let who = if accessor == ANONYMOUS_ACCESSOR {
-            "anonymous token".to_string()
-        } else {
-            format!("token with AccessorID '{accessor}'")
-        };
+        // The anonymous token is named by its accessor too (acl.PermissionDeniedError).
         Err(ApiError::new(
             403,
-            format!("Permission denied: {who} lacks permission 'acl:{level}'"),
+            format!("Permission denied: token with AccessorID '{accessor}' lacks permission 'acl:{level}'"),
         ))
     }
 }
@@ -420,11 +431,9 @@ async fn bootstrap(
         if method != Method::PUT {
             return Err(ApiError::method_not_allowed(&method));
         }
-        let st_enterprise = {
-            let st = c.lock();
-            Ctx::new(&st, raw.as_deref(), &headers)?;
-            st.enterprise
-        };
+        // The real handler always bootstraps the agent's own datacenter (no `dc`).
+        let _ = (&raw, &headers);
+        let st_enterprise = c.lock().enterprise;
         let obj = decode_body(&body, "Request decoding failed")?;
         let secret = str_field(&obj, "BootstrapSecret", "Request decoding failed")?;
         let token = c.mutate(|st| {
@@ -477,6 +486,7 @@ async fn replication(
         }
         let st = c.lock();
         let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
+        ctx.consistency()?;
         let v = if ctx.dc == PRIMARY_DC {
             json!({
                 "Enabled": false, "Running": false, "SourceDatacenter": "", "ReplicationType": "",
@@ -627,10 +637,14 @@ fn anonymous_token(enterprise: bool) -> Value {
 /// GET /v1/acl/token/self: the caller's own token (no privilege needed beyond holding it).
 async fn token_self(
     State(c): State<Catalog>,
+    method: Method,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
     run(async {
+        if method != Method::GET {
+            return Err(ApiError::method_not_allowed(&method));
+        }
         let st = c.lock();
         let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
         let v = match ctx.token.as_deref() {
@@ -649,10 +663,14 @@ async fn token_self(
 /// ReplicatedTokenIndex.
 async fn token_list(
     State(c): State<Catalog>,
+    method: Method,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
     run(async {
+        if method != Method::GET {
+            return Err(ApiError::method_not_allowed(&method));
+        }
         let st = c.lock();
         let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
         ctx.authorize(&st, "read")?;
@@ -672,10 +690,14 @@ async fn token_list(
 /// GET /v1/acl/policies (acl:read); its index is comparable with ReplicatedIndex.
 async fn policy_list(
     State(c): State<Catalog>,
+    method: Method,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
     run(async {
+        if method != Method::GET {
+            return Err(ApiError::method_not_allowed(&method));
+        }
         let st = c.lock();
         let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
         ctx.authorize(&st, "read")?;
@@ -713,43 +735,36 @@ async fn token_create(
         let token = c.mutate(|st| {
             let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
             ctx.authorize(st, "write")?;
-            let mut policies = Vec::new();
-            if let Some(Value::Array(links)) = field(&obj, "Policies") {
-                for l in links.iter().filter_map(Value::as_object) {
-                    let id = str_field(l, "ID", WHAT)?;
-                    let name = str_field(l, "Name", WHAT)?;
-                    let p = st
-                        .policies
-                        .iter()
-                        .find(|p| {
-                            (!id.is_empty() && p.id == id) || (id.is_empty() && p.name == name)
-                        })
-                        .ok_or_else(|| {
-                            ApiError::new(
-                                400,
-                                format!(
-                                    "Invalid Policy: cannot find policy {}",
-                                    if id.is_empty() { name } else { id }
-                                ),
-                            )
-                        })?;
-                    policies.push(model::Link {
-                        id: p.id.clone(),
-                        name: p.name.clone(),
-                    });
-                }
-            }
-            let mut services = Vec::new();
-            if let Some(Value::Array(ids)) = field(&obj, "ServiceIdentities") {
-                for s in ids.iter().filter_map(Value::as_object) {
-                    services.push(str_field(s, "ServiceName", WHAT)?);
-                }
-            }
+            let (policies, services) = token_links(st, &obj)?;
+            let expiration_time = token_expiration(&obj)?;
             let local = matches!(field(&obj, "Local"), Some(Value::Bool(true)));
             let secret = str_field(&obj, "SecretID", WHAT)?;
+            let accessor = str_field(&obj, "AccessorID", WHAT)?;
+            for (field_name, given) in [("SecretID", &secret), ("AccessorID", &accessor)] {
+                if !given.is_empty() {
+                    parse_uuid(given).map_err(|_| {
+                        ApiError::internal(format!(
+                            "Invalid Token: {field_name} is not a valid UUID"
+                        ))
+                    })?;
+                    if st
+                        .tokens
+                        .iter()
+                        .any(|t| &t.secret_id == given || &t.accessor_id == given)
+                    {
+                        return Err(ApiError::internal(format!(
+                            "Invalid Token: {field_name} is already in use"
+                        )));
+                    }
+                }
+            }
             let index = st.bump();
             let t = Token {
-                accessor_id: uuid::Uuid::new_v4().to_string(),
+                accessor_id: if accessor.is_empty() {
+                    uuid::Uuid::new_v4().to_string()
+                } else {
+                    accessor
+                },
                 secret_id: if secret.is_empty() {
                     uuid::Uuid::new_v4().to_string()
                 } else {
@@ -765,7 +780,7 @@ async fn token_create(
                 auth_method: String::new(),
                 auth_method_namespace: String::new(),
                 namespace: ctx.namespace(st, &str_field(&obj, "Namespace", WHAT)?)?,
-                expiration_time: None,
+                expiration_time,
                 create_time: chrono::Utc::now(),
                 create_index: index,
                 modify_index: index,
@@ -780,13 +795,191 @@ async fn token_create(
     .await)
 }
 
-/// GET (acl:read) or DELETE (acl:write) /v1/acl/token/:accessor.
+/// `ExpirationTTL` (a Go duration string, or nanoseconds) or `ExpirationTime` (RFC 3339) of a
+/// token create. The TTL must be between 1 minute and 24 hours, as the real service's default
+/// limits say.
+fn token_expiration(
+    obj: &Map<String, Value>,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, ApiError> {
+    let ttl = match field(obj, "ExpirationTTL") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some((
+            s.clone(),
+            crate::scheduler::wire::parse_go_duration(s).ok_or_else(|| {
+                ApiError::new(
+                    400,
+                    format!("Token decoding failed: time: invalid duration {s:?}"),
+                )
+            })?,
+        )),
+        Some(Value::Number(n)) => {
+            let ns = n.as_u64().unwrap_or(0);
+            let d = std::time::Duration::from_nanos(ns);
+            (ns > 0).then(|| (format!("{}s", d.as_secs()), d))
+        }
+        Some(v) => {
+            return Err(ApiError::new(
+                400,
+                format!(
+                    "Token decoding failed: cannot decode {} as a duration",
+                    crate::scheduler::wire::go_kind(v)
+                ),
+            ))
+        }
+    };
+    if let Some((text, d)) = ttl {
+        if d < std::time::Duration::from_secs(60) || d > std::time::Duration::from_secs(86_400) {
+            return Err(ApiError::internal(format!(
+                "Token Expiration TTL '{text}' should be between 1m0s and 24h0m0s"
+            )));
+        }
+        return Ok(Some(
+            chrono::Utc::now() + chrono::Duration::from_std(d).unwrap_or_default(),
+        ));
+    }
+    match field(obj, "ExpirationTime") {
+        Some(Value::String(s)) if !s.is_empty() => chrono::DateTime::parse_from_rfc3339(s)
+            .map(|t| Some(t.with_timezone(&chrono::Utc)))
+            .map_err(|e| ApiError::new(400, format!("Token decoding failed: {e}"))),
+        _ => Ok(None),
+    }
+}
+
+/// The policy links (by ID or Name) and service identities of a token write body.
+fn token_links(
+    st: &model::State,
+    obj: &Map<String, Value>,
+) -> Result<(Vec<model::Link>, Vec<String>), ApiError> {
+    const WHAT: &str = "Token decoding failed";
+    let mut policies = Vec::new();
+    if let Some(Value::Array(links)) = field(obj, "Policies") {
+        for l in links.iter().filter_map(Value::as_object) {
+            let id = str_field(l, "ID", WHAT)?;
+            let name = str_field(l, "Name", WHAT)?;
+            let p = st
+                .policies
+                .iter()
+                .find(|p| (!id.is_empty() && p.id == id) || (id.is_empty() && p.name == name))
+                .ok_or_else(|| {
+                    ApiError::new(
+                        400,
+                        format!(
+                            "Invalid Policy: cannot find policy {}",
+                            if id.is_empty() { name } else { id }
+                        ),
+                    )
+                })?;
+            policies.push(model::Link {
+                id: p.id.clone(),
+                name: p.name.clone(),
+            });
+        }
+    }
+    let mut services = Vec::new();
+    if let Some(Value::Array(ids)) = field(obj, "ServiceIdentities") {
+        for s in ids.iter().filter_map(Value::as_object) {
+            services.push(str_field(s, "ServiceName", WHAT)?);
+        }
+    }
+    Ok((policies, services))
+}
+
+/// PUT /v1/acl/token/:accessor (acl:write): replace a token's description, policies and
+/// service identities. The locality cannot change.
+fn token_update(
+    st: &mut model::State,
+    ctx: &Ctx,
+    id: &str,
+    obj: &Map<String, Value>,
+) -> Result<Token, ApiError> {
+    const WHAT: &str = "Token decoding failed";
+    ctx.authorize(st, "write")?;
+    let body_id = str_field(obj, "AccessorID", WHAT)?;
+    if !body_id.is_empty() && body_id != id {
+        return Err(ApiError::new(
+            400,
+            "Token Accessor ID in URL and payload do not match",
+        ));
+    }
+    let (policies, services) = token_links(st, obj)?;
+    let description = str_field(obj, "Description", WHAT)?;
+    let local = field(obj, "Local").and_then(Value::as_bool);
+    let index = st.bump();
+    let t = st
+        .tokens
+        .iter_mut()
+        .find(|t| t.accessor_id == id && (!t.local || t.datacenter == ctx.dc))
+        .ok_or_else(|| ApiError::internal(format!("Cannot find token {id:?}")))?;
+    if local.is_some_and(|l| l != t.local) {
+        return Err(ApiError::new(
+            400,
+            format!("Cannot toggle local mode of {id}"),
+        ));
+    }
+    t.description = description;
+    t.policies = policies;
+    t.service_identities = services;
+    t.modify_index = index;
+    let t = t.clone();
+    st.tokens_index = index;
+    Ok(t)
+}
+
+/// PUT /v1/acl/token/:accessor/clone (acl:write): a new token with the same links and
+/// locality, and the given description (the original's when none).
+async fn token_clone(
+    State(c): State<Catalog>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    run(async {
+        if method != Method::PUT {
+            return Err(ApiError::method_not_allowed(&method));
+        }
+        const WHAT: &str = "Token decoding failed";
+        let obj = decode_body(&body, WHAT)?;
+        let description = str_field(&obj, "Description", WHAT)?;
+        let t = c.mutate(|st| {
+            let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
+            ctx.authorize(st, "write")?;
+            let mut t = st
+                .tokens
+                .iter()
+                .find(|t| t.accessor_id == id && (!t.local || t.datacenter == ctx.dc))
+                .cloned()
+                .ok_or_else(|| ApiError::new(403, "ACL not found"))?;
+            let index = st.bump();
+            t.accessor_id = uuid::Uuid::new_v4().to_string();
+            t.secret_id = uuid::Uuid::new_v4().to_string();
+            if !description.is_empty() {
+                t.description = description;
+            }
+            t.auth_method = String::new();
+            t.create_time = chrono::Utc::now();
+            t.create_index = index;
+            t.modify_index = index;
+            st.tokens.push(t.clone());
+            st.tokens_index = index;
+            Ok(t)
+        })?;
+        let enterprise = c.lock().enterprise;
+        Ok(json_response(&t.to_api(enterprise), None))
+    }
+    .await)
+}
+
+/// GET (acl:read), PUT (acl:write) or DELETE (acl:write) /v1/acl/token/:accessor.
 async fn token_by_accessor(
     State(c): State<Catalog>,
     method: Method,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
     Path(id): Path<String>,
+    body: Bytes,
 ) -> Response {
     run(async {
         match method {
@@ -807,6 +1000,15 @@ async fn token_by_accessor(
                     &t.to_api(st.enterprise),
                     Some(t.modify_index),
                 ))
+            }
+            Method::PUT => {
+                let obj = decode_body(&body, "Token decoding failed")?;
+                let t = c.mutate(|st| {
+                    let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
+                    token_update(st, &ctx, &id, &obj)
+                })?;
+                let enterprise = c.lock().enterprise;
+                Ok(json_response(&t.to_api(enterprise), None))
             }
             Method::DELETE => {
                 c.mutate(|st| {
@@ -829,6 +1031,11 @@ async fn token_by_accessor(
     .await)
 }
 
+/// GET /v1/status/leader: clients use it as a liveness probe.
+async fn status_leader() -> Response {
+    json_response(&Value::String("127.0.0.1:8300".into()), None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -845,9 +1052,4 @@ mod tests {
             "uuid is improperly formatted"
         );
     }
-}
-
-/// GET /v1/status/leader: clients use it as a liveness probe.
-async fn status_leader() -> Response {
-    json_response(&Value::String("127.0.0.1:8300".into()), None)
 }

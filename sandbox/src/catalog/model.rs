@@ -317,8 +317,11 @@ impl State {
         }
     }
 
+    /// Next raft index. Every write is a change a secondary replicates, so it also moves the
+    /// secondary's LastSuccess (the real one updates after each replication round).
     pub fn bump(&mut self) -> u64 {
         self.index += 1;
+        self.last_replication = Utc::now().round_subsecs(0);
         self.index
     }
 

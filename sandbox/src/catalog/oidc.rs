@@ -34,8 +34,8 @@ fn enterprise_only(c: &Catalog) -> Result<(), ApiError> {
     if c.lock().enterprise {
         Ok(())
     } else {
-        // The community edition has no such endpoint.
-        Err(ApiError::new(404, "404 page not found"))
+        // The community edition has no such endpoint: its index handler answers an empty 404.
+        Err(ApiError::new(404, ""))
     }
 }
 

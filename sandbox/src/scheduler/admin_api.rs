@@ -66,6 +66,7 @@ fn bad(e: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
+#[allow(clippy::result_large_err)] // the error is the finished response
 fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Response> {
     let body = if body.iter().all(|b| b.is_ascii_whitespace()) {
         b"{}".as_slice()

@@ -4,7 +4,9 @@
 //! /deployment/:id`, `GET /deployment/allocations/:id` (blocking queries on all three), and the
 //! controls `PUT|POST /deployment/{fail,pause,promote,allocation-health,unblock}/:id`. Reads need
 //! `namespace:read-job`, controls `namespace:submit-job` (or the matching fine-grained
-//! deployment capability the real scheduler also accepts). Tokens come in `X-Nomad-Token`
+//! deployment capability the real scheduler also accepts). Also `GET /v1/job/:id/deployments`,
+//! `GET /v1/job/:id/deployment`, `GET /v1/acl/token/self` and `GET /v1/status/leader`, which
+//! real clients call around them. Tokens come in `X-Nomad-Token`
 //! (also the renamed `X-Scheduler-Token`) or `Authorization: Bearer`; `--root-token` is a
 //! management token. Responses carry `X-Nomad-Index` (and the renamed `X-Scheduler-Index`).
 //!
@@ -106,6 +108,14 @@ impl Scheduler {
         out
     }
 
+    /// Like `mutate`, but persists and wakes blocking queries only when `f` reports a change.
+    fn mutate_if(&self, f: impl FnOnce(&mut model::State) -> bool) {
+        let changed = f(&mut self.lock());
+        if changed {
+            self.mutate(|_| ());
+        }
+    }
+
     fn acl(&self, headers: &HeaderMap) -> Result<acl::Acl, ApiError> {
         let token = request_token(headers);
         self.lock().acl.resolve(token.as_deref(), &self.root_token)
@@ -133,12 +143,54 @@ impl Scheduler {
     }
 }
 
+/// Watch progress deadlines in the background while the scheduler is alive (the task ends
+/// once the router, the only strong owner of the state, is dropped).
+fn spawn_deadline_watcher(sched: &Scheduler) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let state = Arc::downgrade(&sched.state);
+    let changes = Arc::downgrade(&sched.changes);
+    let (root_token, state_file) = (sched.root_token.clone(), sched.state_file.clone());
+    handle.spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+        loop {
+            tick.tick().await;
+            let (Some(state), Some(changes)) = (state.upgrade(), changes.upgrade()) else {
+                return;
+            };
+            let s = Scheduler {
+                state,
+                changes,
+                root_token: root_token.clone(),
+                state_file: state_file.clone(),
+            };
+            let due = {
+                let st = s.lock();
+                st.deployments.values().any(|d| {
+                    d.status == model::RUNNING
+                        && d.groups.values().any(|g| {
+                            g.require_progress_by
+                                .is_some_and(|t| t <= chrono::Utc::now())
+                        })
+                })
+            };
+            if due {
+                s.mutate_if(|st| st.check_deadlines());
+            }
+        }
+    });
+}
+
 pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
     let sched = Scheduler::new(opts)?;
+    spawn_deadline_watcher(&sched);
     Ok(Router::new()
         .route("/v1/deployments", any(list_deployments))
         .route("/v1/deployment/", any(deployment_root))
         .route("/v1/deployment/{*rest}", any(deployment_specific))
+        .route("/v1/job/{job_id}/deployments", any(job_deployments))
+        .route("/v1/job/{job_id}/deployment", any(job_latest_deployment))
         .route("/v1/acl/token/self", any(token_self))
         .route("/v1/status/leader", any(status_leader))
         .merge(admin_api::routes())
@@ -179,7 +231,14 @@ async fn list_deployments(
             return Err(ApiError::permission_denied());
         }
         let prefix = query_get(&query, "prefix").unwrap_or("").to_string();
-        let ascending = query_get(&query, "ascending") == Some("true");
+        // Current releases order by create index (ID for prefix lookups), `reverse=true`
+        // reverses; the older `ascending` parameter is accepted and ignored.
+        let reverse = query_get(&query, "reverse") == Some("true");
+        // An unparsable per_page is ignored, as the real server does.
+        let per_page: usize = query_get(&query, "per_page")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let next_token = query_get(&query, "next_token").unwrap_or("").to_string();
         let (value, index) = s
             .blocking(opts, |st| {
                 if !prefix.is_empty() {
@@ -194,19 +253,49 @@ async fn list_deployments(
                         (ns == "*" || d.namespace == ns) && acl.allow(&d.namespace, &["read-job"])
                     })
                     .collect();
-                // Newest first by default, as the real list is ordered by create index.
-                items.sort_by_key(|d| (d.create_index, d.id.clone()));
-                if !ascending && prefix.is_empty() {
-                    items.reverse();
-                }
-                if !prefix.is_empty() {
+                if prefix.is_empty() {
+                    items.sort_by_key(|d| (d.create_index, d.id.clone()));
+                } else {
                     items.sort_by(|a, b| a.id.cmp(&b.id));
                 }
+                if reverse {
+                    items.reverse();
+                }
+                // Pagination: the token of an item is its ID for prefix lookups, else
+                // "<CreateIndex>.<ID>"; a page starts at the item whose token is next_token.
+                let token = |d: &model::Deployment| {
+                    if prefix.is_empty() {
+                        format!("{}.{}", d.create_index, d.id)
+                    } else {
+                        d.id.clone()
+                    }
+                };
+                if !next_token.is_empty() {
+                    if let Some(pos) = items.iter().position(|d| token(d) == next_token) {
+                        items.drain(..pos);
+                    } else {
+                        items.clear();
+                    }
+                }
+                let mut next = String::new();
+                if per_page > 0 && items.len() > per_page {
+                    next = token(items[per_page]);
+                    items.truncate(per_page);
+                }
                 let v = Value::Array(items.iter().map(|d| d.to_api()).collect());
-                Ok((v, st.deployment_table_index))
+                Ok((
+                    serde_json::json!({"items": v, "next": next}),
+                    st.deployment_table_index,
+                ))
             })
             .await?;
-        Ok(json_response(&value, Some(index), true))
+        let mut resp = json_response(&value["items"], Some(index), true);
+        if let Some(next) = value["next"].as_str().filter(|n| !n.is_empty()) {
+            if let Ok(v) = axum::http::HeaderValue::from_str(next) {
+                resp.headers_mut().insert("x-nomad-nexttoken", v);
+            }
+        }
+        Ok(resp)
     }
     .await;
     r.unwrap_or_else(IntoResponse::into_response)
@@ -443,25 +532,35 @@ async fn control(
     Ok(json_response(&result.to_api(), Some(result.index), false))
 }
 
-/// GET /v1/status/leader: clients use it as a liveness probe.
-async fn status_leader(method: Method) -> Response {
+/// GET /v1/status/leader: clients use it as a liveness probe. It answers the query headers
+/// the real client insists on parsing for every read.
+async fn status_leader(State(s): State<Scheduler>, method: Method) -> Response {
     if method != Method::GET {
         return ApiError::invalid_method().into_response();
     }
-    json_response(&Value::String("127.0.0.1:4647".into()), None, false)
+    let index = s.lock().index;
+    json_response(&Value::String("127.0.0.1:4647".into()), Some(index), true)
 }
 
 /// GET /v1/acl/token/self: the caller's token, as clients check a token with it. The root
-/// token reads as a management token; an absent or unknown token is `ACL token not found`.
+/// token reads as a management token.
 async fn token_self(State(s): State<Scheduler>, method: Method, headers: HeaderMap) -> Response {
     if method != Method::GET {
         return ApiError::invalid_method().into_response();
     }
-    let not_found = || ApiError::new(403, "ACL token not found").into_response();
-    let Some(secret) = request_token(&headers) else {
-        return not_found();
-    };
+    // Current releases refuse an unknown secret as "Permission denied" (the authenticator
+    // turns "ACL token not found" into it); no token reads as the anonymous token.
+    let not_found = || ApiError::permission_denied().into_response();
     let st = s.lock();
+    let Some(secret) = request_token(&headers) else {
+        let v = serde_json::json!({
+            "AccessorID": "anonymous", "SecretID": "anonymous", "Name": "Anonymous Token",
+            "Type": "client", "Policies": ["anonymous"], "Roles": null, "Global": false,
+            "CreateTime": "0001-01-01T00:00:00Z", "ExpirationTime": null,
+            "CreateIndex": 0, "ModifyIndex": 0,
+        });
+        return json_response(&v, Some(st.index), true);
+    };
     let v = if secret == *s.root_token {
         serde_json::json!({
             "AccessorID": "00000000-0000-0000-0000-000000000001", "SecretID": secret,
@@ -480,4 +579,69 @@ async fn token_self(State(s): State<Scheduler>, method: Method, headers: HeaderM
         }
     };
     json_response(&v, Some(st.index), true)
+}
+
+/// Deployments of one job in the request's namespace, newest first, with the deployment table's
+/// index. Shared by `/v1/job/:id/deployments` and `/v1/job/:id/deployment` (the latest, or
+/// `null`), which real clients use to find a job's deployment.
+async fn job_deployments_impl(
+    s: &Scheduler,
+    method: &Method,
+    headers: &HeaderMap,
+    raw: Option<&str>,
+    job_id: String,
+    latest_only: bool,
+) -> Result<Response, ApiError> {
+    if method != Method::GET {
+        return Err(ApiError::invalid_method());
+    }
+    let query = parse_query(raw);
+    let opts = blocking_opts(&query)?;
+    check_region(&query)?;
+    let ns = namespace_of(&query);
+    let acl = s.acl(headers)?;
+    if !acl.allow(&ns, &["read-job"]) {
+        return Err(ApiError::permission_denied());
+    }
+    let (value, index) = s
+        .blocking(opts, |st| {
+            let mut items: Vec<&model::Deployment> = st
+                .deployments
+                .values()
+                .filter(|d| d.namespace == ns && d.job_id == job_id)
+                .collect();
+            items.sort_by_key(|d| std::cmp::Reverse(d.create_index));
+            let v = if latest_only {
+                items.first().map(|d| d.to_api()).unwrap_or(Value::Null)
+            } else {
+                Value::Array(items.iter().map(|d| d.to_api()).collect())
+            };
+            Ok((v, st.deployment_table_index))
+        })
+        .await?;
+    Ok(json_response(&value, Some(index), true))
+}
+
+async fn job_deployments(
+    State(s): State<Scheduler>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    Path(job_id): Path<String>,
+) -> Response {
+    job_deployments_impl(&s, &method, &headers, raw.as_deref(), job_id, false)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn job_latest_deployment(
+    State(s): State<Scheduler>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    Path(job_id): Path<String>,
+) -> Response {
+    job_deployments_impl(&s, &method, &headers, raw.as_deref(), job_id, true)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }

@@ -26,6 +26,7 @@ pub const DESC_SUCCESSFUL: &str = "Deployment completed successfully";
 pub const DESC_NEWER_JOB: &str = "Cancelled due to newer version of job";
 pub const DESC_FAILED_ALLOCS: &str = "Failed due to unhealthy allocations";
 pub const DESC_FAILED_BY_USER: &str = "Deployment marked as failed";
+pub const DESC_PROGRESS_DEADLINE: &str = "Failed due to progress deadline";
 pub const DESC_BLOCKED: &str = "Deployment is complete but waiting for peer region";
 
 /// A task group's update policy, as registered through the admin API.
@@ -248,6 +249,13 @@ impl Alloc {
             "Canary": self.canary,
             "ModifyIndex": self.health_modify_index,
         });
+        // The scheduler sets a deployment status only on canaries at placement; other
+        // allocations get one when their health is first reported.
+        let dstatus = if self.canary || self.healthy.is_some() {
+            dstatus
+        } else {
+            Value::Null
+        };
         json!({
             "ID": self.id,
             "EvalID": self.eval_id,
@@ -394,6 +402,11 @@ impl State {
     /// job already had a version and the group asks for them).
     pub fn register_job(&mut self, reg: JobRegistration) -> (u64, String) {
         let index = self.bump();
+        self.register_job_at(reg, index)
+    }
+
+    /// Register a job version at `index` (also used for the version a rollback submits).
+    fn register_job_at(&mut self, reg: JobRegistration, index: u64) -> (u64, String) {
         let had_previous = self.latest_job(&reg.namespace, &reg.id).is_some();
         let version = self.upsert_job(&reg, index);
         let now = now_ns();
@@ -641,6 +654,12 @@ impl State {
                 }
                 if healthy {
                     g.healthy_allocs += 1;
+                    // Progress: the deadline restarts from the healthy allocation.
+                    if g.progress_deadline_ns > 0 {
+                        g.require_progress_by = Some(
+                            Utc::now() + chrono::Duration::nanoseconds(g.progress_deadline_ns),
+                        );
+                    }
                 } else {
                     g.unhealthy_allocs += 1;
                 }
@@ -665,6 +684,7 @@ impl State {
         let d = self.deployments.get(dep_id)?.clone();
         let mut desc = base.to_string();
         let mut reverted = None;
+        let mut rollback_job = None;
         if rollback {
             let current = self
                 .job_version(&d.namespace, &d.job_id, d.job_version)
@@ -683,7 +703,7 @@ impl State {
                         stable: false,
                         groups: stable.groups.clone(),
                     };
-                    self.upsert_job(&reg, index);
+                    rollback_job = Some(reg);
                     reverted = Some(stable.version);
                 }
                 (Some(stable), _) => {
@@ -704,6 +724,11 @@ impl State {
         d.modify_index = index;
         d.modify_time_ns = now_ns();
         self.deployment_table_index = index;
+        // The reverted version is submitted like any job version: the scheduler starts a new
+        // deployment for it.
+        if let Some(reg) = rollback_job {
+            self.register_job_at(reg, index);
+        }
         reverted
     }
 
@@ -748,7 +773,10 @@ impl State {
         };
         let d = self.active_deployment(dep_id, terminal)?;
         let index = self.bump();
-        let dm = self.deployments.get_mut(dep_id).expect("checked");
+        let dm = self
+            .deployments
+            .get_mut(dep_id)
+            .ok_or_else(|| ApiError::internal("deployment not found"))?;
         if pause {
             dm.status = PAUSED.into();
             dm.description = DESC_PAUSED.into();
@@ -813,7 +841,10 @@ impl State {
         if !have_canaries {
             return Err(ApiError::internal("no canaries to promote"));
         }
-        let dm = self.deployments.get_mut(dep_id).expect("checked");
+        let dm = self
+            .deployments
+            .get_mut(dep_id)
+            .ok_or_else(|| ApiError::internal("deployment not found"))?;
         for (name, g) in dm.groups.iter_mut() {
             if selected(name) {
                 g.promoted = true;
@@ -914,7 +945,10 @@ impl State {
             return Err(ApiError::internal("can't unblock running deployment"));
         }
         let index = self.bump();
-        let dm = self.deployments.get_mut(dep_id).expect("checked");
+        let dm = self
+            .deployments
+            .get_mut(dep_id)
+            .ok_or_else(|| ApiError::internal("deployment not found"))?;
         dm.status = SUCCESSFUL.into();
         dm.description = DESC_SUCCESSFUL.into();
         dm.modify_index = index;
@@ -958,6 +992,54 @@ impl State {
             self.fail_impl(&d.id, DESC_FAILED_ALLOCS, g.auto_revert, true, index);
         }
         Ok(())
+    }
+
+    /// Running deployments whose progress deadline passed without the needed healthy
+    /// allocations fail (Nomad's deployment watcher): a group waiting for manual promotion with
+    /// enough healthy canaries does not count; a failing group with auto_revert rolls back.
+    /// Returns whether anything changed.
+    pub fn check_deadlines(&mut self) -> bool {
+        let now = Utc::now();
+        let due: Vec<(String, bool)> = self
+            .deployments
+            .values()
+            .filter(|d| d.status == RUNNING)
+            .filter_map(|d| {
+                let passed = d.groups.values().any(|g| {
+                    let done = if g.desired_canaries > 0 && !g.promoted {
+                        false
+                    } else {
+                        g.healthy_allocs >= g.desired_total
+                    };
+                    !done && g.require_progress_by.is_some_and(|t| t <= now)
+                });
+                if !passed {
+                    return None;
+                }
+                let mut fail = false;
+                let mut rollback = false;
+                for g in d.groups.values() {
+                    let ok = if g.desired_canaries > 0 && !g.promoted {
+                        g.healthy_allocs >= g.desired_canaries
+                    } else {
+                        g.healthy_allocs >= g.desired_total
+                    };
+                    if !ok {
+                        fail = true;
+                        rollback |= g.auto_revert;
+                    }
+                }
+                fail.then(|| (d.id.clone(), rollback))
+            })
+            .collect();
+        if due.is_empty() {
+            return false;
+        }
+        let index = self.bump();
+        for (id, rollback) in due {
+            self.fail_impl(&id, DESC_PROGRESS_DEADLINE, rollback, true, index);
+        }
+        true
     }
 
     /// All versions of a job, for the admin API.

@@ -288,7 +288,7 @@ pub fn check_uuid_index(s: &str, full: bool) -> Result<(), String> {
         ));
     }
     let sanitized: String = s.chars().filter(|c| *c != '-').collect();
-    if sanitized.len() % 2 != 0 {
+    if !sanitized.len().is_multiple_of(2) {
         return Err("Input (without hyphens) must be even length".into());
     }
     if let Some(c) = sanitized.chars().find(|c| !c.is_ascii_hexdigit()) {
