@@ -495,3 +495,93 @@ fn no_token_or_secret_value_reaches_logs_events_status_or_errors() {
         assert!(!text.contains(&wrong), "the wrong token leaked");
     }
 }
+
+#[test]
+fn service_unavailable_and_throttling_are_retried_honouring_retry_after() {
+    let (sb, _op) = ready_env("5m");
+    // The next two writes of this policy fail: 503 then 429, each asking for a 1 s pause.
+    let faults = format!("{}/_sandbox/faults", sb.url("secrets"));
+    http(
+        "POST",
+        &faults,
+        None,
+        Some(
+            json!({"method": "PUT", "path": "/v1/sys/policies/acl/flaky", "status": 503, "retry_after": 1, "count": 1}),
+        ),
+    );
+    http(
+        "POST",
+        &faults,
+        None,
+        Some(
+            json!({"method": "PUT", "path": "/v1/sys/policies/acl/flaky", "status": 429, "retry_after": 1, "count": 1}),
+        ),
+    );
+    let (_, since) = sb.requests("secrets", 0);
+    sb.apply_ok(&acl_policy(
+        "flaky",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "flaky");
+    assert!(remote_policy(&sb, "acl", "flaky").is_some());
+    let (reqs, _) = sb.requests("secrets", since);
+    let puts: Vec<u16> = reqs
+        .iter()
+        .filter(|(m, p, _)| m == "PUT" && p.ends_with("/flaky"))
+        .map(|(_, _, s)| *s)
+        .collect();
+    assert_eq!(
+        &puts[..2],
+        &[503, 429],
+        "faults were not hit first: {puts:?}"
+    );
+    assert!(
+        puts[2..].iter().any(|s| *s == 204 || *s == 200),
+        "no successful write after the faults: {puts:?}"
+    );
+}
+
+#[test]
+fn a_connection_in_another_namespace_must_allow_the_resource_namespace() {
+    let (sb, _op) = ready_env("5m");
+    sb.apply_ok("apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n");
+    let policy = "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: shared, namespace: team-a}\n\
+                  spec: {type: acl, policy: \"path \\\"t/*\\\" { capabilities = [\\\"read\\\"] }\", connectionRef: {name: secrets, namespace: default}}\n";
+    sb.apply_ok(policy);
+    let obj = wait_for("not allowed", WAIT, || {
+        let out = sb.kubectl(&[
+            "get",
+            "secretspolicy",
+            "shared",
+            "-n",
+            "team-a",
+            "-o",
+            "json",
+        ]);
+        let o: Value = serde_json::from_slice(&out.stdout).ok()?;
+        condition_is(&o, "Synced", "False").then_some(o)
+    });
+    let c = condition(&obj, "Synced").unwrap();
+    assert_eq!(c["reason"], "ConnectionUnavailable");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not allow use from namespace team-a"),
+        "{c}"
+    );
+    assert!(remote_policy(&sb, "acl", "shared").is_none());
+    // Allowing the namespace on the Connection wakes the policy.
+    sb.kubectl_ok(&[
+        "patch",
+        "connection",
+        "secrets",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"allowedNamespaces":["team-a"]}}"#,
+    ]);
+    wait_for("allowed and written", WAIT, || {
+        remote_policy(&sb, "acl", "shared")
+    });
+}

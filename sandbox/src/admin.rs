@@ -142,7 +142,9 @@ impl Admin {
 
     fn take_fault(&self, service: &str, method: &Method, path: &str) -> Option<Fault> {
         let mut faults = self.faults.lock().unwrap();
-        let i = faults.iter().position(|f| f.matches(service, method, path))?;
+        let i = faults
+            .iter()
+            .position(|f| f.matches(service, method, path))?;
         let f = faults[i].clone();
         if f.count == 1 {
             faults.remove(i);
@@ -156,12 +158,21 @@ impl Admin {
 /// Put `router` behind the admin layer and add the `/_sandbox/` admin routes.
 pub fn wrap(service: &'static str, router: Router, admin: Arc<Admin>) -> Router {
     let admin_routes = Router::new()
-        .route("/_sandbox/requests", get(list_requests).delete(clear_requests))
-        .route("/_sandbox/faults", get(list_faults).post(add_fault).delete(clear_faults))
+        .route(
+            "/_sandbox/requests",
+            get(list_requests).delete(clear_requests),
+        )
+        .route(
+            "/_sandbox/faults",
+            get(list_faults).post(add_fault).delete(clear_faults),
+        )
         .with_state(admin.clone());
     router
         .merge(admin_routes)
-        .layer(middleware::from_fn_with_state((service, admin), log_and_inject))
+        .layer(middleware::from_fn_with_state(
+            (service, admin),
+            log_and_inject,
+        ))
 }
 
 async fn log_and_inject(
@@ -187,14 +198,16 @@ async fn log_and_inject(
             return Response::new(Body::from_stream(stream));
         }
         if fault.status != 0 && !(fault.delay_ms > 0 && fault.status == 200) {
-            let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            let status =
+                StatusCode::from_u16(fault.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
             let mut resp = match fault.body.clone() {
                 Some(serde_json::Value::String(text)) => (status, text).into_response(),
                 Some(body) => (status, Json(body)).into_response(),
                 None => default_error_response(service, status),
             };
             if let Some(secs) = fault.retry_after {
-                resp.headers_mut().insert("retry-after", HeaderValue::from(secs));
+                resp.headers_mut()
+                    .insert("retry-after", HeaderValue::from(secs));
             }
             admin.record(service, method.as_str(), &path, status.as_u16());
             return resp;
@@ -228,7 +241,10 @@ struct RequestsQuery {
     since: u64,
 }
 
-async fn list_requests(State(admin): State<Arc<Admin>>, Query(q): Query<RequestsQuery>) -> Response {
+async fn list_requests(
+    State(admin): State<Arc<Admin>>,
+    Query(q): Query<RequestsQuery>,
+) -> Response {
     let (items, next) = admin.requests(q.service.as_deref(), q.since);
     Json(serde_json::json!({"requests": items, "next": next})).into_response()
 }
@@ -250,7 +266,10 @@ async fn add_fault(State(admin): State<Arc<Admin>>, body: bytes::Bytes) -> Respo
             admin.add_fault(f);
             StatusCode::NO_CONTENT.into_response()
         }
-        Err(e) => (StatusCode::BAD_REQUEST, Json(serde_json::json!({"errors": [e.to_string()]})))
+        Err(e) => (
+            StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({"errors": [e.to_string()]})),
+        )
             .into_response(),
     }
 }

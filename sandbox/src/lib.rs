@@ -39,7 +39,9 @@ impl std::str::FromStr for Edition {
             "community" => Ok(Self::Community),
             "enterprise" => Ok(Self::Enterprise),
             "premium" => Ok(Self::Premium),
-            other => Err(format!("unknown edition {other:?} (community, enterprise or premium)")),
+            other => Err(format!(
+                "unknown edition {other:?} (community, enterprise or premium)"
+            )),
         }
     }
 }
@@ -131,17 +133,39 @@ pub async fn start(opts: SandboxOptions) -> anyhow::Result<Sandbox> {
         secrets_urls.push(url);
         tasks.push(task);
     }
-    let (workspaces_url, t) =
-        listen("workspaces", opts.workspaces_addr, workspaces::router(&opts)?, &admin).await?;
+    let (workspaces_url, t) = listen(
+        "workspaces",
+        opts.workspaces_addr,
+        workspaces::router(&opts)?,
+        &admin,
+    )
+    .await?;
     tasks.push(t);
-    let (catalog_url, t) =
-        listen("catalog", opts.catalog_addr, catalog::router(&opts)?, &admin).await?;
+    let (catalog_url, t) = listen(
+        "catalog",
+        opts.catalog_addr,
+        catalog::router(&opts)?,
+        &admin,
+    )
+    .await?;
     tasks.push(t);
-    let (scheduler_url, t) =
-        listen("scheduler", opts.scheduler_addr, scheduler::router(&opts)?, &admin).await?;
+    let (scheduler_url, t) = listen(
+        "scheduler",
+        opts.scheduler_addr,
+        scheduler::router(&opts)?,
+        &admin,
+    )
+    .await?;
     tasks.push(t);
 
-    Ok(Sandbox { secrets_urls, workspaces_url, catalog_url, scheduler_url, admin, tasks })
+    Ok(Sandbox {
+        secrets_urls,
+        workspaces_url,
+        catalog_url,
+        scheduler_url,
+        admin,
+        tasks,
+    })
 }
 
 /// Bind `addr` and serve `router` behind the admin layer (request log, faults, `/_sandbox/`).

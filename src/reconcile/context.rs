@@ -15,6 +15,10 @@ use super::error::{Error, Result};
 use super::metrics::Metrics;
 use crate::api::{Connection, ConnectionRef, SecretKeyRef, Service};
 use crate::clients::http::{Auth, Http, HttpConfig, SecretString};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Patch, PatchParams};
+use kube::Resource;
+use std::collections::BTreeMap;
 
 /// Operator settings (from the command line).
 #[derive(Clone, Debug)]
@@ -270,5 +274,74 @@ impl Context {
             ))
         })?;
         Ok(SecretString::new(text.trim_end_matches(['\n', '\r'])))
+    }
+
+    /// Write a result (an enrollment's QR code, checked-out credentials, a bootstrap token) to a
+    /// Secret owned by `owner`, so it is garbage-collected with it. Server-side apply with the
+    /// owner kind's field manager: idempotent, and a key the kind stops writing disappears.
+    pub async fn apply_owned_secret<K>(
+        &self,
+        owner: &K,
+        name: &str,
+        data: BTreeMap<String, SecretString>,
+    ) -> Result<()>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let ns = owner.namespace().unwrap_or_default();
+        let owner_ref = owner
+            .controller_owner_ref(&())
+            .ok_or_else(|| Error::InvalidSpec("owner has no uid yet".into()))?;
+        let string_data: BTreeMap<String, String> = data
+            .into_iter()
+            .map(|(k, v)| (k, v.expose().to_string()))
+            .collect();
+        let secret = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {"app.kubernetes.io/managed-by": "quartet"},
+                "ownerReferences": [owner_ref],
+            },
+            "type": "Opaque",
+            "stringData": string_data,
+        });
+        let manager = format!("quartet/{}", K::kind(&()).to_lowercase());
+        Api::<Secret>::namespaced(self.client.clone(), &ns)
+            .patch(
+                name,
+                &PatchParams::apply(&manager).force(),
+                &Patch::Apply(&secret),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Another Quartet resource this one refers to (a TransformRole's Transformations, a
+    /// NoCodeWorkspace's NoCodeModule). Absent → [`Error::MissingReference`], which the framework
+    /// reports as a waiting condition and retries with backoff, not as an error storm.
+    pub async fn referenced<R>(&self, ns: &str, name: &str) -> Result<R>
+    where
+        R: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned,
+    {
+        Api::<R>::namespaced(self.client.clone(), ns)
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| {
+                Error::MissingReference(format!(
+                    "{} {ns}/{name} does not exist (yet)",
+                    R::kind(&())
+                ))
+            })
+    }
+
+    /// Reference to an object, for Events about a related one.
+    pub fn object_ref<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
+        obj.object_ref(&())
     }
 }

@@ -103,6 +103,14 @@ pub trait Reconciled: Managed {
     /// status the moment create returns, before anything else can fail, so a later failure can
     /// never lead to a second object. Name-keyed objects are found again by name instead.
     const SERVER_ASSIGNED_ID: bool = false;
+    /// A long-running operation the remote object is still going through (a run applying, an
+    /// upgrade planning, a promotion): `Some(message)` keeps `Ready=False` with reason
+    /// `InProgress` and polls again after [`Reconciled::POLL`] instead of the resync interval.
+    fn pending(_observed: &Self::Observed) -> Option<String> {
+        None
+    }
+    /// How often an operation in progress is polled.
+    const POLL: Duration = Duration::from_secs(5);
     /// Keyed hash of write-only inputs (compared with status, never read back from the service).
     fn write_only_hash(_desired: &Self::Desired, _ctx: &Context) -> Option<String> {
         None
@@ -236,7 +244,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let mut written = before.clone();
 
     match sync(obj.as_ref(), ctx, &mut status, &mut written).await {
-        Ok((done, again)) => {
+        Ok((done, again, pending)) => {
             ctx.succeeded(&key);
             let id = status.remote_id.clone().unwrap_or_default();
             let changed_remote = !matches!(done, Done::InSync);
@@ -256,14 +264,24 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     )
                 }
             };
-            let mut conds_changed = conditions::set(
-                &mut status.conditions,
-                READY,
-                true,
-                "InSync",
-                format!("{id} matches the spec"),
-                generation,
-            );
+            let mut conds_changed = match &pending {
+                Some(progress) => conditions::set(
+                    &mut status.conditions,
+                    READY,
+                    false,
+                    "InProgress",
+                    progress.clone(),
+                    generation,
+                ),
+                None => conditions::set(
+                    &mut status.conditions,
+                    READY,
+                    true,
+                    "InSync",
+                    format!("{id} matches the spec"),
+                    generation,
+                ),
+            };
             conds_changed |= conditions::set(
                 &mut status.conditions,
                 SYNCED,
@@ -288,8 +306,11 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 )
                 .await;
             }
+            let poll = pending.as_ref().map(|_| K::POLL);
             Ok(Action::requeue(
-                again.unwrap_or_else(|| jitter(ctx.settings.resync)),
+                again
+                    .or(poll)
+                    .unwrap_or_else(|| jitter(ctx.settings.resync)),
             ))
         }
         Err(err) => {
@@ -356,7 +377,7 @@ async fn sync<K: Reconciled>(
     ctx: &Context,
     status: &mut ManagedStatus,
     written: &mut ManagedStatus,
-) -> Result<(Done, Option<Duration>)> {
+) -> Result<(Done, Option<Duration>, Option<String>)> {
     let ns = obj.namespace().unwrap_or_default();
     let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
     let client = K::Client::from(http);
@@ -379,16 +400,21 @@ async fn sync<K: Reconciled>(
         } else {
             Done::Created
         };
-        return Ok((done, again));
+        return Ok((done, again, None));
     };
     let adopted = status.remote_id.is_none();
     status.remote_id = Some(K::remote_id(&observed));
+    let pending = K::pending(&observed);
     let mut changed = K::diff(&desired, &observed);
     if hash.is_some() && hash != status.write_only_hash {
         changed.push("(write-only fields)");
     }
     if changed.is_empty() {
-        return Ok((if adopted { Done::Adopted } else { Done::InSync }, None));
+        return Ok((
+            if adopted { Done::Adopted } else { Done::InSync },
+            None,
+            pending,
+        ));
     }
     // The spec has not changed since the last successful pass: the service was edited.
     let drift = !adopted
@@ -406,6 +432,7 @@ async fn sync<K: Reconciled>(
             Done::Updated(changed)
         },
         None,
+        pending,
     ))
 }
 

@@ -100,7 +100,11 @@ pub struct ApiServerOptions {
 
 impl Default for ApiServerOptions {
     fn default() -> Self {
-        Self { addr: ([127, 0, 0, 1], 0).into(), token: "dev-token".into(), state_dir: None }
+        Self {
+            addr: ([127, 0, 0, 1], 0).into(),
+            token: "dev-token".into(),
+            state_dir: None,
+        }
     }
 }
 
