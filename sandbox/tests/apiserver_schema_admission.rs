@@ -328,3 +328,11 @@ fn several_errors_are_all_reported() {
         ]
     );
 }
+
+#[test]
+fn unknown_fields_can_be_listed_before_validation_without_pruning() {
+    use quartet_sandbox::apiserver::schema::unknown_fields;
+    let obj = cr(json!({"policy": "p", "type": "invalid", "bogus": 1}));
+    assert_eq!(unknown_fields(&crd(), "v1alpha1", &obj), vec!["spec.bogus"]);
+    assert_eq!(obj["spec"]["bogus"], 1);
+}

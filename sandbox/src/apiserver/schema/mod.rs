@@ -82,6 +82,19 @@ pub fn admit_custom_resource(
     }
 }
 
+/// The fields pruning would drop from `obj` (same paths as [`Admission::unknown_fields`]),
+/// without changing it. kube-apiserver rejects unknown fields under `fieldValidation=Strict`
+/// while decoding, i.e. before any validation error: call this first to keep that order.
+pub fn unknown_fields(crd: &Value, version: &str, obj: &Value) -> Vec<String> {
+    let schema = version_schema(crd, version).cloned().unwrap_or_else(
+        || serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    );
+    let mut copy = obj.clone();
+    let mut pruned = Vec::new();
+    structural::prune(&schema, &mut copy, "", true, &mut pruned);
+    pruned
+}
+
 /// `hasBlockingErr`: CEL rules are skipped when the object already has type, required, enum,
 /// length or count errors, and this error says so.
 fn blocking_error(errs: &[FieldError]) -> Option<FieldError> {
