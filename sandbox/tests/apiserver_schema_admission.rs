@@ -336,3 +336,62 @@ fn unknown_fields_can_be_listed_before_validation_without_pruning() {
     assert_eq!(unknown_fields(&crd(), "v1alpha1", &obj), vec!["spec.bogus"]);
     assert_eq!(obj["spec"]["bogus"], 1);
 }
+
+#[test]
+fn embedded_resources_need_api_version_and_kind() {
+    assert_eq!(
+        errors(json!({"policy": "p", "template": {"metadata": {"name": "x"}}})),
+        vec![
+            "spec.template.apiVersion: Required value: must not be empty",
+            "spec.template.kind: Required value: must not be empty"
+        ]
+    );
+}
+
+fn update(spec: Value, old_spec: Value) -> Result<Value, Vec<String>> {
+    let mut obj = cr(spec);
+    let old = cr(old_spec);
+    admit_custom_resource(&crd(), "v1alpha1", &mut obj, Some(&old))
+        .map(|_| obj)
+        .map_err(|e| e.iter().map(|e| e.to_string()).collect())
+}
+
+#[test]
+fn ratcheting_lets_unchanged_invalid_values_through_on_update() {
+    // Stored objects are defaulted; `count: 99` (and the missing `policy`) were accepted by an
+    // older schema.
+    let stored = json!({"count": 99, "type": "acl", "options": {"ttl": "1h"}});
+    assert!(
+        update(stored.clone(), stored.clone()).is_ok(),
+        "nothing under spec changed"
+    );
+    let with_policy = json!({"policy": "p", "count": 99, "type": "acl", "options": {"ttl": "1h"}});
+    assert!(
+        update(
+            json!({"policy": "p", "count": 99, "type": "rgp"}),
+            with_policy
+        )
+        .is_ok(),
+        "count unchanged"
+    );
+    assert_eq!(
+        update(json!({"count": 98}), stored).unwrap_err(),
+        vec![
+            "spec.count: Invalid value: 98: spec.count in body should be less than or equal to 10",
+            "spec.policy: Required value"
+        ]
+    );
+}
+
+#[test]
+fn ratcheting_correlates_map_list_items_by_key_only() {
+    let old =
+        json!({"policy": "p", "rules": [{"name": "a", "enabled": "yes"}], "paths": ["a", "a"]});
+    // The map-list item `a` is unchanged even though another item was added before it.
+    assert!(update(json!({"policy": "p", "rules": [{"name": "b"}, {"name": "a", "enabled": "yes"}], "paths": ["a", "a"]}), old.clone()).is_ok());
+    // A set list that changed is not correlated item by item.
+    assert_eq!(
+        update(json!({"policy": "p", "rules": [{"name": "a", "enabled": "yes"}], "paths": ["a", "a", "b"]}), old).unwrap_err(),
+        vec![r#"spec.paths[1]: Duplicate value: "a""#]
+    );
+}

@@ -134,3 +134,25 @@ fn rules_see_schema_defaults() {
     let obj = run(&crd, json!({}), None).unwrap();
     assert_eq!(obj["spec"]["mode"], "a");
 }
+
+#[test]
+fn rules_on_unchanged_values_are_ratcheted_on_update() {
+    let crd = crd_with_rules(
+        json!([{"rule": "self.min <= self.max", "message": "min must not exceed max"}]),
+    );
+    assert!(run(
+        &crd,
+        json!({"min": 3, "max": 2}),
+        Some(json!({"min": 3, "max": 2}))
+    )
+    .is_ok());
+    assert_eq!(
+        run(
+            &crd,
+            json!({"min": 4, "max": 2}),
+            Some(json!({"min": 3, "max": 2}))
+        )
+        .unwrap_err(),
+        vec![r#"spec: Invalid value: "object": min must not exceed max"#]
+    );
+}

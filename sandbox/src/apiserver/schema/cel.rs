@@ -127,7 +127,12 @@ fn without_optional_rules(schema: &Value) -> Value {
 }
 
 /// Evaluates every rule of `schema` against `obj` (and `old` for transition rules).
-pub(crate) fn evaluate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+/// Each error comes with whether its rule is a transition rule (uses `oldSelf`).
+pub(crate) fn evaluate(
+    schema: &Value,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Vec<(FieldError, bool)> {
     let mut idx = HashMap::new();
     rule_index(schema, &mut idx);
     if idx.is_empty() {
@@ -141,15 +146,16 @@ pub(crate) fn evaluate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<
                 .get(&e.rule)
                 .map(|(t, _)| t.as_str())
                 .unwrap_or("object");
-            out.push(rule_error(
-                e.field_path.clone(),
-                ty,
-                e.reason.as_deref(),
-                &e.message,
+            let transition = e.rule.contains("oldSelf");
+            out.push((
+                rule_error(e.field_path.clone(), ty, e.reason.as_deref(), &e.message),
+                transition,
             ));
         }
     }
-    optional_old_self::walk(schema, obj, old, "", &mut out);
+    let mut optional = Vec::new();
+    optional_old_self::walk(schema, obj, old, "", &mut optional);
+    out.extend(optional.into_iter().map(|e| (e, true)));
     out
 }
 

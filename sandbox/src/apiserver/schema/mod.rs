@@ -12,6 +12,7 @@ mod formats;
 mod jsonpath;
 mod metadata;
 mod openapi;
+mod ratchet;
 mod structural;
 pub mod table;
 
@@ -47,8 +48,9 @@ pub struct Admission {
 /// order: prune unknown fields, apply schema defaults, validate against the schema, evaluate
 /// `x-kubernetes-validations` rules (transition rules see `old`). `obj` is modified in place.
 ///
-/// Differences from kube-apiserver: validation ratcheting (unchanged invalid fields passing on
-/// update) is not implemented; transition rules inside lists correlate items by index.
+/// On update, errors on values unchanged since `old` are dropped (validation ratcheting, on by
+/// default since Kubernetes 1.30), except for transition rules. Difference from kube-apiserver:
+/// kube-cel correlates transition rules inside lists by index.
 pub fn admit_custom_resource(
     crd: &Value,
     version: &str,
@@ -66,13 +68,17 @@ pub fn admit_custom_resource(
     let mut errs = Vec::new();
     errs.extend(validate_type_meta(crd, version, obj));
     errs.extend(metadata::validate(&schema, obj));
-    structural::validate(&schema, obj, "", &mut errs);
-    structural::validate_list_types(&schema, obj, "", &mut errs);
+    let mut schema_errs = Vec::new();
+    structural::validate(&schema, obj, "", &mut schema_errs);
+    structural::validate_list_types(&schema, obj, "", &mut schema_errs);
+    structural::validate_embedded_resources(&schema, obj, "", &mut schema_errs);
+    errs.extend(ratchet::schema_errors(&schema, obj, old, schema_errs));
     if cel::has_rules(&schema) {
         if let Some(blocking) = blocking_error(&errs) {
             errs.push(blocking);
         } else {
-            errs.extend(cel::evaluate(&schema, obj, old));
+            let cel_errs = cel::evaluate(&schema, obj, old);
+            errs.extend(ratchet::cel_errors(&schema, obj, old, cel_errs));
         }
     }
     if errs.is_empty() {

@@ -714,3 +714,58 @@ pub(crate) fn validate_list_types(
         _ => {}
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// x-kubernetes-embedded-resource
+// ------------------------------------------------------------------------------------------
+
+/// `validateEmbeddedResource`: a non-root embedded resource needs `apiVersion` and `kind`.
+pub(crate) fn validate_embedded_resources(
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    match value {
+        Value::Object(map) => {
+            if !path.is_empty() && flag(schema, "x-kubernetes-embedded-resource") {
+                for key in ["apiVersion", "kind"] {
+                    match map.get(key) {
+                        None => {
+                            errs.push(FieldError::required(child(path, key), "must not be empty"))
+                        }
+                        Some(Value::String(s)) if s.is_empty() => errs.push(FieldError::invalid(
+                            child(path, key),
+                            &Value::String(String::new()),
+                            "must not be empty",
+                        )),
+                        Some(Value::String(_)) => {}
+                        Some(other) => errs.push(FieldError::invalid(
+                            child(path, key),
+                            other,
+                            "must be a string",
+                        )),
+                    }
+                }
+            }
+            let props = properties(schema);
+            let additional = additional_properties(schema);
+            for (k, v) in map {
+                if path.is_empty() && k == "metadata" {
+                    continue;
+                }
+                if let Some(sub) = props.and_then(|p| p.get(k)).or(additional) {
+                    validate_embedded_resources(sub, v, &child(path, k), errs);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                for (i, item) in items.iter().enumerate() {
+                    validate_embedded_resources(item_schema, item, &index(path, i), errs);
+                }
+            }
+        }
+        _ => {}
+    }
+}
