@@ -135,3 +135,16 @@ fn printer_column_types_are_checked() {
         ]
     );
 }
+
+#[test]
+fn defaults_must_satisfy_their_schema() {
+    let mut c = crd();
+    c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["type"]["default"] = json!("foo");
+    assert_eq!(
+        errs(&c),
+        vec![
+            r#"spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[type].default: Unsupported value: "foo": supported values: "acl", "rgp", "egp""#
+        ]
+    );
+}

@@ -282,6 +282,23 @@ fn structural(schema: &Value, path: &str, pos: Position, errs: &mut Vec<FieldErr
             ));
         }
     }
+    if let Some(default) = schema.get("default").filter(|d| !d.is_null()) {
+        // Defaults must themselves be valid (kube validates them with the node's schema) and
+        // must not carry fields pruning would drop.
+        let default_path = format!("{path}.default");
+        let mut copy = default.clone();
+        let mut pruned = Vec::new();
+        super::structural::prune(schema, &mut copy, &default_path, false, &mut pruned);
+        for p in pruned {
+            errs.push(FieldError::invalid(
+                p,
+                &Value::String(String::new()),
+                "must not have unknown fields",
+            ));
+        }
+        super::structural::apply_defaults(schema, &mut copy);
+        super::structural::validate(schema, &copy, &default_path, errs);
+    }
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, sub) in props {
             let sub_path = format!("{path}.properties[{k}]");

@@ -847,11 +847,36 @@ fn gv_path(gv: &str) -> String {
 /// `GET /openapi/v3`.
 pub(crate) fn v3_index(crds: &[Value]) -> Value {
     let mut paths = Map::new();
+    // Documents of built-in-only group-versions never change: hash them once.
+    static BUILTIN_HASHES: OnceLock<std::sync::Mutex<BTreeMap<String, String>>> = OnceLock::new();
+    let cache = BUILTIN_HASHES.get_or_init(Default::default);
     for gv in group_versions(crds) {
-        if let Some(doc) = v3_group_version(crds, &gv) {
-            let p = gv_path(&gv);
-            paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={}", content_hash(&doc))}));
-        }
+        let builtin_only = resources_of(crds, &gv).1.is_empty();
+        let cached = if builtin_only {
+            cache.lock().ok().and_then(|c| c.get(&gv).cloned())
+        } else {
+            None
+        };
+        let hash = match cached {
+            Some(h) => h,
+            None => {
+                let Some(doc) = v3_group_version(crds, &gv) else {
+                    continue;
+                };
+                let h = content_hash(&doc);
+                if builtin_only {
+                    if let Ok(mut c) = cache.lock() {
+                        c.insert(gv.clone(), h.clone());
+                    }
+                }
+                h
+            }
+        };
+        let p = gv_path(&gv);
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}")}),
+        );
     }
     json!({"paths": paths})
 }
