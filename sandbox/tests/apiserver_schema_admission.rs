@@ -395,3 +395,29 @@ fn ratcheting_correlates_map_list_items_by_key_only() {
         vec![r#"spec.paths[1]: Duplicate value: "a""#]
     );
 }
+
+#[test]
+fn one_of_requires_exactly_one_matching_branch() {
+    let mut spec = apiserver_schema_fixtures::spec_schema();
+    spec["oneOf"] = json!([{"required": ["name"]}, {"required": ["count"]}]);
+    let crd = crd_with(spec, json!({}));
+    let run = |s: Value| {
+        let mut obj = cr(s);
+        admit_custom_resource(&crd, "v1alpha1", &mut obj, None)
+            .map_err(|e| e.iter().map(|e| e.to_string()).collect::<Vec<_>>())
+    };
+    assert!(run(json!({"policy": "p", "name": "a"})).is_ok());
+    assert_eq!(
+        run(json!({"policy": "p"})).unwrap_err(),
+        vec![
+            r#"<nil>: Invalid value: "": "spec" must validate one and only one schema (oneOf). Found none valid"#,
+            "spec.name: Required value"
+        ]
+    );
+    assert_eq!(
+        run(json!({"policy": "p", "name": "a", "count": 1})).unwrap_err(),
+        vec![
+            r#"<nil>: Invalid value: "": "spec" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
+        ]
+    );
+}

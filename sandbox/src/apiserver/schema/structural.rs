@@ -582,10 +582,40 @@ fn validate_object(
     }
 }
 
+fn composition_error(path: &str, what: &str) -> FieldError {
+    FieldError::invalid(
+        field_path(""),
+        &Value::String(String::new()),
+        &format!("{} {what}", go_quote(path)),
+    )
+}
+
+/// `allOf` / `anyOf` / `oneOf` / `not` (kube-openapi's `schemaPropsValidator`): a composite
+/// error at the nil root path, followed by the (best) failing branch's errors.
 fn validate_composition(schema: &Value, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        let mut validated = 0;
+        let mut failed = false;
         for s in all {
-            validate(s, value, path, errs);
+            let mut sub = Vec::new();
+            validate(s, value, path, &mut sub);
+            if sub.is_empty() {
+                validated += 1;
+            } else {
+                failed = true;
+            }
+            errs.extend(sub);
+        }
+        if failed {
+            let none = if validated == 0 {
+                ". None validated"
+            } else {
+                ""
+            };
+            errs.push(composition_error(
+                path,
+                &format!("must validate all the schemas (allOf){none}"),
+            ));
         }
     }
     if let Some(any) = schema.get("anyOf").and_then(Value::as_array) {
@@ -603,45 +633,47 @@ fn validate_composition(schema: &Value, value: &Value, path: &str, errs: &mut Ve
             }
         }
         if !ok {
-            errs.push(FieldError::invalid(
-                field_path(""),
-                &Value::String(String::new()),
-                &format!(
-                    "{} must validate at least one schema (anyOf)",
-                    go_quote(path)
-                ),
+            errs.push(composition_error(
+                path,
+                "must validate at least one schema (anyOf)",
             ));
             errs.extend(best.unwrap_or_default());
         }
     }
     if let Some(one) = schema.get("oneOf").and_then(Value::as_array) {
         let mut valid = 0;
+        let mut best: Option<Vec<FieldError>> = None;
         for s in one {
             let mut sub = Vec::new();
             validate(s, value, path, &mut sub);
             if sub.is_empty() {
                 valid += 1;
+            } else if best.is_none() {
+                best = Some(sub);
             }
         }
         if valid != 1 {
-            errs.push(FieldError::invalid(
-                field_path(""),
-                &Value::String(String::new()),
-                &format!(
-                    "{} must validate one and only one schema (oneOf)",
-                    go_quote(path)
-                ),
+            let found = if valid == 0 {
+                "Found none valid".to_string()
+            } else {
+                format!("Found {valid} valid alternatives")
+            };
+            errs.push(composition_error(
+                path,
+                &format!("must validate one and only one schema (oneOf). {found}"),
             ));
+            if valid == 0 {
+                errs.extend(best.unwrap_or_default());
+            }
         }
     }
     if let Some(not) = schema.get("not").filter(|s| s.is_object()) {
         let mut sub = Vec::new();
         validate(not, value, path, &mut sub);
         if sub.is_empty() {
-            errs.push(FieldError::invalid(
-                field_path(""),
-                &Value::String(String::new()),
-                &format!("{} must not validate the schema (not)", go_quote(path)),
+            errs.push(composition_error(
+                path,
+                "must not validate the schema (not)",
             ));
         }
     }
