@@ -379,7 +379,17 @@ fn cel_rules(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
                 continue;
             }
             let one = serde_json::json!({"x-kubernetes-validations": [rule]});
-            for e in super::cel::compile_errors(&one) {
+            let mut problems = super::cel::compile_errors(&one);
+            if problems.is_empty() {
+                // Only `self` and `oldSelf` are declared in CRD rules.
+                problems.extend(
+                    kube_cel::check_rule_scope(text, kube_cel::ScopeContext::CrdValidation)
+                        .into_iter()
+                        .filter(|w| w.kind == kube_cel::WarningKind::WrongScope)
+                        .map(|w| w.message),
+                );
+            }
+            for e in problems {
                 let field = if e.contains("messageExpression") {
                     format!("{rule_path}.messageExpression")
                 } else {
