@@ -114,17 +114,16 @@ fn validate_names(names: &Value, errs: &mut Vec<FieldError>) {
         match s(&names[field]).filter(|v| !v.is_empty()) {
             None if required => errs.push(FieldError::required(path, "")),
             None => {}
-            Some(kind) => {
-                if !dns1035_label_errors(&kind.to_lowercase()).is_empty() {
-                    errs.push(FieldError::invalid(
-                        path,
-                        &Value::String(kind.into()),
-                        &format!(
-                            "may have mixed case, but should otherwise match: {DNS1035_LABEL_FMT}"
-                        ),
-                    ));
-                }
+            Some(kind) if !dns1035_label_errors(&kind.to_lowercase()).is_empty() => {
+                errs.push(FieldError::invalid(
+                    path,
+                    &Value::String(kind.into()),
+                    &format!(
+                        "may have mixed case, but should otherwise match: {DNS1035_LABEL_FMT}"
+                    ),
+                ));
             }
+            Some(_) => {}
         }
     }
     if let (Some(kind), Some(list_kind)) = (s(&names["kind"]), s(&names["listKind"])) {

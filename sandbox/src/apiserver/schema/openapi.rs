@@ -226,8 +226,8 @@ fn meta_definitions(g: &mut SchemaGenerator) {
 
 /// Built-in schemas of group-version `gv` (cached: they never change).
 fn builtin_definitions(gv: &str, v3: bool) -> Map<String, Value> {
-    static CACHE: OnceLock<std::sync::Mutex<BTreeMap<(String, bool), Map<String, Value>>>> =
-        OnceLock::new();
+    type Cache = std::sync::Mutex<BTreeMap<(String, bool), Map<String, Value>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Ok(c) = cache.lock() {
         if let Some(m) = c.get(&(gv.to_string(), v3)) {

@@ -325,6 +325,8 @@ pub(crate) fn validate(schema: &Value, value: &Value, path: &str, errs: &mut Vec
     }
 }
 
+/// kube-openapi's `typeValidator`, condition for condition (hence the unsimplified booleans).
+#[allow(clippy::nonminimal_bool)]
 fn validate_type(schema: &Value, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let ty = declared_type(schema);
     let format = schema.get("format").and_then(Value::as_str).unwrap_or("");
