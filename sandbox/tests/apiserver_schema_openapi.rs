@@ -57,7 +57,7 @@ fn v3_index_lists_builtin_and_crd_group_versions_with_hashes() {
 #[test]
 fn v3_hash_changes_when_the_crd_schema_changes() {
     let url = |c: &Value| {
-        openapi_v3_index(&[c.clone()])["paths"]["apis/secrets.quartet.dev/v1alpha1"]
+        openapi_v3_index(std::slice::from_ref(c))["paths"]["apis/secrets.quartet.dev/v1alpha1"]
             ["serverRelativeURL"]
             .clone()
     };
