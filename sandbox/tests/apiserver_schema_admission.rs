@@ -421,3 +421,58 @@ fn one_of_requires_exactly_one_matching_branch() {
         ]
     );
 }
+
+#[test]
+fn every_enforced_format_accepts_good_and_rejects_bad_values() {
+    let cases = [
+        ("uuid", "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "x"),
+        (
+            "uuid4",
+            "f47ac10b-58cc-4372-a567-0e02b2c3d479",
+            "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+        ),
+        ("ipv4", "10.0.0.1", "10.0.0"),
+        ("ipv6", "::1", "zz::1"),
+        ("cidr", "10.0.0.0/8", "10.0.0.0/33"),
+        ("hostname", "example.com", "-bad-"),
+        ("email", "a@example.com", "nope"),
+        ("mac", "00:11:22:33:44:55", "00:11"),
+        ("byte", "aGVsbG8=", "***"),
+        ("date", "2024-02-29", "2023-02-29"),
+        ("date-time", "2024-01-02T03:04:05Z", "2024-01-02"),
+        ("datetime", "2024-01-02T03:04:05+01:00", "noon"),
+        ("duration", "1h30m", "forever"),
+        ("hexcolor", "#ffaa00", "ffaa00"),
+        ("bsonobjectid", "507f1f77bcf86cd799439011", "507f"),
+        ("uri", "https://example.com/x", "no scheme"),
+    ];
+    for (format, good, bad) in cases {
+        let mut spec = apiserver_schema_fixtures::spec_schema();
+        spec["properties"]["f"] = json!({"type": "string", "format": format});
+        let crd = crd_with(spec, json!({}));
+        let mut ok = cr(json!({"policy": "p", "f": good}));
+        assert!(
+            admit_custom_resource(&crd, "v1alpha1", &mut ok, None).is_ok(),
+            "{format} rejected {good}"
+        );
+        let mut ko = cr(json!({"policy": "p", "f": bad}));
+        let e = admit_custom_resource(&crd, "v1alpha1", &mut ko, None).expect_err(format);
+        assert_eq!(
+            e[0].to_string(),
+            format!(
+                "spec.f: Invalid value: {bad:?}: spec.f in body must be of type {format}: {bad:?}"
+            )
+        );
+    }
+    // Formats kube does not enforce are accepted as-is.
+    let mut spec = apiserver_schema_fixtures::spec_schema();
+    spec["properties"]["f"] = json!({"type": "string", "format": "k8s-short-name"});
+    let crd = crd_with(spec, json!({}));
+    assert!(admit_custom_resource(
+        &crd,
+        "v1alpha1",
+        &mut cr(json!({"policy": "p", "f": "Whatever!"})),
+        None
+    )
+    .is_ok());
+}

@@ -156,3 +156,17 @@ fn rules_on_unchanged_values_are_ratcheted_on_update() {
         vec![r#"spec: Invalid value: "object": min must not exceed max"#]
     );
 }
+
+#[test]
+fn rules_on_map_values_name_the_key_in_brackets() {
+    let crd = crd_with(
+        json!({"type": "object", "properties": {"limits": {"type": "object", "additionalProperties": {
+            "type": "integer", "x-kubernetes-validations": [{"rule": "self >= 0", "message": "must be non-negative"}]
+        }}}}),
+        json!({}),
+    );
+    assert_eq!(
+        run(&crd, json!({"limits": {"cpu": -1}}), None).unwrap_err(),
+        vec![r#"spec.limits[cpu]: Invalid value: "integer": must be non-negative"#]
+    );
+}

@@ -127,6 +127,40 @@ fn without_optional_rules(schema: &Value) -> Value {
 }
 
 /// Evaluates every rule of `schema` against `obj` (and `old` for transition rules).
+/// kube-cel joins map keys with dots (`spec.labels.a`); kube's CEL validator writes them as
+/// `field.Path.Key` (`spec.labels[a]`). Rewrites the path by walking the schema.
+fn kube_path(schema: &Value, path: &str) -> String {
+    let mut out = String::new();
+    let mut node = schema;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, indices) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if let Some(sub) = node.get("properties").and_then(|p| p.get(name)) {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(name);
+            node = sub;
+        } else if let Some(sub) = node.get("additionalProperties").filter(|a| a.is_object()) {
+            out.push_str(&format!("[{name}]"));
+            node = sub;
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(name);
+            node = &Value::Null;
+        }
+        for _ in indices.matches('[') {
+            node = node.get("items").unwrap_or(&Value::Null);
+        }
+        out.push_str(indices);
+    }
+    out
+}
+
 /// Each error comes with whether its rule is a transition rule (uses `oldSelf`).
 pub(crate) fn evaluate(
     schema: &Value,
@@ -147,8 +181,9 @@ pub(crate) fn evaluate(
                 .map(|(t, _)| t.as_str())
                 .unwrap_or("object");
             let transition = e.rule.contains("oldSelf");
+            let field = kube_path(schema, &e.field_path);
             out.push((
-                rule_error(e.field_path.clone(), ty, e.reason.as_deref(), &e.message),
+                rule_error(field, ty, e.reason.as_deref(), &e.message),
                 transition,
             ));
         }

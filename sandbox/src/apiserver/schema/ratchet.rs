@@ -16,7 +16,7 @@ enum Seg {
     Index(usize),
 }
 
-/// `spec.rules[0].name` -> [spec, rules, 0, name].
+/// `spec.rules[0].name` -> [spec, rules, 0, name]; `spec.limits[cpu]` -> [spec, limits, cpu].
 fn parse(path: &str) -> Option<Vec<Seg>> {
     let mut out = Vec::new();
     for part in path.split('.') {
@@ -30,7 +30,12 @@ fn parse(path: &str) -> Option<Vec<Seg>> {
         let mut rest = rest;
         while let Some(r) = rest.strip_prefix('[') {
             let end = r.find(']')?;
-            out.push(Seg::Index(r[..end].parse().ok()?));
+            // `[3]` is a list index, `[key]` a map key (kube's `field.Path.Key`).
+            let inner = &r[..end];
+            out.push(match inner.parse() {
+                Ok(i) => Seg::Index(i),
+                Err(_) => Seg::Name(inner.to_string()),
+            });
             rest = &r[end + 1..];
         }
         if !rest.is_empty() {
