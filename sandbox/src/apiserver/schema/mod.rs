@@ -1,9 +1,32 @@
 //! Custom-resource admission (pruning, defaulting, OpenAPI v3 schema validation, CEL rules),
-//! OpenAPI documents for discovery/explain, and server-side Table rendering.
+//! CRD validation, OpenAPI documents for kubectl, and server-side Table rendering, for the
+//! development API server (never a production one).
 //!
 //! Pure functions over JSON values; the server (`apiserver::mod`) calls them. The signatures
 //! are the contract between the server and this module. Wording of errors follows
-//! kube-apiserver v1.33 (apimachinery `field.Error`, kube-openapi `validate`).
+//! kube-apiserver v1.33 (apimachinery `field.Error`, kube-openapi `validate`,
+//! apiextensions-apiserver's CEL validator).
+//!
+//! What is implemented, in kube-apiserver's order, for a custom resource:
+//! 1. pruning of fields the structural schema does not declare (kept: root and embedded
+//!    `apiVersion`/`kind`/`metadata`, `x-kubernetes-preserve-unknown-fields` subtrees;
+//!    `metadata` pruned to `ObjectMeta`), reported as `spec.foo` paths;
+//! 2. dropping `null`s of non-nullable fields, then `default`s (also inside defaulted values);
+//! 3. `metadata.name`/`generateName` (DNS subdomain, plus the CRD schema's own constraints),
+//!    `apiVersion`/`kind`, OpenAPI validation (type incl. integer/number and int-or-string,
+//!    nullable, required, enum, pattern, min/max(+exclusive), multipleOf, min/maxLength,
+//!    min/maxItems, uniqueItems, min/maxProperties, allOf/anyOf/oneOf/not, the formats kube
+//!    enforces), list-type set/map uniqueness, embedded resources' apiVersion/kind;
+//! 4. `x-kubernetes-validations` through kube-cel (message, messageExpression, fieldPath,
+//!    reason, transition rules, `optionalOldSelf` with a real CEL `optional`), skipped with
+//!    kube's "some validation rules were not checked" error after blocking schema errors;
+//! 5. on update, validation ratcheting: errors on values unchanged since the old object are
+//!    dropped (transition rules excepted).
+//!
+//! Known differences from kube-apiserver: CEL rules are parsed but not type-checked against
+//! the schema at CRD creation (kube-cel has no checker), CEL cost budgets are not enforced,
+//! kube-cel correlates transition rules inside non-map lists by index, and the message of a
+//! CEL syntax error is kube-cel's rather than cel-go's.
 
 mod cel;
 mod crd;
