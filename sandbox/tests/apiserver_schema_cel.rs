@@ -170,3 +170,19 @@ fn rules_on_map_values_name_the_key_in_brackets() {
         vec![r#"spec.limits[cpu]: Invalid value: "integer": must be non-negative"#]
     );
 }
+
+#[test]
+fn root_rules_can_read_metadata_name() {
+    let crd = crd_with(
+        json!({"type": "object"}),
+        json!({"x-kubernetes-validations": [{"rule": "self.metadata.name.startsWith('q')", "message": "names start with q"}]}),
+    );
+    let mut obj = cr(json!({}));
+    let errs = admit_custom_resource(&crd, "v1alpha1", &mut obj, None).unwrap_err();
+    assert_eq!(
+        errs.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        vec![r#"<nil>: Invalid value: "object": names start with q"#]
+    );
+    obj["metadata"]["name"] = json!("q1");
+    assert!(admit_custom_resource(&crd, "v1alpha1", &mut obj, None).is_ok());
+}
