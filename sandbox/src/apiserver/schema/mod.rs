@@ -88,9 +88,12 @@ pub fn admit_custom_resource(
     structural::drop_non_nullable_nulls(&schema, obj);
     structural::apply_defaults(&schema, obj);
 
-    let mut errs = Vec::new();
-    errs.extend(validate_type_meta(crd, version, obj));
-    errs.extend(metadata::validate(&schema, obj));
+    // kube stops at apiVersion/kind mismatches (`ValidateTypeMeta`).
+    let type_meta = validate_type_meta(crd, version, obj);
+    if !type_meta.is_empty() {
+        return Err(type_meta);
+    }
+    let mut errs = metadata::validate(&schema, obj);
     let mut schema_errs = Vec::new();
     structural::validate(&schema, obj, "", &mut schema_errs);
     structural::validate_list_types(&schema, obj, "", &mut schema_errs);
