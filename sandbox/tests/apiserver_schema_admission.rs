@@ -309,10 +309,11 @@ fn missing_name_and_generate_name_is_required() {
 fn kind_and_api_version_must_match_the_crd() {
     let mut obj = cr(json!({"policy": "p"}));
     obj["kind"] = json!("Other");
+    obj["spec"]["type"] = json!("invalid-but-not-reported");
     let e = admit_custom_resource(&crd(), "v1alpha1", &mut obj, None).unwrap_err();
     assert_eq!(
-        e[0].to_string(),
-        r#"kind: Invalid value: "Other": must be SecretsPolicy"#
+        e.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        vec![r#"kind: Invalid value: "Other": must be SecretsPolicy"#]
     );
 }
 
