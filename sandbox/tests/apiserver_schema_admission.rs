@@ -477,3 +477,18 @@ fn every_enforced_format_accepts_good_and_rejects_bad_values() {
     )
     .is_ok());
 }
+
+#[test]
+fn generate_name_may_end_with_a_dash_but_must_otherwise_be_a_subdomain() {
+    let mut obj = cr(json!({"policy": "p"}));
+    obj["metadata"] = json!({"generateName": "policy-", "namespace": "default"});
+    assert!(admit_custom_resource(&crd(), "v1alpha1", &mut obj, None).is_ok());
+    obj["metadata"] = json!({"generateName": "Policy-", "namespace": "default"});
+    let e = admit_custom_resource(&crd(), "v1alpha1", &mut obj, None).unwrap_err();
+    assert!(
+        e[0].to_string().starts_with(
+            r#"metadata.generateName: Invalid value: "Policy-": a lowercase RFC 1123 subdomain"#
+        ),
+        "{e:?}"
+    );
+}
