@@ -186,3 +186,14 @@ fn root_rules_can_read_metadata_name() {
     obj["metadata"]["name"] = json!("q1");
     assert!(admit_custom_resource(&crd, "v1alpha1", &mut obj, None).is_ok());
 }
+
+#[test]
+fn runtime_errors_are_reported_as_evaluating_rule() {
+    let crd = crd_with_rules(json!([{"rule": "self.min < self.missing", "message": "unused"}]));
+    assert_eq!(
+        run(&crd, json!({"min": 1}), None).unwrap_err(),
+        vec![
+            r#"spec: Invalid value: "object": no such key: missing evaluating rule: self.min < self.missing"#
+        ]
+    );
+}

@@ -127,6 +127,20 @@ fn without_optional_rules(schema: &Value) -> Value {
 }
 
 /// Evaluates every rule of `schema` against `obj` (and `old` for transition rules).
+/// kube words a rule that fails at runtime `<cel error> evaluating rule: <rule>` (cel-go's
+/// errors start lower-case, e.g. `no such key: x`).
+fn runtime_error_message(kube_cel_message: &str, rule: &str) -> String {
+    let Some(err) = kube_cel_message.strip_prefix("rule evaluation error: ") else {
+        return kube_cel_message.to_string();
+    };
+    let mut chars = err.chars();
+    let err = match chars.next() {
+        Some(c) => c.to_lowercase().collect::<String>() + chars.as_str(),
+        None => String::new(),
+    };
+    format!("{err} evaluating rule: {}", rule.trim())
+}
+
 /// kube-cel joins map keys with dots (`spec.labels.a`); kube's CEL validator writes them as
 /// `field.Path.Key` (`spec.labels[a]`). Rewrites the path by walking the schema.
 fn kube_path(schema: &Value, path: &str) -> String {
@@ -182,10 +196,13 @@ pub(crate) fn evaluate(
                 .unwrap_or("object");
             let transition = e.rule.contains("oldSelf");
             let field = kube_path(schema, &e.field_path);
-            out.push((
-                rule_error(field, ty, e.reason.as_deref(), &e.message),
-                transition,
-            ));
+            let error = match e.kind {
+                kube_cel::ErrorKind::ValidationFailure => {
+                    rule_error(field, ty, e.reason.as_deref(), &e.message)
+                }
+                _ => rule_error(field, ty, None, &runtime_error_message(&e.message, &e.rule)),
+            };
+            out.push((error, transition));
         }
     }
     let mut optional = Vec::new();
@@ -204,7 +221,7 @@ mod optional_old_self {
     use kube_cel::KubeCelExt;
     use serde_json::Value;
 
-    use super::{is_optional_old_self, rule_error};
+    use super::{is_optional_old_self, rule_error, runtime_error_message};
     use crate::apiserver::schema::FieldError;
 
     fn join(path: &str, name: &str) -> String {
@@ -254,7 +271,10 @@ mod optional_old_self {
                 Outcome::Fail(message_or_default(rule))
             }
             Ok(_) => Outcome::Error(format!("rule \"{text}\" did not evaluate to bool")),
-            Err(e) => Outcome::Error(format!("rule evaluation error: {e}")),
+            Err(e) => Outcome::Error(runtime_error_message(
+                &format!("rule evaluation error: {e}"),
+                text,
+            )),
         }
     }
 
