@@ -492,3 +492,29 @@ fn generate_name_may_end_with_a_dash_but_must_otherwise_be_a_subdomain() {
         "{e:?}"
     );
 }
+
+#[test]
+fn stored_objects_get_defaults_added_to_the_schema_later() {
+    use quartet_sandbox::apiserver::schema::default_custom_resource;
+    let mut stored = cr(json!({"policy": "p"}));
+    default_custom_resource(&crd(), "v1alpha1", &mut stored);
+    assert_eq!(stored["spec"]["type"], "acl");
+    assert_eq!(stored["spec"]["options"]["ttl"], "1h");
+}
+
+#[test]
+fn admission_errors_render_as_the_kube_422_message() {
+    use quartet_sandbox::apiserver::schema::invalid_status;
+    let mut obj = cr(json!({"type": "x"}));
+    let errs = admit_custom_resource(&crd(), "v1alpha1", &mut obj, None).unwrap_err();
+    let status = invalid_status("SecretsPolicy", "secrets.quartet.dev", "p1", &errs);
+    assert_eq!(
+        status["message"],
+        r#"SecretsPolicy.secrets.quartet.dev "p1" is invalid: [spec.type: Unsupported value: "x": supported values: "acl", "rgp", "egp", spec.policy: Required value]"#
+    );
+    assert_eq!(status["code"], 422);
+    assert_eq!(
+        status["details"]["causes"][1],
+        json!({"reason": "FieldValueRequired", "message": "Required value", "field": "spec.policy"})
+    );
+}

@@ -114,6 +114,16 @@ pub fn admit_custom_resource(
     }
 }
 
+/// Applies the version's schema defaults to a stored object, as kube-apiserver does when it
+/// reads custom resources from storage (so a default added to the CRD later shows up on
+/// GET/LIST/WATCH without a write). Drops non-nullable `null`s first, like admission.
+pub fn default_custom_resource(crd: &Value, version: &str, obj: &mut Value) {
+    if let Some(schema) = version_schema(crd, version) {
+        structural::drop_non_nullable_nulls(schema, obj);
+        structural::apply_defaults(schema, obj);
+    }
+}
+
 /// The fields pruning would drop from `obj` (same paths as [`Admission::unknown_fields`]),
 /// without changing it. kube-apiserver rejects unknown fields under `fieldValidation=Strict`
 /// while decoding, i.e. before any validation error: call this first to keep that order.
