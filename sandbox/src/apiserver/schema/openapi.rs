@@ -250,11 +250,6 @@ fn builtin_definitions(gv: &str, v3: bool) -> Map<String, Value> {
         _ => {}
     }
     let mut defs = g.take_definitions(true);
-    let prefix = if v3 {
-        "#/components/schemas/"
-    } else {
-        "#/definitions/"
-    };
     defs.insert(
         WATCH_EVENT.into(),
         json!({
@@ -267,7 +262,6 @@ fn builtin_definitions(gv: &str, v3: bool) -> Map<String, Value> {
             }
         }),
     );
-    let _ = prefix;
     if let Ok(mut c) = cache.lock() {
         c.insert((gv.to_string(), v3), defs.clone());
     }
