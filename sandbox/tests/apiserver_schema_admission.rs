@@ -309,10 +309,11 @@ fn missing_name_and_generate_name_is_required() {
 fn kind_and_api_version_must_match_the_crd() {
     let mut obj = cr(json!({"policy": "p"}));
     obj["kind"] = json!("Other");
+    obj["spec"]["type"] = json!("invalid-but-not-reported");
     let e = admit_custom_resource(&crd(), "v1alpha1", &mut obj, None).unwrap_err();
     assert_eq!(
-        e[0].to_string(),
-        r#"kind: Invalid value: "Other": must be SecretsPolicy"#
+        e.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        vec![r#"kind: Invalid value: "Other": must be SecretsPolicy"#]
     );
 }
 
@@ -326,5 +327,194 @@ fn several_errors_are_all_reported() {
             r#"spec.type: Unsupported value: "x": supported values: "acl", "rgp", "egp""#,
             "spec.policy: Required value",
         ]
+    );
+}
+
+#[test]
+fn unknown_fields_can_be_listed_before_validation_without_pruning() {
+    use quartet_sandbox::apiserver::schema::unknown_fields;
+    let obj = cr(json!({"policy": "p", "type": "invalid", "bogus": 1}));
+    assert_eq!(unknown_fields(&crd(), "v1alpha1", &obj), vec!["spec.bogus"]);
+    assert_eq!(obj["spec"]["bogus"], 1);
+}
+
+#[test]
+fn embedded_resources_need_api_version_and_kind() {
+    assert_eq!(
+        errors(json!({"policy": "p", "template": {"metadata": {"name": "x"}}})),
+        vec![
+            "spec.template.apiVersion: Required value: must not be empty",
+            "spec.template.kind: Required value: must not be empty"
+        ]
+    );
+}
+
+fn update(spec: Value, old_spec: Value) -> Result<Value, Vec<String>> {
+    let mut obj = cr(spec);
+    let old = cr(old_spec);
+    admit_custom_resource(&crd(), "v1alpha1", &mut obj, Some(&old))
+        .map(|_| obj)
+        .map_err(|e| e.iter().map(|e| e.to_string()).collect())
+}
+
+#[test]
+fn ratcheting_lets_unchanged_invalid_values_through_on_update() {
+    // Stored objects are defaulted; `count: 99` (and the missing `policy`) were accepted by an
+    // older schema.
+    let stored = json!({"count": 99, "type": "acl", "options": {"ttl": "1h"}});
+    assert!(
+        update(stored.clone(), stored.clone()).is_ok(),
+        "nothing under spec changed"
+    );
+    let with_policy = json!({"policy": "p", "count": 99, "type": "acl", "options": {"ttl": "1h"}});
+    assert!(
+        update(
+            json!({"policy": "p", "count": 99, "type": "rgp"}),
+            with_policy
+        )
+        .is_ok(),
+        "count unchanged"
+    );
+    assert_eq!(
+        update(json!({"count": 98}), stored).unwrap_err(),
+        vec![
+            "spec.count: Invalid value: 98: spec.count in body should be less than or equal to 10",
+            "spec.policy: Required value"
+        ]
+    );
+}
+
+#[test]
+fn ratcheting_correlates_map_list_items_by_key_only() {
+    let old =
+        json!({"policy": "p", "rules": [{"name": "a", "enabled": "yes"}], "paths": ["a", "a"]});
+    // The map-list item `a` is unchanged even though another item was added before it.
+    assert!(update(json!({"policy": "p", "rules": [{"name": "b"}, {"name": "a", "enabled": "yes"}], "paths": ["a", "a"]}), old.clone()).is_ok());
+    // A set list that changed is not correlated item by item.
+    assert_eq!(
+        update(json!({"policy": "p", "rules": [{"name": "a", "enabled": "yes"}], "paths": ["a", "a", "b"]}), old).unwrap_err(),
+        vec![r#"spec.paths[1]: Duplicate value: "a""#]
+    );
+}
+
+#[test]
+fn one_of_requires_exactly_one_matching_branch() {
+    let mut spec = apiserver_schema_fixtures::spec_schema();
+    spec["oneOf"] = json!([{"required": ["name"]}, {"required": ["count"]}]);
+    let crd = crd_with(spec, json!({}));
+    let run = |s: Value| {
+        let mut obj = cr(s);
+        admit_custom_resource(&crd, "v1alpha1", &mut obj, None)
+            .map_err(|e| e.iter().map(|e| e.to_string()).collect::<Vec<_>>())
+    };
+    assert!(run(json!({"policy": "p", "name": "a"})).is_ok());
+    assert_eq!(
+        run(json!({"policy": "p"})).unwrap_err(),
+        vec![
+            r#"<nil>: Invalid value: "": "spec" must validate one and only one schema (oneOf). Found none valid"#,
+            "spec.name: Required value"
+        ]
+    );
+    assert_eq!(
+        run(json!({"policy": "p", "name": "a", "count": 1})).unwrap_err(),
+        vec![
+            r#"<nil>: Invalid value: "": "spec" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
+        ]
+    );
+}
+
+#[test]
+fn every_enforced_format_accepts_good_and_rejects_bad_values() {
+    let cases = [
+        ("uuid", "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "x"),
+        (
+            "uuid4",
+            "f47ac10b-58cc-4372-a567-0e02b2c3d479",
+            "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+        ),
+        ("ipv4", "10.0.0.1", "10.0.0"),
+        ("ipv6", "::1", "zz::1"),
+        ("cidr", "10.0.0.0/8", "10.0.0.0/33"),
+        ("hostname", "example.com", "-bad-"),
+        ("email", "a@example.com", "nope"),
+        ("mac", "00:11:22:33:44:55", "00:11"),
+        ("byte", "aGVsbG8=", "***"),
+        ("date", "2024-02-29", "2023-02-29"),
+        ("date-time", "2024-01-02T03:04:05Z", "2024-01-02"),
+        ("datetime", "2024-01-02T03:04:05+01:00", "noon"),
+        ("duration", "1h30m", "forever"),
+        ("hexcolor", "#ffaa00", "ffaa00"),
+        ("bsonobjectid", "507f1f77bcf86cd799439011", "507f"),
+        ("uri", "https://example.com/x", "no scheme"),
+    ];
+    for (format, good, bad) in cases {
+        let mut spec = apiserver_schema_fixtures::spec_schema();
+        spec["properties"]["f"] = json!({"type": "string", "format": format});
+        let crd = crd_with(spec, json!({}));
+        let mut ok = cr(json!({"policy": "p", "f": good}));
+        assert!(
+            admit_custom_resource(&crd, "v1alpha1", &mut ok, None).is_ok(),
+            "{format} rejected {good}"
+        );
+        let mut ko = cr(json!({"policy": "p", "f": bad}));
+        let e = admit_custom_resource(&crd, "v1alpha1", &mut ko, None).expect_err(format);
+        assert_eq!(
+            e[0].to_string(),
+            format!(
+                "spec.f: Invalid value: {bad:?}: spec.f in body must be of type {format}: {bad:?}"
+            )
+        );
+    }
+    // Formats kube does not enforce are accepted as-is.
+    let mut spec = apiserver_schema_fixtures::spec_schema();
+    spec["properties"]["f"] = json!({"type": "string", "format": "k8s-short-name"});
+    let crd = crd_with(spec, json!({}));
+    assert!(admit_custom_resource(
+        &crd,
+        "v1alpha1",
+        &mut cr(json!({"policy": "p", "f": "Whatever!"})),
+        None
+    )
+    .is_ok());
+}
+
+#[test]
+fn generate_name_may_end_with_a_dash_but_must_otherwise_be_a_subdomain() {
+    let mut obj = cr(json!({"policy": "p"}));
+    obj["metadata"] = json!({"generateName": "policy-", "namespace": "default"});
+    assert!(admit_custom_resource(&crd(), "v1alpha1", &mut obj, None).is_ok());
+    obj["metadata"] = json!({"generateName": "Policy-", "namespace": "default"});
+    let e = admit_custom_resource(&crd(), "v1alpha1", &mut obj, None).unwrap_err();
+    assert!(
+        e[0].to_string().starts_with(
+            r#"metadata.generateName: Invalid value: "Policy-": a lowercase RFC 1123 subdomain"#
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn stored_objects_get_defaults_added_to_the_schema_later() {
+    use quartet_sandbox::apiserver::schema::default_custom_resource;
+    let mut stored = cr(json!({"policy": "p"}));
+    default_custom_resource(&crd(), "v1alpha1", &mut stored);
+    assert_eq!(stored["spec"]["type"], "acl");
+    assert_eq!(stored["spec"]["options"]["ttl"], "1h");
+}
+
+#[test]
+fn admission_errors_render_as_the_kube_422_message() {
+    use quartet_sandbox::apiserver::schema::invalid_status;
+    let mut obj = cr(json!({"type": "x"}));
+    let errs = admit_custom_resource(&crd(), "v1alpha1", &mut obj, None).unwrap_err();
+    let status = invalid_status("SecretsPolicy", "secrets.quartet.dev", "p1", &errs);
+    assert_eq!(
+        status["message"],
+        r#"SecretsPolicy.secrets.quartet.dev "p1" is invalid: [spec.type: Unsupported value: "x": supported values: "acl", "rgp", "egp", spec.policy: Required value]"#
+    );
+    assert_eq!(status["code"], 422);
+    assert_eq!(
+        status["details"]["causes"][1],
+        json!({"reason": "FieldValueRequired", "message": "Required value", "field": "spec.policy"})
     );
 }

@@ -134,3 +134,66 @@ fn rules_see_schema_defaults() {
     let obj = run(&crd, json!({}), None).unwrap();
     assert_eq!(obj["spec"]["mode"], "a");
 }
+
+#[test]
+fn rules_on_unchanged_values_are_ratcheted_on_update() {
+    let crd = crd_with_rules(
+        json!([{"rule": "self.min <= self.max", "message": "min must not exceed max"}]),
+    );
+    assert!(run(
+        &crd,
+        json!({"min": 3, "max": 2}),
+        Some(json!({"min": 3, "max": 2}))
+    )
+    .is_ok());
+    assert_eq!(
+        run(
+            &crd,
+            json!({"min": 4, "max": 2}),
+            Some(json!({"min": 3, "max": 2}))
+        )
+        .unwrap_err(),
+        vec![r#"spec: Invalid value: "object": min must not exceed max"#]
+    );
+}
+
+#[test]
+fn rules_on_map_values_name_the_key_in_brackets() {
+    let crd = crd_with(
+        json!({"type": "object", "properties": {"limits": {"type": "object", "additionalProperties": {
+            "type": "integer", "x-kubernetes-validations": [{"rule": "self >= 0", "message": "must be non-negative"}]
+        }}}}),
+        json!({}),
+    );
+    assert_eq!(
+        run(&crd, json!({"limits": {"cpu": -1}}), None).unwrap_err(),
+        vec![r#"spec.limits[cpu]: Invalid value: "integer": must be non-negative"#]
+    );
+}
+
+#[test]
+fn root_rules_can_read_metadata_name() {
+    let crd = crd_with(
+        json!({"type": "object"}),
+        json!({"x-kubernetes-validations": [{"rule": "self.metadata.name.startsWith('q')", "message": "names start with q"}]}),
+    );
+    let mut obj = cr(json!({}));
+    let errs = admit_custom_resource(&crd, "v1alpha1", &mut obj, None).unwrap_err();
+    assert_eq!(
+        errs.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        vec![r#"<nil>: Invalid value: "object": names start with q"#]
+    );
+    obj["metadata"]["name"] = json!("q1");
+    assert!(admit_custom_resource(&crd, "v1alpha1", &mut obj, None).is_ok());
+}
+
+#[test]
+fn runtime_errors_are_reported_as_evaluating_rule() {
+    let crd = crd_with_rules(json!([{"rule": "self.min < self.missing", "message": "unused"}]));
+    assert_eq!(
+        run(&crd, json!({"min": 1}), None).unwrap_err(),
+        vec![
+            r#"spec: Invalid value: "object": no such key: missing evaluating rule: self.min < self.missing"#
+        ]
+    );
+}

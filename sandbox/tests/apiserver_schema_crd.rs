@@ -135,3 +135,32 @@ fn printer_column_types_are_checked() {
         ]
     );
 }
+
+#[test]
+fn defaults_must_satisfy_their_schema() {
+    let mut c = crd();
+    c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["type"]["default"] = json!("foo");
+    assert_eq!(
+        errs(&c),
+        vec![
+            r#"spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[type].default: Unsupported value: "foo": supported values: "acl", "rgp", "egp""#
+        ]
+    );
+}
+
+#[test]
+fn cel_rules_may_only_reference_self_and_old_self() {
+    let mut c = crd();
+    c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["x-kubernetes-validations"] = json!([{"rule": "object.spec.count > 0"}]);
+    let e = errs(&c);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains(
+            "x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{"
+        ),
+        "{e:?}"
+    );
+    assert!(e[0].contains("compilation failed: "), "{e:?}");
+}

@@ -127,7 +127,60 @@ fn without_optional_rules(schema: &Value) -> Value {
 }
 
 /// Evaluates every rule of `schema` against `obj` (and `old` for transition rules).
-pub(crate) fn evaluate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+/// kube words a rule that fails at runtime `<cel error> evaluating rule: <rule>` (cel-go's
+/// errors start lower-case, e.g. `no such key: x`).
+fn runtime_error_message(kube_cel_message: &str, rule: &str) -> String {
+    let Some(err) = kube_cel_message.strip_prefix("rule evaluation error: ") else {
+        return kube_cel_message.to_string();
+    };
+    let mut chars = err.chars();
+    let err = match chars.next() {
+        Some(c) => c.to_lowercase().collect::<String>() + chars.as_str(),
+        None => String::new(),
+    };
+    format!("{err} evaluating rule: {}", rule.trim())
+}
+
+/// kube-cel joins map keys with dots (`spec.labels.a`); kube's CEL validator writes them as
+/// `field.Path.Key` (`spec.labels[a]`). Rewrites the path by walking the schema.
+fn kube_path(schema: &Value, path: &str) -> String {
+    let mut out = String::new();
+    let mut node = schema;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, indices) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if let Some(sub) = node.get("properties").and_then(|p| p.get(name)) {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(name);
+            node = sub;
+        } else if let Some(sub) = node.get("additionalProperties").filter(|a| a.is_object()) {
+            out.push_str(&format!("[{name}]"));
+            node = sub;
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(name);
+            node = &Value::Null;
+        }
+        for _ in indices.matches('[') {
+            node = node.get("items").unwrap_or(&Value::Null);
+        }
+        out.push_str(indices);
+    }
+    out
+}
+
+/// Each error comes with whether its rule is a transition rule (uses `oldSelf`).
+pub(crate) fn evaluate(
+    schema: &Value,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Vec<(FieldError, bool)> {
     let mut idx = HashMap::new();
     rule_index(schema, &mut idx);
     if idx.is_empty() {
@@ -141,15 +194,20 @@ pub(crate) fn evaluate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<
                 .get(&e.rule)
                 .map(|(t, _)| t.as_str())
                 .unwrap_or("object");
-            out.push(rule_error(
-                e.field_path.clone(),
-                ty,
-                e.reason.as_deref(),
-                &e.message,
-            ));
+            let transition = e.rule.contains("oldSelf");
+            let field = kube_path(schema, &e.field_path);
+            let error = match e.kind {
+                kube_cel::ErrorKind::ValidationFailure => {
+                    rule_error(field, ty, e.reason.as_deref(), &e.message)
+                }
+                _ => rule_error(field, ty, None, &runtime_error_message(&e.message, &e.rule)),
+            };
+            out.push((error, transition));
         }
     }
-    optional_old_self::walk(schema, obj, old, "", &mut out);
+    let mut optional = Vec::new();
+    optional_old_self::walk(schema, obj, old, "", &mut optional);
+    out.extend(optional.into_iter().map(|e| (e, true)));
     out
 }
 
@@ -163,7 +221,7 @@ mod optional_old_self {
     use kube_cel::KubeCelExt;
     use serde_json::Value;
 
-    use super::{is_optional_old_self, rule_error};
+    use super::{is_optional_old_self, rule_error, runtime_error_message};
     use crate::apiserver::schema::FieldError;
 
     fn join(path: &str, name: &str) -> String {
@@ -213,7 +271,10 @@ mod optional_old_self {
                 Outcome::Fail(message_or_default(rule))
             }
             Ok(_) => Outcome::Error(format!("rule \"{text}\" did not evaluate to bool")),
-            Err(e) => Outcome::Error(format!("rule evaluation error: {e}")),
+            Err(e) => Outcome::Error(runtime_error_message(
+                &format!("rule evaluation error: {e}"),
+                text,
+            )),
         }
     }
 

@@ -114,17 +114,16 @@ fn validate_names(names: &Value, errs: &mut Vec<FieldError>) {
         match s(&names[field]).filter(|v| !v.is_empty()) {
             None if required => errs.push(FieldError::required(path, "")),
             None => {}
-            Some(kind) => {
-                if !dns1035_label_errors(&kind.to_lowercase()).is_empty() {
-                    errs.push(FieldError::invalid(
-                        path,
-                        &Value::String(kind.into()),
-                        &format!(
-                            "may have mixed case, but should otherwise match: {DNS1035_LABEL_FMT}"
-                        ),
-                    ));
-                }
+            Some(kind) if !dns1035_label_errors(&kind.to_lowercase()).is_empty() => {
+                errs.push(FieldError::invalid(
+                    path,
+                    &Value::String(kind.into()),
+                    &format!(
+                        "may have mixed case, but should otherwise match: {DNS1035_LABEL_FMT}"
+                    ),
+                ));
             }
+            Some(_) => {}
         }
     }
     if let (Some(kind), Some(list_kind)) = (s(&names["kind"]), s(&names["listKind"])) {
@@ -282,6 +281,23 @@ fn structural(schema: &Value, path: &str, pos: Position, errs: &mut Vec<FieldErr
             ));
         }
     }
+    if let Some(default) = schema.get("default").filter(|d| !d.is_null()) {
+        // Defaults must themselves be valid (kube validates them with the node's schema) and
+        // must not carry fields pruning would drop.
+        let default_path = format!("{path}.default");
+        let mut copy = default.clone();
+        let mut pruned = Vec::new();
+        super::structural::prune(schema, &mut copy, &default_path, false, &mut pruned);
+        for p in pruned {
+            errs.push(FieldError::invalid(
+                p,
+                &Value::String(String::new()),
+                "must not have unknown fields",
+            ));
+        }
+        super::structural::apply_defaults(schema, &mut copy);
+        super::structural::validate(schema, &copy, &default_path, errs);
+    }
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, sub) in props {
             let sub_path = format!("{path}.properties[{k}]");
@@ -362,7 +378,17 @@ fn cel_rules(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
                 continue;
             }
             let one = serde_json::json!({"x-kubernetes-validations": [rule]});
-            for e in super::cel::compile_errors(&one) {
+            let mut problems = super::cel::compile_errors(&one);
+            if problems.is_empty() {
+                // Only `self` and `oldSelf` are declared in CRD rules.
+                problems.extend(
+                    kube_cel::check_rule_scope(text, kube_cel::ScopeContext::CrdValidation)
+                        .into_iter()
+                        .filter(|w| w.kind == kube_cel::WarningKind::WrongScope)
+                        .map(|w| w.message),
+                );
+            }
+            for e in problems {
                 let field = if e.contains("messageExpression") {
                     format!("{rule_path}.messageExpression")
                 } else {

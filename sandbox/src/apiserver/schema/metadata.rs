@@ -37,10 +37,18 @@ pub(crate) fn validate(schema: &Value, obj: &Value) -> Vec<FieldError> {
     let name = meta["name"].as_str().unwrap_or("");
     let generate_name = meta["generateName"].as_str().unwrap_or("");
     if !generate_name.is_empty() {
-        // The prefix may end in '-': kube masks a trailing dash before checking.
-        let masked = match generate_name.strip_suffix('-') {
-            Some(p) => format!("{p}a"),
-            None => generate_name.to_string(),
+        // `maskTrailingDash`: a prefix may end in '-' (kube replaces the last two characters
+        // by "a" before checking).
+        let masked = if generate_name.len() > 1 && generate_name.ends_with('-') {
+            let cut = generate_name
+                .char_indices()
+                .rev()
+                .nth(1)
+                .map(|(i, _)| i)
+                .unwrap_or(0);
+            format!("{}a", &generate_name[..cut])
+        } else {
+            generate_name.to_string()
         };
         for msg in dns1123_subdomain_errors(&masked) {
             errs.push(FieldError::invalid(

@@ -1,9 +1,32 @@
 //! Custom-resource admission (pruning, defaulting, OpenAPI v3 schema validation, CEL rules),
-//! OpenAPI documents for discovery/explain, and server-side Table rendering.
+//! CRD validation, OpenAPI documents for kubectl, and server-side Table rendering, for the
+//! development API server (never a production one).
 //!
 //! Pure functions over JSON values; the server (`apiserver::mod`) calls them. The signatures
 //! are the contract between the server and this module. Wording of errors follows
-//! kube-apiserver v1.33 (apimachinery `field.Error`, kube-openapi `validate`).
+//! kube-apiserver v1.33 (apimachinery `field.Error`, kube-openapi `validate`,
+//! apiextensions-apiserver's CEL validator).
+//!
+//! What is implemented, in kube-apiserver's order, for a custom resource:
+//! 1. pruning of fields the structural schema does not declare (kept: root and embedded
+//!    `apiVersion`/`kind`/`metadata`, `x-kubernetes-preserve-unknown-fields` subtrees;
+//!    `metadata` pruned to `ObjectMeta`), reported as `spec.foo` paths;
+//! 2. dropping `null`s of non-nullable fields, then `default`s (also inside defaulted values);
+//! 3. `metadata.name`/`generateName` (DNS subdomain, plus the CRD schema's own constraints),
+//!    `apiVersion`/`kind`, OpenAPI validation (type incl. integer/number and int-or-string,
+//!    nullable, required, enum, pattern, min/max(+exclusive), multipleOf, min/maxLength,
+//!    min/maxItems, uniqueItems, min/maxProperties, allOf/anyOf/oneOf/not, the formats kube
+//!    enforces), list-type set/map uniqueness, embedded resources' apiVersion/kind;
+//! 4. `x-kubernetes-validations` through kube-cel (message, messageExpression, fieldPath,
+//!    reason, transition rules, `optionalOldSelf` with a real CEL `optional`), skipped with
+//!    kube's "some validation rules were not checked" error after blocking schema errors;
+//! 5. on update, validation ratcheting: errors on values unchanged since the old object are
+//!    dropped (transition rules excepted).
+//!
+//! Known differences from kube-apiserver: CEL rules are parsed but not type-checked against
+//! the schema at CRD creation (kube-cel has no checker), CEL cost budgets are not enforced,
+//! kube-cel correlates transition rules inside non-map lists by index, and the message of a
+//! CEL syntax error is kube-cel's rather than cel-go's.
 
 mod cel;
 mod crd;
@@ -12,6 +35,7 @@ mod formats;
 mod jsonpath;
 mod metadata;
 mod openapi;
+mod ratchet;
 mod structural;
 pub mod table;
 
@@ -47,8 +71,9 @@ pub struct Admission {
 /// order: prune unknown fields, apply schema defaults, validate against the schema, evaluate
 /// `x-kubernetes-validations` rules (transition rules see `old`). `obj` is modified in place.
 ///
-/// Differences from kube-apiserver: validation ratcheting (unchanged invalid fields passing on
-/// update) is not implemented; transition rules inside lists correlate items by index.
+/// On update, errors on values unchanged since `old` are dropped (validation ratcheting, on by
+/// default since Kubernetes 1.30), except for transition rules. Difference from kube-apiserver:
+/// kube-cel correlates transition rules inside lists by index.
 pub fn admit_custom_resource(
     crd: &Value,
     version: &str,
@@ -63,16 +88,23 @@ pub fn admit_custom_resource(
     structural::drop_non_nullable_nulls(&schema, obj);
     structural::apply_defaults(&schema, obj);
 
-    let mut errs = Vec::new();
-    errs.extend(validate_type_meta(crd, version, obj));
-    errs.extend(metadata::validate(&schema, obj));
-    structural::validate(&schema, obj, "", &mut errs);
-    structural::validate_list_types(&schema, obj, "", &mut errs);
+    // kube stops at apiVersion/kind mismatches (`ValidateTypeMeta`).
+    let type_meta = validate_type_meta(crd, version, obj);
+    if !type_meta.is_empty() {
+        return Err(type_meta);
+    }
+    let mut errs = metadata::validate(&schema, obj);
+    let mut schema_errs = Vec::new();
+    structural::validate(&schema, obj, "", &mut schema_errs);
+    structural::validate_list_types(&schema, obj, "", &mut schema_errs);
+    structural::validate_embedded_resources(&schema, obj, "", &mut schema_errs);
+    errs.extend(ratchet::schema_errors(&schema, obj, old, schema_errs));
     if cel::has_rules(&schema) {
         if let Some(blocking) = blocking_error(&errs) {
             errs.push(blocking);
         } else {
-            errs.extend(cel::evaluate(&schema, obj, old));
+            let cel_errs = cel::evaluate(&schema, obj, old);
+            errs.extend(ratchet::cel_errors(&schema, obj, old, cel_errs));
         }
     }
     if errs.is_empty() {
@@ -80,6 +112,29 @@ pub fn admit_custom_resource(
     } else {
         Err(errs)
     }
+}
+
+/// Applies the version's schema defaults to a stored object, as kube-apiserver does when it
+/// reads custom resources from storage (so a default added to the CRD later shows up on
+/// GET/LIST/WATCH without a write). Drops non-nullable `null`s first, like admission.
+pub fn default_custom_resource(crd: &Value, version: &str, obj: &mut Value) {
+    if let Some(schema) = version_schema(crd, version) {
+        structural::drop_non_nullable_nulls(schema, obj);
+        structural::apply_defaults(schema, obj);
+    }
+}
+
+/// The fields pruning would drop from `obj` (same paths as [`Admission::unknown_fields`]),
+/// without changing it. kube-apiserver rejects unknown fields under `fieldValidation=Strict`
+/// while decoding, i.e. before any validation error: call this first to keep that order.
+pub fn unknown_fields(crd: &Value, version: &str, obj: &Value) -> Vec<String> {
+    let schema = version_schema(crd, version).cloned().unwrap_or_else(
+        || serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    );
+    let mut copy = obj.clone();
+    let mut pruned = Vec::new();
+    structural::prune(&schema, &mut copy, "", true, &mut pruned);
+    pruned
 }
 
 /// `hasBlockingErr`: CEL rules are skipped when the object already has type, required, enum,

@@ -226,8 +226,8 @@ fn meta_definitions(g: &mut SchemaGenerator) {
 
 /// Built-in schemas of group-version `gv` (cached: they never change).
 fn builtin_definitions(gv: &str, v3: bool) -> Map<String, Value> {
-    static CACHE: OnceLock<std::sync::Mutex<BTreeMap<(String, bool), Map<String, Value>>>> =
-        OnceLock::new();
+    type Cache = std::sync::Mutex<BTreeMap<(String, bool), Map<String, Value>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Ok(c) = cache.lock() {
         if let Some(m) = c.get(&(gv.to_string(), v3)) {
@@ -250,11 +250,6 @@ fn builtin_definitions(gv: &str, v3: bool) -> Map<String, Value> {
         _ => {}
     }
     let mut defs = g.take_definitions(true);
-    let prefix = if v3 {
-        "#/components/schemas/"
-    } else {
-        "#/definitions/"
-    };
     defs.insert(
         WATCH_EVENT.into(),
         json!({
@@ -267,7 +262,6 @@ fn builtin_definitions(gv: &str, v3: bool) -> Map<String, Value> {
             }
         }),
     );
-    let _ = prefix;
     if let Ok(mut c) = cache.lock() {
         c.insert((gv.to_string(), v3), defs.clone());
     }
@@ -847,11 +841,36 @@ fn gv_path(gv: &str) -> String {
 /// `GET /openapi/v3`.
 pub(crate) fn v3_index(crds: &[Value]) -> Value {
     let mut paths = Map::new();
+    // Documents of built-in-only group-versions never change: hash them once.
+    static BUILTIN_HASHES: OnceLock<std::sync::Mutex<BTreeMap<String, String>>> = OnceLock::new();
+    let cache = BUILTIN_HASHES.get_or_init(Default::default);
     for gv in group_versions(crds) {
-        if let Some(doc) = v3_group_version(crds, &gv) {
-            let p = gv_path(&gv);
-            paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={}", content_hash(&doc))}));
-        }
+        let builtin_only = resources_of(crds, &gv).1.is_empty();
+        let cached = if builtin_only {
+            cache.lock().ok().and_then(|c| c.get(&gv).cloned())
+        } else {
+            None
+        };
+        let hash = match cached {
+            Some(h) => h,
+            None => {
+                let Some(doc) = v3_group_version(crds, &gv) else {
+                    continue;
+                };
+                let h = content_hash(&doc);
+                if builtin_only {
+                    if let Ok(mut c) = cache.lock() {
+                        c.insert(gv.clone(), h.clone());
+                    }
+                }
+                h
+            }
+        };
+        let p = gv_path(&gv);
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}")}),
+        );
     }
     json!({"paths": paths})
 }

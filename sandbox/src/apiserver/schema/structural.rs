@@ -325,6 +325,8 @@ pub(crate) fn validate(schema: &Value, value: &Value, path: &str, errs: &mut Vec
     }
 }
 
+/// kube-openapi's `typeValidator`, condition for condition (hence the unsimplified booleans).
+#[allow(clippy::nonminimal_bool)]
 fn validate_type(schema: &Value, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let ty = declared_type(schema);
     let format = schema.get("format").and_then(Value::as_str).unwrap_or("");
@@ -582,10 +584,40 @@ fn validate_object(
     }
 }
 
+fn composition_error(path: &str, what: &str) -> FieldError {
+    FieldError::invalid(
+        field_path(""),
+        &Value::String(String::new()),
+        &format!("{} {what}", go_quote(path)),
+    )
+}
+
+/// `allOf` / `anyOf` / `oneOf` / `not` (kube-openapi's `schemaPropsValidator`): a composite
+/// error at the nil root path, followed by the (best) failing branch's errors.
 fn validate_composition(schema: &Value, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        let mut validated = 0;
+        let mut failed = false;
         for s in all {
-            validate(s, value, path, errs);
+            let mut sub = Vec::new();
+            validate(s, value, path, &mut sub);
+            if sub.is_empty() {
+                validated += 1;
+            } else {
+                failed = true;
+            }
+            errs.extend(sub);
+        }
+        if failed {
+            let none = if validated == 0 {
+                ". None validated"
+            } else {
+                ""
+            };
+            errs.push(composition_error(
+                path,
+                &format!("must validate all the schemas (allOf){none}"),
+            ));
         }
     }
     if let Some(any) = schema.get("anyOf").and_then(Value::as_array) {
@@ -603,45 +635,47 @@ fn validate_composition(schema: &Value, value: &Value, path: &str, errs: &mut Ve
             }
         }
         if !ok {
-            errs.push(FieldError::invalid(
-                field_path(""),
-                &Value::String(String::new()),
-                &format!(
-                    "{} must validate at least one schema (anyOf)",
-                    go_quote(path)
-                ),
+            errs.push(composition_error(
+                path,
+                "must validate at least one schema (anyOf)",
             ));
             errs.extend(best.unwrap_or_default());
         }
     }
     if let Some(one) = schema.get("oneOf").and_then(Value::as_array) {
         let mut valid = 0;
+        let mut best: Option<Vec<FieldError>> = None;
         for s in one {
             let mut sub = Vec::new();
             validate(s, value, path, &mut sub);
             if sub.is_empty() {
                 valid += 1;
+            } else if best.is_none() {
+                best = Some(sub);
             }
         }
         if valid != 1 {
-            errs.push(FieldError::invalid(
-                field_path(""),
-                &Value::String(String::new()),
-                &format!(
-                    "{} must validate one and only one schema (oneOf)",
-                    go_quote(path)
-                ),
+            let found = if valid == 0 {
+                "Found none valid".to_string()
+            } else {
+                format!("Found {valid} valid alternatives")
+            };
+            errs.push(composition_error(
+                path,
+                &format!("must validate one and only one schema (oneOf). {found}"),
             ));
+            if valid == 0 {
+                errs.extend(best.unwrap_or_default());
+            }
         }
     }
     if let Some(not) = schema.get("not").filter(|s| s.is_object()) {
         let mut sub = Vec::new();
         validate(not, value, path, &mut sub);
         if sub.is_empty() {
-            errs.push(FieldError::invalid(
-                field_path(""),
-                &Value::String(String::new()),
-                &format!("{} must not validate the schema (not)", go_quote(path)),
+            errs.push(composition_error(
+                path,
+                "must not validate the schema (not)",
             ));
         }
     }
@@ -708,6 +742,61 @@ pub(crate) fn validate_list_types(
             if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
                 for (i, item) in items.iter().enumerate() {
                     validate_list_types(item_schema, item, &index(path, i), errs);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// x-kubernetes-embedded-resource
+// ------------------------------------------------------------------------------------------
+
+/// `validateEmbeddedResource`: a non-root embedded resource needs `apiVersion` and `kind`.
+pub(crate) fn validate_embedded_resources(
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    match value {
+        Value::Object(map) => {
+            if !path.is_empty() && flag(schema, "x-kubernetes-embedded-resource") {
+                for key in ["apiVersion", "kind"] {
+                    match map.get(key) {
+                        None => {
+                            errs.push(FieldError::required(child(path, key), "must not be empty"))
+                        }
+                        Some(Value::String(s)) if s.is_empty() => errs.push(FieldError::invalid(
+                            child(path, key),
+                            &Value::String(String::new()),
+                            "must not be empty",
+                        )),
+                        Some(Value::String(_)) => {}
+                        Some(other) => errs.push(FieldError::invalid(
+                            child(path, key),
+                            other,
+                            "must be a string",
+                        )),
+                    }
+                }
+            }
+            let props = properties(schema);
+            let additional = additional_properties(schema);
+            for (k, v) in map {
+                if path.is_empty() && k == "metadata" {
+                    continue;
+                }
+                if let Some(sub) = props.and_then(|p| p.get(k)).or(additional) {
+                    validate_embedded_resources(sub, v, &child(path, k), errs);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                for (i, item) in items.iter().enumerate() {
+                    validate_embedded_resources(item_schema, item, &index(path, i), errs);
                 }
             }
         }
