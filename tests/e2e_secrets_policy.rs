@@ -286,7 +286,11 @@ fn a_wrong_token_gives_a_clear_condition_on_the_connection_and_the_policy() {
             .filter(|o| condition_is(o, "Ready", "False"))
     });
     assert_eq!(condition(&conn, "Ready").unwrap()["reason"], "Unauthorized");
-    sb.apply_ok(&acl_policy("denied", "x", ""));
+    sb.apply_ok(&acl_policy(
+        "denied",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
     let obj = wait_for("policy Synced=False", WAIT, || {
         sb.get_json("secretspolicy", "denied")
             .filter(|o| condition_is(o, "Synced", "False"))

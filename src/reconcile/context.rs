@@ -61,6 +61,7 @@ pub struct Context {
     connections: Store<Connection>,
     http_cache: Mutex<HashMap<(String, String), CachedHttp>>,
     failures: Mutex<HashMap<String, u32>>,
+    fresh: Mutex<HashMap<String, (String, Instant)>>,
 }
 
 impl Context {
@@ -84,6 +85,7 @@ impl Context {
             connections,
             http_cache: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            fresh: Mutex::new(HashMap::new()),
         }
     }
 
@@ -93,6 +95,24 @@ impl Context {
         let n = f.entry(key.to_string()).or_insert(0);
         *n += 1;
         *n
+    }
+
+    /// Remember that `key` was just reconciled and its status written at `resource_version`.
+    pub fn mark_fresh(&self, key: &str, resource_version: String) {
+        let mut f = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
+        f.insert(key.to_string(), (resource_version, Instant::now()));
+    }
+
+    /// Whether this pass was triggered only by our own status write (same resourceVersion,
+    /// moments later). Consumes the mark, so a scheduled resync always does its work.
+    pub fn take_fresh(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let mut f = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
+        match f.remove(key) {
+            Some((rv, at)) => {
+                Some(rv.as_str()) == resource_version && at.elapsed() < Duration::from_secs(5)
+            }
+            None => false,
+        }
     }
 
     pub fn succeeded(&self, key: &str) {

@@ -242,6 +242,9 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let mut status = before.clone();
     status.observed_generation = generation;
     let mut written = before.clone();
+    if pending_free(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref()) {
+        return Ok(Action::requeue(jitter(ctx.settings.resync)));
+    }
 
     match sync(obj.as_ref(), ctx, &mut status, &mut written).await {
         Ok((done, again, pending)) => {
@@ -294,7 +297,10 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             if changed_remote || conds_changed {
                 status.last_sync_time = Some(conditions::now());
             }
-            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            if let Some(rv) = write_status(obj.as_ref(), ctx, &status, &mut written).await? {
+                // Our own status write comes back as a watch event: that pass has nothing to do.
+                ctx.mark_fresh(&key, rv);
+            }
             if let Some(reason) = reason {
                 publish(
                     ctx,
@@ -436,6 +442,11 @@ async fn sync<K: Reconciled>(
     ))
 }
 
+/// Not following a long-running operation (those poll on their own schedule).
+fn pending_free(status: &ManagedStatus) -> bool {
+    conditions::get(&status.conditions, READY).is_none_or(|c| c.reason != "InProgress")
+}
+
 fn before_was_ready(status: &ManagedStatus) -> bool {
     conditions::get(&status.conditions, READY).is_some_and(|c| c.status == "True")
 }
@@ -446,17 +457,17 @@ pub async fn write_status<K: Managed>(
     ctx: &Context,
     status: &ManagedStatus,
     written: &mut ManagedStatus,
-) -> Result<()> {
+) -> Result<Option<String>> {
     if status == written {
-        return Ok(());
+        return Ok(None);
     }
-    patch_status(obj, ctx, obj.status_json(status)).await?;
+    let rv = patch_status(obj, ctx, obj.status_json(status)).await?;
     *written = status.clone();
-    Ok(())
+    Ok(rv)
 }
 
-/// Server-side apply of `status` with this kind's field manager.
-pub async fn patch_status<K>(obj: &K, ctx: &Context, status: Value) -> Result<()>
+/// Server-side apply of `status` with this kind's field manager; returns the new resourceVersion.
+pub async fn patch_status<K>(obj: &K, ctx: &Context, status: Value) -> Result<Option<String>>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -466,13 +477,14 @@ where
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let patch =
         json!({ "apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": status });
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::apply(&field_manager::<K>()).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(())
+    let updated = api
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::apply(&field_manager::<K>()).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+    Ok(updated.resource_version())
 }
 
 /// Publish an Event; failures to record are logged, never fatal.
