@@ -17,6 +17,7 @@
 
 pub mod acl;
 mod ad;
+mod dr;
 pub mod fields;
 pub mod http;
 mod identity;
@@ -25,6 +26,7 @@ mod leases;
 mod mfa;
 mod openapi;
 pub mod otp;
+mod pgp;
 pub mod provider;
 pub mod route;
 mod sys_auth;
@@ -73,11 +75,16 @@ pub struct World {
     pub clusters: Vec<Cluster>,
     /// The sandbox's identity provider, shared by every cluster.
     pub provider: provider::Provider,
+    /// Unseal key shares (hex), used for DR operation-token generation.
+    pub key_shares: Vec<String>,
 }
 
 /// One secrets cluster.
 pub struct Cluster {
     pub store: Store,
+    pub dr: dr::DrState,
+    /// `host:port` this cluster's listener is reached at (learnt from requests).
+    pub host: String,
 }
 
 /// The state of one cluster that the real service keeps in its storage (and replicates).
@@ -190,6 +197,8 @@ impl World {
         let clusters = (0..n)
             .map(|_| Cluster {
                 store: Store::initial(&opts.root_token),
+                dr: Default::default(),
+                host: String::new(),
             })
             .collect();
         Self {
@@ -197,6 +206,7 @@ impl World {
             edition: opts.edition,
             clusters,
             provider: Default::default(),
+            key_shares: dr::new_key_shares(),
         }
     }
 }
@@ -319,6 +329,7 @@ fn backend_routes(b: Backend) -> &'static [Route] {
             r.extend(sys_auth::routes());
             r.extend(leases::routes());
             r.extend(openapi::routes());
+            r.extend(dr::routes());
             r
         }),
         Backend::Token => TOKEN.get_or_init(tokens::routes),
@@ -466,6 +477,14 @@ async fn dispatch(
             Ok(w) => w,
             Err(p) => p.into_inner(),
         };
+        if world.clusters[h.idx].host.is_empty() {
+            if let Some(host) = headers
+                .get(axum::http::header::HOST)
+                .and_then(|v| v.to_str().ok())
+            {
+                world.clusters[h.idx].host = host.to_string();
+            }
+        }
         handle(&mut world, h.idx, op, path, data, token, namespace)
     };
     let wait = match &resp {
@@ -528,6 +547,19 @@ fn handle(
         .map(|m| m.type_name.clone())
         .unwrap_or_default();
     let unauth = route.as_ref().is_some_and(|(r, _)| r.unauth);
+
+    // A DR secondary serves only the DR status and its `secondary/` endpoints.
+    if world.clusters[cluster].dr.mode == dr::Mode::Secondary
+        && !route.as_ref().is_some_and(|(r, _)| r.dr_secondary)
+    {
+        return (
+            Err(ApiError::bad_request(
+                "path disabled in replication DR secondary mode",
+            )),
+            mount_type,
+        );
+    }
+    let store = &world.clusters[cluster].store;
 
     // Authentication.
     let entry = match token.as_deref().and_then(|t| store.token(t)).cloned() {
@@ -636,6 +668,7 @@ fn handle(
     if let Some(id) = revoke_after {
         tokens::revoke_tree(ctx.store(), &id);
     }
+    let wrote = resp.is_ok() && matches!(op, Op::Create | Op::Update | Op::Delete);
     // The real service copies `data` of `sys/` responses to the top level too.
     if ctx.mount.backend == Backend::System {
         if let Ok(r) = &mut resp {
@@ -645,6 +678,9 @@ fn handle(
                 }
             }
         }
+    }
+    if wrote {
+        dr::after_write(world, cluster);
     }
     (resp, mount_type)
 }
@@ -661,6 +697,28 @@ fn admin_api(
 ) -> (u16, Value) {
     if let Some(r) = rest.strip_prefix("idp/") {
         return provider::admin(&mut world.provider, method, r, body);
+    }
+    if rest.trim_end_matches('/') == "keys" && method == "GET" {
+        let b64: Vec<String> = world
+            .key_shares
+            .iter()
+            .map(|k| {
+                use base64::Engine;
+                let bytes: Vec<u8> = (0..k.len() / 2)
+                    .filter_map(|i| u8::from_str_radix(&k[2 * i..2 * i + 2], 16).ok())
+                    .collect();
+                base64::engine::general_purpose::STANDARD.encode(bytes)
+            })
+            .collect();
+        return (
+            200,
+            serde_json::json!({ "keys": world.key_shares, "keys_base64": b64,
+                                "shares": dr::SHARES, "threshold": dr::THRESHOLD }),
+        );
+    }
+    if rest.trim_end_matches('/') == "dr/corrupt" && method == "POST" {
+        world.clusters[cluster].dr.corrupted = true;
+        return (204, Value::Null);
     }
     if rest.trim_end_matches('/') == "leases" && method == "POST" {
         return leases::admin_create(&mut world.clusters[cluster].store, body);
