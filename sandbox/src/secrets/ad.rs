@@ -1,7 +1,17 @@
 //! The directory secrets engine (`/ad`, spec C §4.2).
 
+use serde::{Deserialize, Serialize};
+
 use super::leases::Lease;
+use super::route::Route;
 use super::Store;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct AdMount {}
+
+pub fn routes() -> Vec<Route> {
+    vec![]
+}
 
 /// Checks the accounts of a revoked or expired check-out back in.
 pub fn release(

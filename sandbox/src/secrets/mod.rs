@@ -32,6 +32,7 @@ pub mod route;
 mod sys_auth;
 mod sys_policies;
 mod tokens;
+mod transform;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -51,6 +52,7 @@ use route::{Licence, Route};
 /// One router per secrets cluster (`opts.secrets_clusters`), sharing the DR replication world.
 pub fn routers(opts: &SandboxOptions) -> anyhow::Result<Vec<Router>> {
     let n = opts.secrets_clusters.max(1) as usize;
+    transform::warm_up();
     let world = Arc::new(Mutex::new(World::new(opts, n)));
     Ok((0..n)
         .map(|idx| {
@@ -106,6 +108,12 @@ pub struct Store {
     pub login_enforcements: BTreeMap<String, mfa::LoginEnforcement>,
     #[serde(default)]
     pub leases: BTreeMap<String, leases::Lease>,
+    /// State of each transform mount, keyed by mount path.
+    #[serde(default)]
+    pub transform: BTreeMap<String, transform::TransformMount>,
+    /// State of each directory mount, keyed by mount path.
+    #[serde(default)]
+    pub ad: BTreeMap<String, ad::AdMount>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -153,6 +161,8 @@ pub enum Backend {
     Token,
     Identity,
     Idp,
+    Transform,
+    Ad,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -243,6 +253,13 @@ impl Store {
                 "idp",
                 "identity-provider auth method",
             ),
+            Mount::new(
+                "transform/",
+                Backend::Transform,
+                "transform",
+                "transform secrets engine",
+            ),
+            Mount::new("ad/", Backend::Ad, "ad", "directory secrets engine"),
         ];
         s.acl_policies.insert(
             "default".into(),
@@ -323,6 +340,8 @@ fn backend_routes(b: Backend) -> &'static [Route] {
     static TOKEN: OnceLock<Vec<Route>> = OnceLock::new();
     static IDENTITY: OnceLock<Vec<Route>> = OnceLock::new();
     static IDP: OnceLock<Vec<Route>> = OnceLock::new();
+    static TRANSFORM: OnceLock<Vec<Route>> = OnceLock::new();
+    static AD: OnceLock<Vec<Route>> = OnceLock::new();
     match b {
         Backend::System => SYS.get_or_init(|| {
             let mut r = sys_policies::routes();
@@ -335,6 +354,8 @@ fn backend_routes(b: Backend) -> &'static [Route] {
         Backend::Token => TOKEN.get_or_init(tokens::routes),
         Backend::Identity => IDENTITY.get_or_init(identity::routes),
         Backend::Idp => IDP.get_or_init(idp::routes),
+        Backend::Transform => TRANSFORM.get_or_init(transform::routes),
+        Backend::Ad => AD.get_or_init(ad::routes),
     }
 }
 

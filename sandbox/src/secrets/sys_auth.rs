@@ -27,6 +27,14 @@ pub fn routes() -> Vec<Route> {
         Route::new("mounts")
             .read(list_mounts)
             .doc("List the mounted secrets engines.", ""),
+        Route::new("mounts/*path")
+            .read(read_mount)
+            .write(enable_mount)
+            .delete(disable_mount)
+            .doc(
+                "Enable, read or disable a secrets engine (types transform and ad).",
+                "",
+            ),
         Route::new("capabilities-self")
             .write(capabilities_self)
             .doc("Capabilities of the calling token on paths.", ""),
@@ -211,4 +219,96 @@ fn capabilities_self(c: &mut Ctx) -> Result<Resp, ApiError> {
     all.dedup();
     d.insert("capabilities".into(), json!(all));
     Ok(Resp::data(Value::Object(d)))
+}
+
+fn mount_path(c: &Ctx) -> String {
+    format!("{}/", c.param("path").trim_matches('/'))
+}
+
+fn read_mount(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let p = mount_path(c);
+    let p = p.strip_suffix("tune/").map(|x| x.to_string()).unwrap_or(p);
+    c.store()
+        .mounts
+        .iter()
+        .find(|m| m.path == p)
+        .map(|m| Resp::data(mount_info(m)))
+        .ok_or_else(|| ApiError::bad_request(format!("No secret engine mount at {p}")))
+}
+
+fn enable_mount(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let p = mount_path(c);
+    let d = c.data.clone();
+    if p.ends_with("/tune/") {
+        let base = p.trim_end_matches("tune/").to_string();
+        let Some(m) = c.store().mounts.iter_mut().find(|m| m.path == base) else {
+            return Err(ApiError::bad_request(format!("cannot tune '{base}'")));
+        };
+        if let Some(v) = fields::duration(&d, "default_lease_ttl")? {
+            m.default_lease_ttl = v;
+        }
+        if let Some(v) = fields::duration(&d, "max_lease_ttl")? {
+            m.max_lease_ttl = v;
+        }
+        return Ok(Resp::no_content());
+    }
+    let ty = fields::string_or(&d, "type", "")?;
+    if ty.is_empty() {
+        return Err(ApiError::bad_request(
+            "backend type must be specified as a string",
+        ));
+    }
+    if ["sys/", "identity/", "auth/", "cubbyhole/"]
+        .iter()
+        .any(|r| p.starts_with(r))
+    {
+        return Err(ApiError::bad_request(format!(
+            "cannot mount at reserved path {p:?}"
+        )));
+    }
+    if c.store()
+        .mounts
+        .iter()
+        .any(|m| m.path.starts_with(&p) || p.starts_with(&m.path))
+    {
+        return Err(ApiError::bad_request(format!(
+            "path is already in use at {p}"
+        )));
+    }
+    let backend = match ty.as_str() {
+        "transform" => Backend::Transform,
+        "ad" => Backend::Ad,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "plugin not found in the catalog: {other}"
+            )))
+        }
+    };
+    let m = Mount::new(&p, backend, &ty, &fields::string_or(&d, "description", "")?);
+    c.store().mounts.push(m);
+    Ok(Resp::no_content())
+}
+
+fn disable_mount(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let p = mount_path(c);
+    let store = c.store();
+    let Some(m) = store.mounts.iter().find(|m| m.path == p).cloned() else {
+        return Ok(Resp::no_content());
+    };
+    if !matches!(m.backend, Backend::Transform | Backend::Ad) {
+        return Err(ApiError::bad_request(format!("cannot unmount {p:?}")));
+    }
+    store.mounts.retain(|x| x.path != p);
+    store.transform.remove(&p);
+    store.ad.remove(&p);
+    let ids: Vec<String> = store
+        .leases
+        .keys()
+        .filter(|k| k.starts_with(&p))
+        .cloned()
+        .collect();
+    for id in ids {
+        let _ = super::leases::revoke_one(store, &id, true);
+    }
+    Ok(Resp::no_content())
 }
