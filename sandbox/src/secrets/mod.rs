@@ -30,6 +30,7 @@ mod pgp;
 pub mod provider;
 pub mod route;
 mod sys_auth;
+mod sys_password;
 mod sys_policies;
 mod tokens;
 mod transform;
@@ -79,6 +80,8 @@ pub struct World {
     pub provider: provider::Provider,
     /// Unseal key shares (hex), used for DR operation-token generation.
     pub key_shares: Vec<String>,
+    /// The emulated directory of the directory engine, shared by every cluster.
+    pub directory: ad::Directory,
 }
 
 /// One secrets cluster.
@@ -114,6 +117,8 @@ pub struct Store {
     /// State of each directory mount, keyed by mount path.
     #[serde(default)]
     pub ad: BTreeMap<String, ad::AdMount>,
+    #[serde(default)]
+    pub password_policies: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -217,6 +222,7 @@ impl World {
             clusters,
             provider: Default::default(),
             key_shares: dr::new_key_shares(),
+            directory: Default::default(),
         }
     }
 }
@@ -349,6 +355,7 @@ fn backend_routes(b: Backend) -> &'static [Route] {
             r.extend(leases::routes());
             r.extend(openapi::routes());
             r.extend(dr::routes());
+            r.extend(sys_password::routes());
             r
         }),
         Backend::Token => TOKEN.get_or_init(tokens::routes),
@@ -506,7 +513,9 @@ async fn dispatch(
                 world.clusters[h.idx].host = host.to_string();
             }
         }
-        handle(&mut world, h.idx, op, path, data, token, namespace)
+        let out = handle(&mut world, h.idx, op, path, data, token, namespace);
+        ad::flush_released(&mut world);
+        out
     };
     let wait = match &resp {
         Ok(Resp {
@@ -718,6 +727,9 @@ fn admin_api(
 ) -> (u16, Value) {
     if let Some(r) = rest.strip_prefix("idp/") {
         return provider::admin(&mut world.provider, method, r, body);
+    }
+    if let Some(r) = rest.strip_prefix("ad/") {
+        return ad::admin(world, cluster, method, r, body);
     }
     if rest.trim_end_matches('/') == "keys" && method == "GET" {
         let b64: Vec<String> = world
