@@ -26,6 +26,7 @@ mod leases;
 mod mfa;
 mod openapi;
 pub mod otp;
+mod persist;
 mod pgp;
 pub mod provider;
 pub mod route;
@@ -53,8 +54,14 @@ use route::{Licence, Route};
 /// One router per secrets cluster (`opts.secrets_clusters`), sharing the DR replication world.
 pub fn routers(opts: &SandboxOptions) -> anyhow::Result<Vec<Router>> {
     let n = opts.secrets_clusters.max(1) as usize;
+    let mut world = World::new(opts, n);
+    if let Some(dir) = &opts.state_dir {
+        let file = persist::path(dir);
+        persist::load(&mut world, &file, &opts.root_token)?;
+        world.state_file = Some(file);
+    }
     transform::warm_up();
-    let world = Arc::new(Mutex::new(World::new(opts, n)));
+    let world = Arc::new(Mutex::new(world));
     Ok((0..n)
         .map(|idx| {
             Router::new().fallback(dispatch).with_state(ClusterHandle {
@@ -82,6 +89,8 @@ pub struct World {
     pub key_shares: Vec<String>,
     /// The emulated directory of the directory engine, shared by every cluster.
     pub directory: ad::Directory,
+    /// Where the state is saved after every request (`--state-dir`).
+    pub state_file: Option<std::path::PathBuf>,
 }
 
 /// One secrets cluster.
@@ -223,6 +232,7 @@ impl World {
             provider: Default::default(),
             key_shares: dr::new_key_shares(),
             directory: Default::default(),
+            state_file: None,
         }
     }
 }
@@ -442,6 +452,9 @@ async fn dispatch(
             Err(p) => p.into_inner(),
         };
         let (status, v) = admin_api(&mut world, h.idx, method.as_str(), rest, &body);
+        if let Some(f) = world.state_file.clone() {
+            persist::save(&world, &f);
+        }
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
         if status == StatusCode::NO_CONTENT {
             return status.into_response();
@@ -515,6 +528,9 @@ async fn dispatch(
         }
         let out = handle(&mut world, h.idx, op, path, data, token, namespace);
         ad::flush_released(&mut world);
+        if let Some(f) = world.state_file.clone() {
+            persist::save(&world, &f);
+        }
         out
     };
     let wait = match &resp {

@@ -104,6 +104,23 @@ pub fn wrapping_key() -> &'static RsaPrivateKey {
     })
 }
 
+/// Installs a saved wrapping key (from `--state-dir`), unless one is already in use.
+pub fn restore_wrapping_key(pem: &str) {
+    use rsa::pkcs8::DecodePrivateKey;
+    if let Ok(k) = RsaPrivateKey::from_pkcs8_pem(pem) {
+        let _ = WRAPPING_KEY.set(k);
+    }
+}
+
+/// The wrapping key as PKCS#8 PEM, if it has been generated.
+pub fn wrapping_key_pem() -> Option<String> {
+    use rsa::pkcs8::EncodePrivateKey;
+    WRAPPING_KEY
+        .get()
+        .and_then(|k| k.to_pkcs8_pem(LineEnding::LF).ok())
+        .map(|z| z.to_string())
+}
+
 /// Starts generating the wrapping key in the background so it is ready when first needed.
 pub fn warm_up() {
     if WRAPPING_KEY.get().is_none() {
