@@ -195,7 +195,10 @@ fn write_config(c: &mut Ctx) -> Result<Resp, ApiError> {
         }
         cfg.base_url = b;
     }
-    if let Some(b) = fields::boolean(&d, "bypass_idp_mfa")? {
+    // hvac and other real clients send the original field name.
+    if let Some(b) =
+        fields::boolean(&d, "bypass_idp_mfa")?.or(fields::boolean(&d, "bypass_okta_mfa")?)
+    {
         cfg.bypass_idp_mfa = b;
     }
     // Token fields (the real service's tokenutil), with the deprecated aliases.

@@ -362,6 +362,7 @@ fn backend_routes(b: Backend) -> &'static [Route] {
         Backend::System => SYS.get_or_init(|| {
             let mut r = sys_policies::routes();
             r.extend(sys_auth::routes());
+            r.extend(sys_auth::status_routes());
             r.extend(leases::routes());
             r.extend(openapi::routes());
             r.extend(dr::routes());

@@ -312,3 +312,68 @@ fn disable_mount(c: &mut Ctx) -> Result<Resp, ApiError> {
     }
     Ok(Resp::no_content())
 }
+
+/// `sys/health`, `sys/seal-status`, `sys/init`, `sys/leader`: unauthenticated status endpoints
+/// that clients use to probe the server (not enveloped, as in the real service). `sys/health`
+/// answers 472 on a DR secondary, the real service's default `drsecondarycode`.
+pub fn status_routes() -> Vec<Route> {
+    vec![
+        Route::new("health").read(health).unauth().dr_secondary().doc("Health of the server.", ""),
+        Route::new("seal-status").read(seal_status).unauth().dr_secondary().doc("Seal status.", ""),
+        Route::new("init").read(|_| Ok(Resp::raw(axum::http::StatusCode::OK, json!({"initialized": true}))))
+            .unauth()
+            .doc("Initialization status.", ""),
+        Route::new("leader").read(|_| Ok(Resp::raw(axum::http::StatusCode::OK, json!({
+            "ha_enabled": false, "is_self": false, "active_time": "0001-01-01T00:00:00Z",
+            "leader_address": "", "leader_cluster_address": "", "performance_standby": false,
+            "performance_standby_last_remote_wal": 0,
+        })))).unauth().doc("HA leader.", ""),
+    ]
+}
+
+fn dr_mode(c: &Ctx) -> &'static str {
+    match c.world.clusters[c.cluster].dr.mode {
+        super::dr::Mode::Disabled => "disabled",
+        super::dr::Mode::Primary => "primary",
+        super::dr::Mode::Secondary => "secondary",
+    }
+}
+
+fn health(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let mode = dr_mode(c);
+    let code = if mode == "secondary" {
+        axum::http::StatusCode::from_u16(472).unwrap_or(axum::http::StatusCode::OK)
+    } else {
+        axum::http::StatusCode::OK
+    };
+    Ok(Resp::raw(
+        code,
+        json!({
+            "initialized": true,
+            "sealed": false,
+            "standby": false,
+            "performance_standby": false,
+            "replication_performance_mode": "disabled",
+            "replication_dr_mode": mode,
+            "server_time_utc": super::now(),
+            "version": "1.17.0+ent",
+            "enterprise": true,
+            "cluster_name": format!("sandbox-cluster-{}", c.cluster),
+            "cluster_id": c.world.clusters[c.cluster].dr.cluster_id,
+        }),
+    ))
+}
+
+fn seal_status(c: &mut Ctx) -> Result<Resp, ApiError> {
+    Ok(Resp::raw(
+        axum::http::StatusCode::OK,
+        json!({
+            "type": "shamir", "initialized": true, "sealed": false,
+            "t": super::dr::THRESHOLD, "n": super::dr::SHARES, "progress": 0, "nonce": "",
+            "version": "1.17.0+ent", "build_date": "", "migration": false,
+            "cluster_name": format!("sandbox-cluster-{}", c.cluster),
+            "cluster_id": c.world.clusters[c.cluster].dr.cluster_id,
+            "recovery_seal": false, "storage_type": "inmem",
+        }),
+    ))
+}
