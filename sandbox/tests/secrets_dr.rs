@@ -631,7 +631,7 @@ async fn generation_update_rejects_wrong_nonce_repeated_and_unknown_keys() {
 #[tokio::test]
 async fn operation_token_is_pgp_encrypted_when_a_key_is_given() {
     use pgp::composed::{
-        Deserializable, EncryptionCaps, KeyType, Message, SecretKeyParamsBuilder, SignedPublicKey,
+        EncryptionCaps, KeyType, Message, SecretKeyParamsBuilder, SignedPublicKey,
         SubkeyParamsBuilder,
     };
     use pgp::crypto::ecc_curve::ECCCurve;

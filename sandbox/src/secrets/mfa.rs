@@ -285,10 +285,9 @@ fn qr_png(data: &str, size: u32) -> Result<Vec<u8>, ApiError> {
         for x in 0..size {
             let mx = (x as usize * total) / size as usize;
             let my = (y as usize * total) / size as usize;
-            if mx >= quiet && my >= quiet && mx < quiet + w && my < quiet + w {
-                if colors[(my - quiet) * w + (mx - quiet)] == qrcode::Color::Dark {
-                    pixels[(y * size + x) as usize] = 0;
-                }
+            let inside = mx >= quiet && my >= quiet && mx < quiet + w && my < quiet + w;
+            if inside && colors[(my - quiet) * w + (mx - quiet)] == qrcode::Color::Dark {
+                pixels[(y * size + x) as usize] = 0;
             }
         }
     }

@@ -246,10 +246,9 @@ fn accessor_for(kind: &str) -> String {
 }
 
 impl Store {
-    /// A freshly initialised cluster: built-in mounts, the `default` policy and the root token.
-    pub fn initial(root_token: &str) -> Self {
-        let mut s = Store::default();
-        s.mounts = vec![
+    /// The mounts every cluster starts with.
+    fn builtin_mounts() -> Vec<Mount> {
+        vec![
             Mount::new(
                 "sys/",
                 Backend::System,
@@ -276,7 +275,15 @@ impl Store {
                 "transform secrets engine",
             ),
             Mount::new("ad/", Backend::Ad, "ad", "directory secrets engine"),
-        ];
+        ]
+    }
+
+    /// A freshly initialised cluster: built-in mounts, the `default` policy and the root token.
+    pub fn initial(root_token: &str) -> Self {
+        let mut s = Store {
+            mounts: Self::builtin_mounts(),
+            ..Store::default()
+        };
         s.acl_policies.insert(
             "default".into(),
             StoredPolicy {
@@ -571,7 +578,10 @@ fn handle(
     token: Option<String>,
     namespace: String,
 ) -> (Result<Resp, ApiError>, String) {
-    leases::sweep(&mut world.clusters[cluster].store);
+    // Expiry runs on the clusters that serve requests (a DR secondary only mirrors its primary).
+    if world.clusters[cluster].dr.mode != dr::Mode::Secondary {
+        leases::sweep(&mut world.clusters[cluster].store);
+    }
     let store = &world.clusters[cluster].store;
     let mount = store
         .mounts
