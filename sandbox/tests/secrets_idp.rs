@@ -60,12 +60,13 @@ async fn idp_config_write_then_read_returns_every_field_but_api_token() {
         "token_bound_cidrs": ["127.0.0.0/8"], "token_explicit_max_ttl": "3h", "token_no_default_policy": true,
         "token_num_uses": 3, "token_period": 0, "token_type": "service"
     });
-    assert_eq!(
-        s.root(Method::POST, "auth/idp/config", Some(body))
-            .await
-            .status,
-        204
-    );
+    // With MFA bypass on, the write answers 200 with the real method's warning.
+    let r = s.root(Method::POST, "auth/idp/config", Some(body)).await;
+    assert_eq!(r.status, 200);
+    assert!(r.body["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("MFA bypass"));
     let r = s.root(Method::GET, "auth/idp/config", None).await;
     assert_eq!(r.status, 200);
     let d = &r.body["data"];
@@ -230,7 +231,8 @@ async fn idp_users_write_read_list_delete() {
     assert_eq!(r.status, 204);
     let r = s.root(Method::GET, "auth/idp/users/alice", None).await;
     assert_eq!(r.body["data"]["groups"], json!(["eng", "ops"]));
-    assert_eq!(r.body["data"]["policies"], json!(["p1", "p2"]));
+    // User policies are stored as given (the token store lower-cases them at login).
+    assert_eq!(r.body["data"]["policies"], json!(["P1", "p2"]));
     s.root(
         Method::POST,
         "auth/idp/users/bob",
@@ -932,4 +934,106 @@ async fn capabilities_self_reports_the_acl() {
         )
         .await;
     assert_eq!(r.body["data"]["secret/a"], json!(["list", "read"]));
+}
+
+#[tokio::test]
+async fn idp_user_write_replaces_groups_and_policies() {
+    let s = configured().await;
+    s.root(
+        Method::POST,
+        "auth/idp/users/u",
+        Some(json!({"groups": "a", "policies": "p"})),
+    )
+    .await;
+    s.root(
+        Method::POST,
+        "auth/idp/users/u",
+        Some(json!({"policies": "q"})),
+    )
+    .await;
+    let r = s.root(Method::GET, "auth/idp/users/u", None).await;
+    assert_eq!(r.body["data"], json!({"groups": [], "policies": ["q"]}));
+}
+
+#[tokio::test]
+async fn idp_group_names_are_case_insensitive_and_stored_lower_cased() {
+    let s = configured().await;
+    s.root(
+        Method::POST,
+        "auth/idp/groups/Admins",
+        Some(json!({"policies": "B,a"})),
+    )
+    .await;
+    assert_eq!(
+        s.root(list(), "auth/idp/groups", None).await.body["data"]["keys"],
+        json!(["admins"])
+    );
+    let r = s.root(Method::GET, "auth/idp/groups/ADMINS", None).await;
+    assert_eq!(r.body["data"]["policies"], json!(["a", "b"]));
+    assert_eq!(
+        s.root(Method::DELETE, "auth/idp/groups/AdMiNs", None)
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        s.root(Method::GET, "auth/idp/groups/admins", None)
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn idp_users_and_groups_are_written_with_the_update_capability() {
+    let s = configured().await;
+    let p = r#"path "auth/idp/users/*" { capabilities = ["update"] }
+               path "auth/idp/groups/*" { capabilities = ["update"] }"#;
+    s.root(
+        Method::PUT,
+        "sys/policies/acl/w",
+        Some(json!({"policy": p})),
+    )
+    .await;
+    let t = token_with(&s, &["w"]).await;
+    assert_eq!(
+        s.call(
+            Method::POST,
+            "auth/idp/users/new",
+            Some(&t),
+            Some(json!({"policies": "a"}))
+        )
+        .await
+        .status,
+        204
+    );
+    assert_eq!(
+        s.call(
+            Method::POST,
+            "auth/idp/groups/new",
+            Some(&t),
+            Some(json!({"policies": "a"}))
+        )
+        .await
+        .status,
+        204
+    );
+}
+
+#[tokio::test]
+async fn login_warns_when_the_provider_has_no_groups_for_the_user() {
+    let s = configured().await;
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"api_token": "t"})),
+    )
+    .await;
+    provider_user(&s, "u", json!({"password": "pw"})).await;
+    let r = login(&s, "u", json!({"password": "pw"})).await;
+    assert_eq!(r.status, 200);
+    assert!(r.body["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("no IdP groups found"));
 }
