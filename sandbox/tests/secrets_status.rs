@@ -79,3 +79,17 @@ async fn idp_config_accepts_the_original_bypass_field_name() {
     let r = s.root(Method::GET, "auth/idp/config", None).await;
     assert_eq!(r.body["data"]["bypass_idp_mfa"], true);
 }
+
+#[tokio::test]
+async fn health_honours_the_requested_status_codes() {
+    let s = start().await;
+    let r = s
+        .call(
+            Method::GET,
+            "sys/health?activecode=299&drsecondarycode=299",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 299);
+}

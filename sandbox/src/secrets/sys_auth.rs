@@ -341,11 +341,16 @@ fn dr_mode(c: &Ctx) -> &'static str {
 
 fn health(c: &mut Ctx) -> Result<Resp, ApiError> {
     let mode = dr_mode(c);
-    let code = if mode == "secondary" {
-        axum::http::StatusCode::from_u16(472).unwrap_or(axum::http::StatusCode::OK)
-    } else {
-        axum::http::StatusCode::OK
+    // Clients choose the codes with `activecode` and `drsecondarycode`, as with the real service.
+    let pick = |k: &str, default: i64| -> Result<u16, ApiError> {
+        Ok(fields::int(&c.data, k)?.unwrap_or(default).clamp(100, 599) as u16)
     };
+    let code = if mode == "secondary" {
+        pick("drsecondarycode", 472)?
+    } else {
+        pick("activecode", 200)?
+    };
+    let code = axum::http::StatusCode::from_u16(code).unwrap_or(axum::http::StatusCode::OK);
     Ok(Resp::raw(
         code,
         json!({
