@@ -867,7 +867,12 @@ async fn status_shows_availability_and_borrowers() {
         .clone();
     assert_eq!(st[&out]["available"], false);
     assert!(st[&out]["borrower_client_token"].is_string());
-    assert!(st[&out].get("borrower_entity_id").is_some());
+    // The root token has no entity: only the (digested) client token is shown.
+    assert_eq!(
+        st[&out]["borrower_client_token"].as_str().unwrap().len(),
+        40
+    );
+    assert!(st[&out].get("borrower_entity_id").is_none());
     let other = if out == "lib1@example.com" {
         "lib2@example.com"
     } else {
@@ -1003,4 +1008,90 @@ async fn revoking_the_borrowers_token_checks_in_its_accounts() {
         .body["data"]
         .clone();
     assert_eq!(st["lib1@example.com"]["available"], true);
+}
+
+#[tokio::test]
+async fn check_in_is_allowed_for_the_same_entity_with_another_token() {
+    let s = setup().await;
+    lib_policy(&s).await;
+    s.root(
+        Method::POST,
+        "ad/library/team",
+        Some(json!({"service_account_names": ["lib1@example.com"]})),
+    )
+    .await;
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"org_name": "a"})),
+    )
+    .await;
+    s.root(
+        Method::POST,
+        "auth/idp/users/u",
+        Some(json!({"policies": "lib"})),
+    )
+    .await;
+    s.admin(Method::PUT, "idp/users/u", Some(json!({"password": "pw"})))
+        .await;
+    let login = |s: &S| {
+        let c = s.client.clone();
+        let url = format!("{}/v1/auth/idp/login/u", s.url);
+        async move {
+            let v: Value = c
+                .post(url)
+                .json(&json!({"password": "pw"}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            (
+                v["auth"]["client_token"].as_str().unwrap().to_string(),
+                v["auth"]["entity_id"].as_str().unwrap().to_string(),
+            )
+        }
+    };
+    let (t1, entity) = login(&s).await;
+    let (t2, _) = login(&s).await;
+    assert_eq!(
+        s.call(Method::POST, "ad/library/team/check-out", Some(&t1), None)
+            .await
+            .status,
+        200
+    );
+    let st = s
+        .root(Method::GET, "ad/library/team/status", None)
+        .await
+        .body["data"]
+        .clone();
+    assert_eq!(
+        st["lib1@example.com"]["borrower_entity_id"],
+        entity.as_str()
+    );
+    let r = s
+        .call(Method::POST, "ad/library/team/check-in", Some(&t2), None)
+        .await;
+    assert_eq!(r.body["data"]["check_ins"], json!(["lib1@example.com"]));
+}
+
+#[tokio::test]
+async fn check_in_without_names_and_nothing_checked_out_checks_in_nothing() {
+    let s = setup().await;
+    s.root(
+        Method::POST,
+        "ad/library/team",
+        Some(json!({"service_account_names": ["lib1@example.com"]})),
+    )
+    .await;
+    let r = s.root(Method::POST, "ad/library/team/check-in", None).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["check_ins"], json!([]));
+    assert_eq!(
+        s.root(Method::GET, "ad/library/nope/status", None)
+            .await
+            .status,
+        400
+    );
 }

@@ -19,7 +19,10 @@
 //!   accounts cannot be removed from it (400);
 //! * check-out answers 400 `No service accounts available for check-out.` when none is free;
 //!   check-in of an account not checked out by the caller's entity or token answers 400 unless
-//!   `disable_check_in_enforcement`; `library/manage/:set/check-in` skips that check;
+//!   `disable_check_in_enforcement`; `library/manage/:set/check-in` skips that check; without
+//!   names, the caller's single checked-out account is checked in (none: `check_ins` is empty;
+//!   several: 400); set names are lower-cased; an unknown set answers 400 `"<set>" doesn't
+//!   exist`; status shows the borrower's entity and a SHA-1 of its client token, when known;
 //! * every check-out has a lease (`ad/library/<set>/check-out/<id>`, renewable up to the set's
 //!   `max_ttl`); revoking or expiring it checks the account in; a check-out ttl of 0 (set ttl 0)
 //!   lends without limit (lease_duration 0);
@@ -581,7 +584,7 @@ fn list_sets(c: &mut Ctx) -> Result<Resp, ApiError> {
 }
 
 fn read_set(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let n = c.param("name");
+    let n = set_name(c);
     am(c)
         .sets
         .get(&n)
@@ -597,7 +600,7 @@ fn read_set(c: &mut Ctx) -> Result<Resp, ApiError> {
 }
 
 fn write_set(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let n = c.param("name");
+    let n = set_name(c);
     let cfg = config(c)?;
     let d = c.data.clone();
     let existing = am(c).sets.get(&n).cloned();
@@ -677,7 +680,7 @@ fn write_set(c: &mut Ctx) -> Result<Resp, ApiError> {
 }
 
 fn delete_set(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let n = c.param("name");
+    let n = set_name(c);
     if am(c).checkouts.values().any(|co| co.set == n) {
         return Err(ApiError::bad_request(
             "all service accounts must be checked in before the set can be deleted",
@@ -688,9 +691,9 @@ fn delete_set(c: &mut Ctx) -> Result<Resp, ApiError> {
 }
 
 fn check_out(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let n = c.param("name");
+    let n = set_name(c);
     let Some(set) = am(c).sets.get(&n).cloned() else {
-        return Err(ApiError::bad_request(format!("set {n:?} doesn't exist")));
+        return Err(ApiError::bad_request(format!("{n:?} doesn't exist")));
     };
     let requested = fields::duration(&c.data, "ttl")?;
     let ttl = match requested {
@@ -792,9 +795,9 @@ fn do_check_in(
 }
 
 fn check_in(c: &mut Ctx, manage: bool) -> Result<Resp, ApiError> {
-    let n = c.param("name");
+    let n = set_name(c);
     let Some(set) = am(c).sets.get(&n).cloned() else {
-        return Err(ApiError::bad_request(format!("set {n:?} doesn't exist")));
+        return Err(ApiError::bad_request(format!("{n:?} doesn't exist")));
     };
     let token = c.token.clone().unwrap_or_default();
     let enforce = !manage && !set.disable_check_in_enforcement;
@@ -811,9 +814,9 @@ fn check_in(c: &mut Ctx, manage: bool) -> Result<Resp, ApiError> {
                 .filter(|(_, co)| co.set == n && (!enforce || mine(co)))
                 .map(|(a, _)| a.clone())
                 .collect();
-            if out.len() != 1 {
+            if out.len() > 1 {
                 return Err(ApiError::bad_request(
-                    "when multiple service accounts are checked out, the name to check in must be provided",
+                    "when multiple service accounts are checked out, the \"service_account_names\" to check in must be provided",
                 ));
             }
             out
@@ -846,24 +849,44 @@ fn check_in(c: &mut Ctx, manage: bool) -> Result<Resp, ApiError> {
 }
 
 fn status(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let n = c.param("name");
+    let n = set_name(c);
     let Some(set) = am(c).sets.get(&n).cloned() else {
-        return Err(ApiError::not_found());
+        return Err(ApiError::bad_request(format!("{n:?} doesn't exist")));
     };
     let m = am(c).clone();
     let mut d = serde_json::Map::new();
     for a in &set.service_account_names {
         let v = match m.checkouts.get(a) {
             None => json!({ "available": true }),
-            Some(co) => json!({
-                "available": false,
-                "borrower_client_token": co.borrower_client_token,
-                "borrower_entity_id": co.borrower_entity_id,
-            }),
+            Some(co) => {
+                // Only the fields that are set, as the real engine reports them; the client
+                // token is shown as a SHA-1 of it (never the token itself).
+                let mut v = json!({ "available": false });
+                if !co.borrower_client_token.is_empty() {
+                    v["borrower_client_token"] = json!(token_digest(&co.borrower_client_token));
+                }
+                if !co.borrower_entity_id.is_empty() {
+                    v["borrower_entity_id"] = json!(co.borrower_entity_id);
+                }
+                v
+            }
         };
         d.insert(a.clone(), v);
     }
     Ok(Resp::data(Value::Object(d)))
+}
+
+/// Set names are lower-cased, as the real engine's `TypeLowerCaseString` name field does.
+fn set_name(c: &Ctx) -> String {
+    c.param("name").to_lowercase()
+}
+
+fn token_digest(t: &str) -> String {
+    use sha1::Digest;
+    sha1::Sha1::digest(t.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Checks the accounts of a revoked or expired check-out back in. Fails when the set is gone
