@@ -126,6 +126,7 @@ async fn ad_config_requires_binddn_and_bindpass() {
 
 #[tokio::test]
 async fn ad_config_password_policy_excludes_length_and_formatter() {
+    // The real engine rejects invalid password settings with a plain error (500).
     let s = start().await;
     let b = |extra: Value| {
         let mut v = json!({"binddn": "x", "bindpass": "y", "password_policy": "p"});
@@ -134,12 +135,14 @@ async fn ad_config_password_policy_excludes_length_and_formatter() {
         }
         v
     };
-    assert_eq!(
-        s.root(Method::POST, "ad/config", Some(b(json!({"length": 20}))))
-            .await
-            .status,
-        400
-    );
+    let r = s
+        .root(Method::POST, "ad/config", Some(b(json!({"length": 20}))))
+        .await;
+    assert_eq!(r.status, 500);
+    assert!(r.body["errors"][0]
+        .as_str()
+        .unwrap()
+        .contains("cannot set password_policy and either length or formatter"));
     assert_eq!(
         s.root(
             Method::POST,
@@ -148,7 +151,7 @@ async fn ad_config_password_policy_excludes_length_and_formatter() {
         )
         .await
         .status,
-        400
+        500
     );
     assert_eq!(
         s.root(Method::POST, "ad/config", Some(b(json!({}))))
@@ -161,32 +164,32 @@ async fn ad_config_password_policy_excludes_length_and_formatter() {
 #[tokio::test]
 async fn ad_config_length_has_a_minimum_of_14() {
     let s = start().await;
-    assert_eq!(
-        s.root(
+    let r = s
+        .root(
             Method::POST,
             "ad/config",
-            Some(json!({"binddn": "x", "bindpass": "y", "length": 13}))
+            Some(json!({"binddn": "x", "bindpass": "y", "length": 13})),
         )
-        .await
-        .status,
-        400
-    );
-    assert_eq!(
-        s.root(
+        .await;
+    assert_eq!(r.status, 500);
+    assert!(r.body["errors"][0]
+        .as_str()
+        .unwrap()
+        .contains("please boost length to 14"));
+    let r = s
+        .root(
             Method::POST,
             "ad/config",
-            Some(json!({"binddn": "x", "bindpass": "y", "length": "14"}))
+            Some(json!({"binddn": "x", "bindpass": "y", "length": "14"})),
         )
-        .await
-        .status,
-        204
-    );
+        .await;
+    assert_eq!(r.status, 204);
 }
 
 #[tokio::test]
 async fn ad_config_formatter_needs_exactly_one_placeholder() {
     let s = start().await;
-    for f in ["nothing", "{{PASSWORD}}{{PASSWORD}}"] {
+    for f in ["nothing-at-all-here", "{{PASSWORD}}{{PASSWORD}}"] {
         let r = s
             .root(
                 Method::POST,
@@ -194,7 +197,14 @@ async fn ad_config_formatter_needs_exactly_one_placeholder() {
                 Some(json!({"binddn": "x", "bindpass": "y", "formatter": f})),
             )
             .await;
-        assert_eq!(r.status, 400, "{f}");
+        assert_eq!(r.status, 500, "{f}");
+        assert!(
+            r.body["errors"][0]
+                .as_str()
+                .unwrap()
+                .contains("password replacement field"),
+            "{f}"
+        );
     }
     let r = s
         .root(
@@ -204,6 +214,29 @@ async fn ad_config_formatter_needs_exactly_one_placeholder() {
         )
         .await;
     assert_eq!(r.status, 204);
+}
+
+#[tokio::test]
+async fn ad_config_ttl_cannot_exceed_max_ttl_and_defaults_to_the_system_ttl() {
+    let s = start().await;
+    let r = s
+        .root(
+            Method::POST,
+            "ad/config",
+            Some(json!({"binddn": "x", "bindpass": "y", "ttl": 100, "max_ttl": 10})),
+        )
+        .await;
+    assert_eq!(r.status, 500);
+    s.root(
+        Method::POST,
+        "ad/config",
+        Some(json!({"binddn": "x", "bindpass": "y"})),
+    )
+    .await;
+    let d = s.root(Method::GET, "ad/config", None).await.body["data"].clone();
+    assert_eq!(d["ttl"], 2_764_800);
+    assert_eq!(d["max_ttl"], 2_764_800);
+    assert_eq!(d["last_rotation_tolerance"], 5);
 }
 
 #[tokio::test]

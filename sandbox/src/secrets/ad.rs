@@ -9,6 +9,11 @@
 //! used; TLS settings are stored only.
 //!
 //! Behaviour where the spec is silent, following the real engine:
+//! * config writes merge the connection fields and take the password settings (ttl, max_ttl
+//!   — 0 means the 768h system default —, length, formatter, password_policy,
+//!   last_rotation_tolerance) from each request; invalid password settings or TTLs are plain
+//!   errors in the real engine and answer 500 with its messages; a missing binddn/bindpass
+//!   answers 400;
 //! * roles identify accounts by `service_account_name` (a UPN); `creds` answers `username`
 //!   without the domain; the first `creds` read and any read after the role's ttl rotate the
 //!   password (`last_password` keeps the previous one); a password changed in the directory
@@ -289,23 +294,22 @@ fn read_config(c: &mut Ctx) -> Result<Resp, ApiError> {
     })))
 }
 
+/// Writes the config as the real engine does: the connection (LDAP) fields are merged with the
+/// stored ones, the password settings (`ttl`, `max_ttl`, `length`, `formatter`,
+/// `password_policy`, `last_rotation_tolerance`) are taken from this request with their
+/// defaults. Validation failures are plain errors in the real engine, so they answer 500.
 fn write_config(c: &mut Ctx) -> Result<Resp, ApiError> {
     let d = c.data.clone();
-    let existing = am(c).config.clone();
-    let mut cfg = existing.clone().unwrap_or(AdConfig {
-        ttl: DEFAULT_TTL,
-        max_ttl: DEFAULT_TTL,
+    let fail = |m: String| ApiError::internal(super::http::multi(&m));
+    let mut cfg = am(c).config.clone().unwrap_or(AdConfig {
         url: "ldap://127.0.0.1".into(),
         connection_timeout: 30,
         request_timeout: 90,
-        last_rotation_tolerance: 5,
         tls_min_version: "tls12".into(),
         tls_max_version: "tls12".into(),
         ..Default::default()
     });
     for (k, slot) in [
-        ("password_policy", &mut cfg.password_policy),
-        ("formatter", &mut cfg.formatter),
         ("url", &mut cfg.url),
         ("certificate", &mut cfg.certificate),
         ("binddn", &mut cfg.binddn),
@@ -320,19 +324,12 @@ fn write_config(c: &mut Ctx) -> Result<Resp, ApiError> {
         }
     }
     for (k, slot) in [
-        ("ttl", &mut cfg.ttl),
-        ("max_ttl", &mut cfg.max_ttl),
         ("connection_timeout", &mut cfg.connection_timeout),
         ("request_timeout", &mut cfg.request_timeout),
-        ("last_rotation_tolerance", &mut cfg.last_rotation_tolerance),
     ] {
         if let Some(v) = fields::duration(&d, k)? {
             *slot = v;
         }
-    }
-    let length_given = fields::has(&d, "length");
-    if let Some(v) = fields::int(&d, "length")? {
-        cfg.length = v;
     }
     for (k, slot) in [
         ("starttls", &mut cfg.starttls),
@@ -342,55 +339,84 @@ fn write_config(c: &mut Ctx) -> Result<Resp, ApiError> {
             *slot = v;
         }
     }
+    if !cfg.certificate.is_empty() && !cfg.certificate.contains("-----BEGIN CERTIFICATE-----") {
+        return Err(fail("failed to decode PEM block in the certificate".into()));
+    }
     if cfg.binddn.is_empty() {
         return Err(ApiError::bad_request("missing binddn"));
     }
     if cfg.bindpass.is_empty() {
         return Err(ApiError::bad_request("missing bindpass"));
     }
-    if !cfg.password_policy.is_empty() && (length_given || !cfg.formatter.is_empty()) {
-        return Err(ApiError::bad_request(
-            "cannot set password_policy and either length or formatter",
-        ));
+    if cfg.url.is_empty() {
+        return Err(fail("url is required".into()));
     }
-    if cfg.password_policy.is_empty() && cfg.length == 0 {
-        cfg.length = DEFAULT_LENGTH;
+    // Password settings: this request's values, with defaults.
+    cfg.password_policy = fields::string_or(&d, "password_policy", "")?;
+    cfg.formatter = fields::string_or(&d, "formatter", "")?;
+    cfg.length = match fields::int(&d, "length")? {
+        Some(l) => l,
+        None if cfg.password_policy.is_empty() => DEFAULT_LENGTH,
+        None => 0,
+    };
+    cfg.last_rotation_tolerance = fields::duration(&d, "last_rotation_tolerance")?.unwrap_or(5);
+    let mut ttl = fields::duration(&d, "ttl")?.unwrap_or(0);
+    let mut max_ttl = fields::duration(&d, "max_ttl")?.unwrap_or(0);
+    if ttl == 0 {
+        ttl = DEFAULT_TTL;
+    }
+    if max_ttl == 0 {
+        max_ttl = DEFAULT_TTL;
+    }
+    if ttl > max_ttl {
+        return Err(fail("ttl must be smaller than or equal to max_ttl".into()));
+    }
+    if ttl < 1 {
+        return Err(fail("ttl must be positive".into()));
+    }
+    if max_ttl < 1 {
+        return Err(fail("max_ttl must be positive".into()));
+    }
+    cfg.ttl = ttl;
+    cfg.max_ttl = max_ttl;
+    if !cfg.password_policy.is_empty() && (cfg.length != 0 || !cfg.formatter.is_empty()) {
+        return Err(fail(
+            "cannot set password_policy and either length or formatter".into(),
+        ));
     }
     if cfg.password_policy.is_empty() {
-        if cfg.length < MIN_LENGTH {
-            return Err(ApiError::bad_request(format!(
-                "it's not possible to generate a _secure_ password of length {}, please boost length to {MIN_LENGTH}, though the service recommends higher",
-                cfg.length
-            )));
-        }
-        if !cfg.formatter.is_empty() {
-            if cfg.formatter.matches("{{PASSWORD}}").count() != 1 {
-                return Err(ApiError::bad_request(
-                    "formatter must contain exactly one {{PASSWORD}} field",
-                ));
-            }
-            let room = cfg.length - (cfg.formatter.len() as i64 - "{{PASSWORD}}".len() as i64);
-            if room < MIN_LENGTH {
-                return Err(ApiError::bad_request(format!(
-                    "since the formatter is {} characters, length must be at least {}",
-                    cfg.formatter.len() - "{{PASSWORD}}".len(),
-                    cfg.formatter.len() as i64 - "{{PASSWORD}}".len() as i64 + MIN_LENGTH
+        const PWD: &str = "{{PASSWORD}}";
+        if cfg.formatter.is_empty() {
+            if cfg.length < MIN_LENGTH {
+                return Err(fail(format!(
+                    "it's not possible to generate a _secure_ password of length {}, please boost length to {MIN_LENGTH}, though Vault recommends higher",
+                    cfg.length
                 )));
             }
+        } else {
+            let room = cfg.length - (cfg.formatter.len() as i64 - PWD.len() as i64);
+            if room < MIN_LENGTH - PREFIX.len() as i64 {
+                return Err(fail(format!(
+                    "since the desired length is {}, it isn't possible to generate a sufficiently complex password - please increase desired length or remove characters from the formatter",
+                    cfg.length
+                )));
+            }
+            match cfg.formatter.matches(PWD).count() {
+                0 => {
+                    return Err(fail(format!(
+                        "{} must contain password replacement field of {PWD}",
+                        cfg.formatter
+                    )))
+                }
+                1 => {}
+                _ => {
+                    return Err(fail(format!(
+                        "{} must contain ONE password replacement field of {PWD}",
+                        cfg.formatter
+                    )))
+                }
+            }
         }
-    } else {
-        cfg.length = 0;
-    }
-    if cfg.ttl < 0 || cfg.max_ttl < 0 {
-        return Err(ApiError::bad_request("ttl and max_ttl cannot be negative"));
-    }
-    if cfg.max_ttl > 0 && cfg.ttl > cfg.max_ttl {
-        return Err(ApiError::bad_request("ttl cannot be greater than max_ttl"));
-    }
-    if !cfg.certificate.is_empty() && !cfg.certificate.contains("-----BEGIN CERTIFICATE-----") {
-        return Err(ApiError::bad_request(
-            "failed to parse certificate: not a PEM-encoded x509 certificate",
-        ));
     }
     am(c).config = Some(cfg);
     Ok(Resp::no_content())
