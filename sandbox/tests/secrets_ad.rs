@@ -1128,3 +1128,51 @@ async fn check_in_without_names_and_nothing_checked_out_checks_in_nothing() {
         400
     );
 }
+
+#[tokio::test]
+async fn library_sets_honour_create_versus_update_capability() {
+    let s = setup().await;
+    let p = r#"path "ad/library/*" { capabilities = ["update", "read"] }"#;
+    s.root(
+        Method::PUT,
+        "sys/policies/acl/upd",
+        Some(json!({"policy": p})),
+    )
+    .await;
+    let t = s
+        .root(
+            Method::POST,
+            "auth/token/create",
+            Some(json!({"policies": ["upd"]})),
+        )
+        .await
+        .body["auth"]["client_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body = json!({"service_account_names": ["lib1@example.com"]});
+    assert_eq!(
+        s.call(
+            Method::POST,
+            "ad/library/team",
+            Some(&t),
+            Some(body.clone())
+        )
+        .await
+        .status,
+        403
+    );
+    s.root(Method::POST, "ad/library/team", Some(body.clone()))
+        .await;
+    assert_eq!(
+        s.call(
+            Method::POST,
+            "ad/library/team",
+            Some(&t),
+            Some(json!({"ttl": "1h"}))
+        )
+        .await
+        .status,
+        204
+    );
+}

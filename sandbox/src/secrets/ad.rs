@@ -176,6 +176,11 @@ pub fn routes() -> Vec<Route> {
             .read(read_set)
             .write(write_set)
             .delete(delete_set)
+            // Sets have an existence check in the real engine: creating needs `create`.
+            .exists(|c| {
+                let n = set_name(c);
+                am(c).sets.contains_key(&n)
+            })
             .doc("Manage a library set.", ""),
         Route::new("rotate-root")
             .read(rotate_root)
