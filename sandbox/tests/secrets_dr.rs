@@ -559,73 +559,100 @@ async fn only_one_generation_attempt_at_a_time_and_cancel_clears_it() {
 #[tokio::test]
 async fn generation_update_rejects_wrong_nonce_repeated_and_unknown_keys() {
     let s = pair().await;
-    let r = s
-        .call_at(
-            1,
-            Method::POST,
-            &format!("{DR}/secondary/generate-operation-token/attempt"),
-            None,
-            None,
-        )
-        .await;
+    let attempt = format!("{DR}/secondary/generate-operation-token/attempt");
+    let r = s.call_at(1, Method::POST, &attempt, None, None).await;
     let nonce = r.body["data"]["nonce"].as_str().unwrap().to_string();
     let ks = keys(&s).await;
     let upd = format!("{DR}/secondary/generate-operation-token/update");
+    let call = |body: Value| {
+        let s = &s;
+        let upd = upd.clone();
+        async move { s.call_at(1, Method::POST, &upd, None, Some(body)).await }
+    };
     assert_eq!(
-        s.call_at(
-            1,
-            Method::POST,
-            &upd,
-            None,
-            Some(json!({"key": ks[0], "nonce": "wrong"}))
-        )
-        .await
-        .status,
+        call(json!({"key": ks[0], "nonce": "wrong"})).await.status,
         400
     );
     assert_eq!(
-        s.call_at(
-            1,
-            Method::POST,
-            &upd,
-            None,
-            Some(json!({"key": ks[0], "nonce": nonce}))
-        )
-        .await
-        .status,
+        call(json!({"key": ks[0], "nonce": nonce})).await.status,
         200
     );
+    let r = call(json!({"key": ks[0], "nonce": nonce})).await;
+    assert_eq!(r.status, 400);
     assert_eq!(
-        s.call_at(
-            1,
-            Method::POST,
-            &upd,
-            None,
-            Some(json!({"key": ks[0], "nonce": nonce}))
-        )
-        .await
-        .status,
-        400
+        r.body["errors"],
+        json!(["given key has already been provided during this generation operation"])
     );
-    let bogus = "ab".repeat(32);
+    let r = call(json!({"nonce": nonce})).await;
     assert_eq!(
-        s.call_at(
-            1,
-            Method::POST,
-            &upd,
-            None,
-            Some(json!({"key": bogus, "nonce": nonce}))
-        )
-        .await
-        .status,
-        400
+        r.body["errors"],
+        json!(["'key' must be specified in request body as JSON"])
     );
     assert_eq!(
-        s.call_at(1, Method::POST, &upd, None, Some(json!({"nonce": nonce})))
+        call(json!({"key": "not hex or base64!", "nonce": nonce}))
             .await
             .status,
         400
     );
+    // A wrong share is only found out at the threshold, which aborts and resets the progress.
+    assert_eq!(
+        call(json!({"key": ks[1], "nonce": nonce})).await.status,
+        200
+    );
+    let r = call(json!({"key": "ab".repeat(32), "nonce": nonce})).await;
+    assert_eq!(r.status, 400);
+    assert!(r.body["errors"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("root generation aborted"));
+    let st = s.call_at(1, Method::GET, &attempt, None, None).await;
+    assert_eq!(st.body["data"]["started"], true);
+    assert_eq!(st.body["data"]["progress"], 0);
+}
+
+#[tokio::test]
+async fn generation_accepts_base64_shares_and_a_caller_otp() {
+    let s = pair().await;
+    let attempt = format!("{DR}/secondary/generate-operation-token/attempt");
+    let otp = "A".repeat(28);
+    let r = s
+        .call_at(1, Method::POST, &attempt, None, Some(json!({"otp": otp})))
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["data"]["otp"], "");
+    let nonce = r.body["data"]["nonce"].clone();
+    let b64: Vec<String> = serde_json::from_value(
+        s.admin(Method::GET, "keys", None).await.body["keys_base64"].clone(),
+    )
+    .unwrap();
+    let mut last = Value::Null;
+    for k in b64.iter().take(3) {
+        last = s
+            .call_at(
+                1,
+                Method::POST,
+                &format!("{DR}/secondary/generate-operation-token/update"),
+                None,
+                Some(json!({"key": k, "nonce": nonce})),
+            )
+            .await
+            .body["data"]
+            .clone();
+    }
+    assert_eq!(last["complete"], true);
+    assert_eq!(last["encoded_root_token"], "");
+    let token = decode_otp(last["encoded_token"].as_str().unwrap(), &otp);
+    assert!(token.starts_with("hvs."));
+    let s2 = s
+        .call_at(
+            1,
+            Method::POST,
+            &attempt,
+            None,
+            Some(json!({"otp": "short"})),
+        )
+        .await;
+    assert_eq!(s2.status, 400);
 }
 
 #[tokio::test]

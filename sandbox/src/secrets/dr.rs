@@ -17,8 +17,10 @@
 //!   `ttl` (default `30m`) and usable once; with `secondary_public_key` the token is returned in
 //!   `data.token` instead (the sandbox does not encrypt it; the secondary accepts it as is);
 //! * operation-token generation uses the sandbox's unseal key shares (5 shares, threshold 3),
-//!   read through `GET /_sandbox/secrets/keys`; an unknown share answers 400 `invalid key share`,
-//!   a repeated one 400; the encoded token is `base64(token XOR otp)` (unpadded, as the real
+//!   read through `GET /_sandbox/secrets/keys`; shares are hex or base64; as with the real
+//!   Shamir combination, a wrong share is only detected at the threshold (400 `root generation
+//!   aborted: ...`, progress reset), a repeated one answers 400 at once; a caller-given `otp`
+//!   must be 28 characters and is not echoed; the encoded token is `base64(token XOR otp)` (unpadded, as the real
 //!   service), or, with `pgp_key`, the token encrypted to that OpenPGP key (base64 of the binary
 //!   message) with `pgp_fingerprint` set;
 //! * licence: without an enterprise licence (edition `community`) none of these paths exist
@@ -761,23 +763,30 @@ fn attempt_read(c: &mut Ctx) -> Result<Resp, ApiError> {
 fn attempt_start(c: &mut Ctx) -> Result<Resp, ApiError> {
     require_secondary(c)?;
     if me(c).attempt.is_some() {
-        return Err(ApiError::bad_request(
-            "DR operation token generation already in progress",
-        ));
+        return Err(ApiError::bad_request("root generation already in progress"));
     }
     let pgp = fields::string_or(&c.data, "pgp_key", "")?;
+    let given_otp = fields::string_or(&c.data, "otp", "")?;
     let mut a = Attempt {
         nonce: uuid::Uuid::new_v4().to_string(),
         ..Default::default()
     };
-    if pgp.is_empty() {
-        a.otp = Some(random(OTP_LEN));
-    } else {
+    // The OTP is returned only when the service generated it (not when the caller gave one).
+    let mut shown_otp = false;
+    if !pgp.is_empty() {
         let (bytes, fp) = super::pgp::parse_public_key(&pgp).map_err(ApiError::bad_request)?;
         a.pgp_key = Some(bytes);
         a.pgp_fingerprint = fp;
+    } else if !given_otp.is_empty() {
+        if given_otp.len() != OTP_LEN {
+            return Err(ApiError::bad_request("OTP string is wrong length"));
+        }
+        a.otp = Some(given_otp);
+    } else {
+        a.otp = Some(random(OTP_LEN));
+        shown_otp = true;
     }
-    let out = attempt_json(Some(&a), true, "");
+    let out = attempt_json(Some(&a), shown_otp, "");
     me(c).attempt = Some(a);
     Ok(Resp::data(out))
 }
@@ -788,45 +797,62 @@ fn attempt_cancel(c: &mut Ctx) -> Result<Resp, ApiError> {
     Ok(Resp::no_content())
 }
 
-fn decode_share(k: &str) -> Option<String> {
+/// Decodes a key share given as hex or base64, as the real service does.
+fn decode_share(k: &str) -> Option<Vec<u8>> {
     let k = k.trim();
-    if k.len() == 64 && k.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Some(k.to_lowercase());
+    let ok_len = |b: &Vec<u8>| (16..=33).contains(&b.len());
+    if k.len() % 2 == 0 && k.chars().all(|c| c.is_ascii_hexdigit()) {
+        let bytes: Vec<u8> = (0..k.len() / 2)
+            .filter_map(|i| u8::from_str_radix(&k[2 * i..2 * i + 2], 16).ok())
+            .collect();
+        if ok_len(&bytes) {
+            return Some(bytes);
+        }
     }
-    base64::engine::general_purpose::STANDARD
-        .decode(k)
-        .ok()
-        .filter(|b| b.len() == 32)
-        .map(|b| hex(&b))
+    base64::engine::general_purpose::STANDARD.decode(k).ok()
 }
 
+/// Takes one key share. Shares are only checked once the threshold is reached, as with the
+/// real service's Shamir combination: a wrong share then aborts and resets the progress.
 fn attempt_update(c: &mut Ctx) -> Result<Resp, ApiError> {
     require_secondary(c)?;
     let key = fields::string_or(&c.data, "key", "")?;
     let nonce = fields::string_or(&c.data, "nonce", "")?;
     if key.is_empty() {
-        return Err(ApiError::bad_request("missing key"));
+        return Err(ApiError::bad_request(
+            "'key' must be specified in request body as JSON",
+        ));
     }
-    if nonce.is_empty() {
-        return Err(ApiError::bad_request("missing nonce"));
+    let Some(share) = decode_share(&key) else {
+        return Err(ApiError::bad_request(
+            "'key' must be a valid hex or base64 string",
+        ));
+    };
+    if !(16..=33).contains(&share.len()) {
+        return Err(ApiError::bad_request(format!(
+            "key is {} than {} 32 bytes",
+            if share.len() < 16 {
+                "shorter"
+            } else {
+                "longer"
+            },
+            if share.len() < 16 {
+                "minimum"
+            } else {
+                "maximum"
+            }
+        )));
     }
+    let share = hex(&share);
     let shares = c.world.key_shares.clone();
     let Some(mut a) = me(c).attempt.clone() else {
-        return Err(ApiError::bad_request(
-            "no DR operation token generation in progress",
-        ));
+        return Err(ApiError::bad_request("no root generation in progress"));
     };
     if a.nonce != nonce {
         return Err(ApiError::bad_request(format!(
-            "incorrect nonce supplied; nonce for this DR operation token generation is {}",
+            "incorrect nonce supplied; nonce for this root generation operation is {:?}",
             a.nonce
         )));
-    }
-    let Some(share) = decode_share(&key) else {
-        return Err(ApiError::bad_request("unable to decode key share"));
-    };
-    if !shares.contains(&share) {
-        return Err(ApiError::bad_request("invalid key share"));
     }
     if a.provided.contains(&share) {
         return Err(ApiError::bad_request(
@@ -838,6 +864,11 @@ fn attempt_update(c: &mut Ctx) -> Result<Resp, ApiError> {
         let out = attempt_json(Some(&a), false, "");
         me(c).attempt = Some(a);
         return Ok(Resp::data(out));
+    }
+    if a.provided.iter().any(|p| !shares.contains(p)) {
+        a.provided.clear();
+        me(c).attempt = Some(a);
+        return Err(ApiError::bad_request("root generation aborted: root key verification failed: cipher: message authentication failed"));
     }
     // Complete: mint the operation token and encode it.
     let token = format!("hvs.{}", random(OTP_LEN - 4));
@@ -860,6 +891,8 @@ fn attempt_update(c: &mut Ctx) -> Result<Resp, ApiError> {
     out["progress"] = json!(THRESHOLD);
     out["complete"] = json!(true);
     out["pgp_fingerprint"] = json!(a.pgp_fingerprint);
+    // Only root-token generation fills encoded_root_token.
+    out["encoded_root_token"] = json!("");
     Ok(Resp::data(out))
 }
 
