@@ -205,6 +205,8 @@ fn config(c: &mut Ctx) -> Result<AdConfig, ApiError> {
 }
 
 fn random_chars(n: usize) -> String {
+    // Capped so an absurd configured length cannot exhaust memory.
+    let n = n.min(1 << 16);
     rand::rng()
         .sample_iter(&Alphanumeric)
         .take(n)

@@ -175,11 +175,11 @@ pub fn issue(
     let l = Lease {
         id: id.clone(),
         issue_time: n,
-        expire_time: n + ttl,
+        expire_time: n.saturating_add(ttl),
         last_renewal: None,
         renewable,
         ttl,
-        max_expire: (max_ttl > 0).then_some(n + max_ttl),
+        max_expire: (max_ttl > 0).then_some(n.saturating_add(max_ttl)),
         owner: owner.to_string(),
         mount: mount.to_string(),
         kind,

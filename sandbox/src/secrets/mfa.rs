@@ -303,7 +303,8 @@ fn qr_png(data: &str, size: u32) -> Result<Vec<u8>, ApiError> {
     let colors = code.to_colors();
     let quiet = 4usize;
     let total = w + 2 * quiet;
-    let size = size.max(total as u32);
+    // At least as large as the modules need; capped so a huge qr_size cannot exhaust memory.
+    let size = size.max(total as u32).min(4096);
     let mut pixels = vec![255u8; (size * size) as usize];
     for y in 0..size {
         for x in 0..size {
@@ -352,7 +353,7 @@ fn generate_for(c: &mut Ctx, m: &TotpMethod, entity_id: &str) -> Result<Resp, Ap
             m.name
         )));
     }
-    let key: Vec<u8> = (0..m.key_size)
+    let key: Vec<u8> = (0..m.key_size.min(4096))
         .map(|_| rand::rng().random::<u8>())
         .collect();
     let secret = otp::base32_encode(&key);

@@ -62,6 +62,9 @@ fn parse(text: &str) -> Result<Parsed, String> {
             hcl::Structure::Block(b) => return Err(format!("invalid key {:?}", b.identifier())),
         }
     }
+    if length > 4096 {
+        return Err(format!("length must be <= 4096 (got {length})"));
+    }
     if length < 4 {
         return Err(format!("length must be >= 4 (got {length})"));
     }
