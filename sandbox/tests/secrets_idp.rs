@@ -1037,3 +1037,51 @@ async fn login_warns_when_the_provider_has_no_groups_for_the_user() {
         .unwrap()
         .contains("no IdP groups found"));
 }
+
+#[tokio::test]
+async fn renewal_reads_the_current_token_ttl_and_max_ttl() {
+    let s = start().await;
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"org_name": "a", "token_ttl": "1h", "token_max_ttl": "10h"})),
+    )
+    .await;
+    provider_user(&s, "u", json!({"password": "pw"})).await;
+    let r = login(&s, "u", json!({"password": "pw"})).await;
+    assert_eq!(r.body["auth"]["lease_duration"], 3600);
+    let tok = r.body["auth"]["client_token"].as_str().unwrap().to_string();
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"token_ttl": "2h", "token_max_ttl": "10h"})),
+    )
+    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "auth/token/renew-self",
+            Some(&tok),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["auth"]["lease_duration"], 7200);
+    // The max TTL read at renewal caps the increment.
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"token_ttl": "1h", "token_max_ttl": "90m"})),
+    )
+    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "auth/token/renew-self",
+            Some(&tok),
+            Some(json!({"increment": "5h"})),
+        )
+        .await;
+    let d = r.body["auth"]["lease_duration"].as_i64().unwrap();
+    assert!((5390..=5400).contains(&d), "{d}");
+}
