@@ -93,3 +93,22 @@ async fn health_honours_the_requested_status_codes() {
         .await;
     assert_eq!(r.status, 299);
 }
+
+#[tokio::test]
+async fn head_on_health_answers_the_status_only() {
+    let s = start().await;
+    let r = s
+        .client
+        .head(format!("{}/v1/sys/health", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = s
+        .client
+        .head(format!("{}/v1/sys/policies/acl/default", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+}

@@ -483,6 +483,8 @@ async fn dispatch(
         "POST" | "PUT" => Op::Update,
         "DELETE" => Op::Delete,
         "PATCH" => Op::Patch,
+        // The real service answers HEAD on the health endpoint (status only) for load balancers.
+        "HEAD" if path.trim_end_matches('/') == "sys/health" => Op::Read,
         _ => return ApiError::method_not_allowed().into_response(),
     };
     // JSON body, accepted without a Content-Type and on any method, as the real service does.
