@@ -1085,3 +1085,25 @@ async fn renewal_reads_the_current_token_ttl_and_max_ttl() {
     let d = r.body["auth"]["lease_duration"].as_i64().unwrap();
     assert!((5390..=5400).contains(&d), "{d}");
 }
+
+#[tokio::test]
+async fn batch_token_type_issues_batch_tokens() {
+    let s = start().await;
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"org_name": "a", "token_type": "batch"})),
+    )
+    .await;
+    provider_user(&s, "u", json!({"password": "pw"})).await;
+    let r = login(&s, "u", json!({"password": "pw"})).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["auth"]["token_type"], "batch");
+    assert_eq!(r.body["auth"]["renewable"], false);
+    let tok = r.body["auth"]["client_token"].as_str().unwrap().to_string();
+    assert!(tok.starts_with("hvb."));
+    let r = s
+        .call(Method::GET, "auth/token/lookup-self", Some(&tok), None)
+        .await;
+    assert_eq!(r.body["data"]["type"], "batch");
+}

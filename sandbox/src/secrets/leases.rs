@@ -138,6 +138,9 @@ fn rfc3339(t: i64) -> String {
 /// Records the lease of a token issued by a login or `auth/token/create`.
 pub fn register_token(store: &mut Store, t: &TokenEntry) {
     let Some(exp) = t.expire_time else { return };
+    if t.token_type == "batch" {
+        return;
+    }
     let id = format!("{}/{}", t.path, salted(&t.id));
     store.leases.insert(
         id.clone(),
