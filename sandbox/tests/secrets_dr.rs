@@ -1169,3 +1169,14 @@ async fn dr_endpoints_are_restricted_to_the_root_namespace() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
 }
+
+#[tokio::test]
+async fn overall_replication_status_includes_dr() {
+    let s = pair().await;
+    let r = s
+        .call_at(1, Method::GET, "sys/replication/status", None, None)
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["dr"]["mode"], "secondary");
+    assert_eq!(r.body["data"]["performance"]["mode"], "disabled");
+}

@@ -134,6 +134,12 @@ pub fn routes() -> Vec<Route> {
             .dr_secondary()
             .licence(e)
             .doc("DR replication status.", "Mode, cluster id, WAL positions, Merkle root and peers of this cluster."),
+        Route::new("replication/status")
+            .read(overall_status)
+            .unauth()
+            .dr_secondary()
+            .licence(e)
+            .doc("Replication status.", "DR and performance replication status of this cluster (performance replication is not emulated)."),
         pri(Route::new("replication/dr/primary/enable").write(primary_enable)
             .doc("Enable DR replication as primary.", "Turns a cluster that is not a secondary into a DR primary.")),
         pri(Route::new("replication/dr/primary/demote").write(primary_demote)
@@ -338,6 +344,14 @@ fn status(c: &mut Ctx) -> Result<Resp, ApiError> {
             })))
         }
     }
+}
+
+/// `sys/replication/status`: the DR status with performance replication disabled.
+fn overall_status(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let dr = status(c)?.data.unwrap_or(Value::Null);
+    Ok(Resp::data(
+        json!({ "dr": dr, "performance": { "mode": "disabled" } }),
+    ))
 }
 
 fn warn(msg: &str) -> Resp {
