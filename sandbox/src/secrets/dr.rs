@@ -815,7 +815,7 @@ fn attempt_cancel(c: &mut Ctx) -> Result<Resp, ApiError> {
 fn decode_share(k: &str) -> Option<Vec<u8>> {
     let k = k.trim();
     let ok_len = |b: &Vec<u8>| (16..=33).contains(&b.len());
-    if k.len() % 2 == 0 && k.chars().all(|c| c.is_ascii_hexdigit()) {
+    if k.len().is_multiple_of(2) && k.chars().all(|c| c.is_ascii_hexdigit()) {
         let bytes: Vec<u8> = (0..k.len() / 2)
             .filter_map(|i| u8::from_str_radix(&k[2 * i..2 * i + 2], 16).ok())
             .collect();
