@@ -325,7 +325,7 @@ async fn login_returns_auth_with_policies_from_config_user_and_groups() {
     assert!(!auth["accessor"].as_str().unwrap().is_empty());
     assert_eq!(auth["policies"], json!(["base", "default", "own", "team"]));
     assert_eq!(auth["metadata"]["username"], "alice");
-    assert_eq!(auth["metadata"]["policies"], "team,own");
+    assert_eq!(auth["metadata"]["policies"], "own,team");
     assert_eq!(auth["lease_duration"], 3600);
     assert_eq!(auth["renewable"], true);
 }

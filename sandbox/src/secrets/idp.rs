@@ -17,7 +17,7 @@
 //!   preferred over push when given;
 //! * tokens get the config's `token_policies`, the policies of the user's groups (local groups
 //!   of the user, plus the provider's groups when `api_token` is set) and the user's policies;
-//!   `auth.metadata.policies` lists the user and group policies joined by commas;
+//!   `auth.metadata.policies` lists the user and group policies, sorted, joined by commas;
 //! * `token_bound_cidrs` is validated and stored; every sandbox client is on loopback, so it is
 //!   checked against `127.0.0.1`.
 
@@ -555,6 +555,8 @@ fn complete_login(
     }
     let mut meta = BTreeMap::new();
     meta.insert("username".to_string(), username.to_string());
+    // The real method sorts the user and group policies before joining them.
+    policies.sort();
     meta.insert("policies".to_string(), policies.join(","));
     let entity_id = identity::entity_for_alias(store, &mount.accessor, username);
     let mut all = cfg.token_policies.clone();
