@@ -253,6 +253,14 @@ async fn admin_generate_returns_otpauth_url_and_png_barcode() {
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
     assert_eq!(width, 150);
+    // It is a real image: it decodes, and it has dark modules on a light background.
+    let decoder = png::Decoder::new(std::io::Cursor::new(png.clone()));
+    let mut reader = decoder.read_info().expect("valid PNG");
+    let mut buf = vec![0; reader.output_buffer_size().expect("buffer size")];
+    let info = reader.next_frame(&mut buf).expect("frame decodes");
+    assert_eq!((info.width, info.height), (150, 150));
+    let pixels = &buf[..info.buffer_size()];
+    assert!(pixels.iter().any(|p| *p == 0) && pixels.iter().any(|p| *p == 255));
     // The secret in the URL is the one stored on the entity, and it yields valid codes.
     let stored = s.admin(Method::GET, &format!("mfa/{e}/{id}"), None).await;
     assert!(url.ends_with(&format!(
