@@ -60,12 +60,13 @@ async fn idp_config_write_then_read_returns_every_field_but_api_token() {
         "token_bound_cidrs": ["127.0.0.0/8"], "token_explicit_max_ttl": "3h", "token_no_default_policy": true,
         "token_num_uses": 3, "token_period": 0, "token_type": "service"
     });
-    assert_eq!(
-        s.root(Method::POST, "auth/idp/config", Some(body))
-            .await
-            .status,
-        204
-    );
+    // With MFA bypass on, the write answers 200 with the real method's warning.
+    let r = s.root(Method::POST, "auth/idp/config", Some(body)).await;
+    assert_eq!(r.status, 200);
+    assert!(r.body["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("MFA bypass"));
     let r = s.root(Method::GET, "auth/idp/config", None).await;
     assert_eq!(r.status, 200);
     let d = &r.body["data"];
@@ -230,7 +231,8 @@ async fn idp_users_write_read_list_delete() {
     assert_eq!(r.status, 204);
     let r = s.root(Method::GET, "auth/idp/users/alice", None).await;
     assert_eq!(r.body["data"]["groups"], json!(["eng", "ops"]));
-    assert_eq!(r.body["data"]["policies"], json!(["p1", "p2"]));
+    // User policies are stored as given (the token store lower-cases them at login).
+    assert_eq!(r.body["data"]["policies"], json!(["P1", "p2"]));
     s.root(
         Method::POST,
         "auth/idp/users/bob",
@@ -323,7 +325,7 @@ async fn login_returns_auth_with_policies_from_config_user_and_groups() {
     assert!(!auth["accessor"].as_str().unwrap().is_empty());
     assert_eq!(auth["policies"], json!(["base", "default", "own", "team"]));
     assert_eq!(auth["metadata"]["username"], "alice");
-    assert_eq!(auth["metadata"]["policies"], "team,own");
+    assert_eq!(auth["metadata"]["policies"], "own,team");
     assert_eq!(auth["lease_duration"], 3600);
     assert_eq!(auth["renewable"], true);
 }
@@ -932,4 +934,176 @@ async fn capabilities_self_reports_the_acl() {
         )
         .await;
     assert_eq!(r.body["data"]["secret/a"], json!(["list", "read"]));
+}
+
+#[tokio::test]
+async fn idp_user_write_replaces_groups_and_policies() {
+    let s = configured().await;
+    s.root(
+        Method::POST,
+        "auth/idp/users/u",
+        Some(json!({"groups": "a", "policies": "p"})),
+    )
+    .await;
+    s.root(
+        Method::POST,
+        "auth/idp/users/u",
+        Some(json!({"policies": "q"})),
+    )
+    .await;
+    let r = s.root(Method::GET, "auth/idp/users/u", None).await;
+    assert_eq!(r.body["data"], json!({"groups": [], "policies": ["q"]}));
+}
+
+#[tokio::test]
+async fn idp_group_names_are_case_insensitive_and_stored_lower_cased() {
+    let s = configured().await;
+    s.root(
+        Method::POST,
+        "auth/idp/groups/Admins",
+        Some(json!({"policies": "B,a"})),
+    )
+    .await;
+    assert_eq!(
+        s.root(list(), "auth/idp/groups", None).await.body["data"]["keys"],
+        json!(["admins"])
+    );
+    let r = s.root(Method::GET, "auth/idp/groups/ADMINS", None).await;
+    assert_eq!(r.body["data"]["policies"], json!(["a", "b"]));
+    assert_eq!(
+        s.root(Method::DELETE, "auth/idp/groups/AdMiNs", None)
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        s.root(Method::GET, "auth/idp/groups/admins", None)
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn idp_users_and_groups_are_written_with_the_update_capability() {
+    let s = configured().await;
+    let p = r#"path "auth/idp/users/*" { capabilities = ["update"] }
+               path "auth/idp/groups/*" { capabilities = ["update"] }"#;
+    s.root(
+        Method::PUT,
+        "sys/policies/acl/w",
+        Some(json!({"policy": p})),
+    )
+    .await;
+    let t = token_with(&s, &["w"]).await;
+    assert_eq!(
+        s.call(
+            Method::POST,
+            "auth/idp/users/new",
+            Some(&t),
+            Some(json!({"policies": "a"}))
+        )
+        .await
+        .status,
+        204
+    );
+    assert_eq!(
+        s.call(
+            Method::POST,
+            "auth/idp/groups/new",
+            Some(&t),
+            Some(json!({"policies": "a"}))
+        )
+        .await
+        .status,
+        204
+    );
+}
+
+#[tokio::test]
+async fn login_warns_when_the_provider_has_no_groups_for_the_user() {
+    let s = configured().await;
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"api_token": "t"})),
+    )
+    .await;
+    provider_user(&s, "u", json!({"password": "pw"})).await;
+    let r = login(&s, "u", json!({"password": "pw"})).await;
+    assert_eq!(r.status, 200);
+    assert!(r.body["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("no IdP groups found"));
+}
+
+#[tokio::test]
+async fn renewal_reads_the_current_token_ttl_and_max_ttl() {
+    let s = start().await;
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"org_name": "a", "token_ttl": "1h", "token_max_ttl": "10h"})),
+    )
+    .await;
+    provider_user(&s, "u", json!({"password": "pw"})).await;
+    let r = login(&s, "u", json!({"password": "pw"})).await;
+    assert_eq!(r.body["auth"]["lease_duration"], 3600);
+    let tok = r.body["auth"]["client_token"].as_str().unwrap().to_string();
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"token_ttl": "2h", "token_max_ttl": "10h"})),
+    )
+    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "auth/token/renew-self",
+            Some(&tok),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["auth"]["lease_duration"], 7200);
+    // The max TTL read at renewal caps the increment.
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"token_ttl": "1h", "token_max_ttl": "90m"})),
+    )
+    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "auth/token/renew-self",
+            Some(&tok),
+            Some(json!({"increment": "5h"})),
+        )
+        .await;
+    let d = r.body["auth"]["lease_duration"].as_i64().unwrap();
+    assert!((5390..=5400).contains(&d), "{d}");
+}
+
+#[tokio::test]
+async fn batch_token_type_issues_batch_tokens() {
+    let s = start().await;
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"org_name": "a", "token_type": "batch"})),
+    )
+    .await;
+    provider_user(&s, "u", json!({"password": "pw"})).await;
+    let r = login(&s, "u", json!({"password": "pw"})).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["auth"]["token_type"], "batch");
+    assert_eq!(r.body["auth"]["renewable"], false);
+    let tok = r.body["auth"]["client_token"].as_str().unwrap().to_string();
+    assert!(tok.starts_with("hvb."));
+    let r = s
+        .call(Method::GET, "auth/token/lookup-self", Some(&tok), None)
+        .await;
+    assert_eq!(r.body["data"]["type"], "batch");
 }

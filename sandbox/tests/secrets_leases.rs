@@ -294,6 +294,64 @@ async fn revoke_is_queued_by_default_and_immediate_with_sync() {
 }
 
 #[tokio::test]
+async fn lease_list_needs_sudo_too() {
+    let s = start().await;
+    let p = r#"path "sys/leases" { capabilities = ["read"] }"#;
+    s.root(
+        Method::PUT,
+        "sys/policies/acl/r",
+        Some(json!({"policy": p})),
+    )
+    .await;
+    let t = s
+        .root(
+            Method::POST,
+            "auth/token/create",
+            Some(json!({"policies": ["r"]})),
+        )
+        .await
+        .body["auth"]["client_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        s.call(Method::GET, "sys/leases?type=irrevocable", Some(&t), None)
+            .await
+            .status,
+        403
+    );
+}
+
+#[tokio::test]
+async fn tidy_answers_202_with_a_warning() {
+    let s = start().await;
+    let r = s.root(Method::POST, "sys/leases/tidy", None).await;
+    assert_eq!(r.status, 202);
+    assert!(r.body["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("Tidy operation successfully started"));
+}
+
+#[tokio::test]
+async fn irrevocable_leases_cannot_be_renewed() {
+    let s = start().await;
+    let ids = synthetic(&s, json!({"prefix": "ad/x/", "irrevocable": true})).await;
+    let r = s
+        .root(
+            Method::PUT,
+            "sys/leases/renew",
+            Some(json!({"lease_id": ids[0]})),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body["errors"],
+        json!(["lease is expired and has failed previous revocation attempts"])
+    );
+}
+
+#[tokio::test]
 async fn revoking_a_token_lease_revokes_the_token() {
     let s = start().await;
     let (tok, lease) = login_lease(&s, "carol").await;
@@ -517,8 +575,16 @@ async fn lease_count_counts_irrevocable_leases_per_mount() {
         .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.body["data"]["lease_count"], 5);
-    assert_eq!(r.body["data"]["counts"]["ad/"], 3);
-    assert_eq!(r.body["data"]["counts"]["transform/"], 2);
+    let ad = s.root(Method::GET, "sys/mounts", None).await.body["data"]["ad/"]["accessor"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let tr = s.root(Method::GET, "sys/mounts", None).await.body["data"]["transform/"]["accessor"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(r.body["data"]["counts"][&ad], 3);
+    assert_eq!(r.body["data"]["counts"][&tr], 2);
 }
 
 #[tokio::test]
@@ -554,13 +620,15 @@ async fn lease_list_defaults_to_10000_with_a_warning() {
         .root(Method::GET, "sys/leases?type=irrevocable", None)
         .await;
     assert_eq!(r.status, 200);
-    assert_eq!(r.body["data"]["lease_count"], 10_001);
+    // lease_count counts what is returned, as in the real service.
+    assert_eq!(r.body["data"]["lease_count"], 10_000);
     assert_eq!(r.body["data"]["leases"].as_array().unwrap().len(), 10_000);
     assert!(r.body["warnings"].as_array().is_some_and(|w| !w.is_empty()));
     let r = s
         .root(Method::GET, "sys/leases?type=irrevocable&limit=none", None)
         .await;
     assert_eq!(r.body["data"]["leases"].as_array().unwrap().len(), 10_001);
+    assert_eq!(r.body["data"]["lease_count"], 10_001);
     assert!(r.body["warnings"].is_null());
 }
 
@@ -579,6 +647,8 @@ async fn lease_list_honours_a_numeric_limit() {
     assert!(r.body["warnings"][0].is_string());
     let lease = &r.body["data"]["leases"][0];
     assert!(lease["lease_id"].as_str().unwrap().starts_with("ad/x/"));
+    assert!(lease["mount_id"].is_string());
+    assert!(lease["error"].is_string());
     let r = s
         .root(Method::GET, "sys/leases?type=irrevocable&limit=5", None)
         .await;
@@ -587,6 +657,12 @@ async fn lease_list_honours_a_numeric_limit() {
         s.root(Method::GET, "sys/leases?type=irrevocable&limit=abc", None)
             .await
             .status,
-        400
+        500
+    );
+    assert_eq!(
+        s.root(Method::GET, "sys/leases?type=irrevocable&limit=0", None)
+            .await
+            .status,
+        500
     );
 }

@@ -110,24 +110,75 @@ async fn totp_method_update_by_path_id_and_by_body_id() {
             Some(json!({"issuer": "B", "digits": 8})),
         )
         .await;
-    assert!(r.status == 200 || r.status == 204);
+    assert_eq!(r.status, 204);
+    let d = s
+        .root(Method::GET, &format!("identity/mfa/method/totp/{id}"), None)
+        .await
+        .body["data"]
+        .clone();
+    assert_eq!(d["issuer"], "B");
+    assert_eq!(d["digits"], 8);
+    // An update replaces every setting: what is not given takes its default again.
     let r = s
         .root(
             Method::POST,
             "identity/mfa/method/totp",
-            Some(json!({"id": id, "issuer": "C"})),
+            Some(json!({"method_id": id, "issuer": "C"})),
         )
         .await;
-    assert_eq!(r.body["data"]["method_id"], id.as_str());
+    assert_eq!(r.status, 204);
     let d = s
         .root(Method::GET, &format!("identity/mfa/method/totp/{id}"), None)
         .await
         .body["data"]
         .clone();
     assert_eq!(d["issuer"], "C");
-    assert_eq!(d["digits"], 8);
+    assert_eq!(d["digits"], 6);
+    // issuer is required on every write.
+    let r = s
+        .root(
+            Method::POST,
+            &format!("identity/mfa/method/totp/{id}"),
+            Some(json!({"digits": 8})),
+        )
+        .await;
+    assert_eq!(r.status, 400);
     let r = s.root(list(), "identity/mfa/method/totp", None).await;
     assert_eq!(r.body["data"]["keys"], json!([id]));
+}
+
+#[tokio::test]
+async fn totp_method_update_of_an_unknown_id_changes_nothing() {
+    let s = start().await;
+    let r = s
+        .root(
+            Method::POST,
+            "identity/mfa/method/totp/00000000-0000-0000-0000-000000000000",
+            Some(json!({"issuer": "X"})),
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        s.root(list(), "identity/mfa/method/totp", None)
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn totp_method_names_are_unique() {
+    let s = start().await;
+    method(&s, json!({"issuer": "A", "method_name": "corp"})).await;
+    let other = method(&s, json!({"issuer": "B"})).await;
+    let r = s
+        .root(
+            Method::POST,
+            &format!("identity/mfa/method/totp/{other}"),
+            Some(json!({"issuer": "B", "method_name": "corp"})),
+        )
+        .await;
+    assert_eq!(r.status, 500);
 }
 
 #[tokio::test]
@@ -183,7 +234,10 @@ async fn admin_generate_returns_otpauth_url_and_png_barcode() {
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     let url = r.body["data"]["url"].as_str().unwrap();
-    assert!(url.starts_with("otpauth://totp/Acme:"), "{url}");
+    assert!(
+        url.starts_with(&format!("otpauth://totp/Acme:{e}?")),
+        "{url}"
+    );
     for part in [
         "algorithm=SHA256",
         "digits=8",
@@ -199,6 +253,14 @@ async fn admin_generate_returns_otpauth_url_and_png_barcode() {
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
     assert_eq!(width, 150);
+    // It is a real image: it decodes, and it has dark modules on a light background.
+    let decoder = png::Decoder::new(std::io::Cursor::new(png.clone()));
+    let mut reader = decoder.read_info().expect("valid PNG");
+    let mut buf = vec![0; reader.output_buffer_size().expect("buffer size")];
+    let info = reader.next_frame(&mut buf).expect("frame decodes");
+    assert_eq!((info.width, info.height), (150, 150));
+    let pixels = &buf[..info.buffer_size()];
+    assert!(pixels.iter().any(|p| *p == 0) && pixels.iter().any(|p| *p == 255));
     // The secret in the URL is the one stored on the entity, and it yields valid codes.
     let stored = s.admin(Method::GET, &format!("mfa/{e}/{id}"), None).await;
     assert!(url.ends_with(&format!(

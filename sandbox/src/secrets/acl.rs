@@ -376,11 +376,10 @@ impl Acl {
             }
             let mut wildcards = 0;
             for (i, ap) in wc_parts.iter().enumerate() {
+                let last_prefix = is_prefix && i == wc_parts.len() - 1 && parts[i].starts_with(ap);
                 if *ap == "+" {
                     wildcards += 1;
-                } else if *ap == parts[i] {
-                } else if is_prefix && i == wc_parts.len() - 1 && parts[i].starts_with(ap) {
-                } else {
+                } else if *ap != parts[i] && !last_prefix {
                     continue 'outer;
                 }
             }

@@ -102,6 +102,9 @@ pub fn int(d: &Data, k: &str) -> Result<Option<i64>, ApiError> {
     }
 }
 
+/// Durations are clamped to ±1000 years, so that time arithmetic cannot overflow.
+pub const MAX_DURATION: i64 = 1000 * 365 * 86400;
+
 /// Parses a Go-style duration (`1h30m`, `90s`, `1.5h`, `250ms`, also `d` for days) or plain
 /// integer seconds into whole seconds.
 pub fn parse_duration(s: &str) -> Result<i64, String> {
@@ -110,7 +113,7 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
         return Ok(0);
     }
     if let Ok(i) = s.parse::<i64>() {
-        return Ok(i);
+        return Ok(i.clamp(-MAX_DURATION, MAX_DURATION));
     }
     let (neg, mut rest) = match s.strip_prefix('-') {
         Some(r) => (true, r),
@@ -154,7 +157,7 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
     if !any {
         return Err(format!("time: invalid duration {s:?}"));
     }
-    let secs = total.floor() as i64;
+    let secs = (total.floor() as i64).clamp(0, MAX_DURATION);
     Ok(if neg { -secs } else { secs })
 }
 
@@ -165,7 +168,9 @@ pub fn duration(d: &Data, k: &str) -> Result<Option<i64>, ApiError> {
         return Ok(None);
     };
     match v {
-        Value::Number(n) => Ok(Some(n.as_f64().unwrap_or(0.0) as i64)),
+        Value::Number(n) => Ok(Some(
+            (n.as_f64().unwrap_or(0.0) as i64).clamp(-MAX_DURATION, MAX_DURATION),
+        )),
         Value::String(s) => parse_duration(s).map(Some).map_err(|e| conv_err(k, v, e)),
         other => Err(conv_err(k, other, "expected type 'duration'")),
     }

@@ -51,6 +51,9 @@ pub struct Resp {
     pub force_body: bool,
     /// Extra top-level fields merged into the envelope (a few endpoints do this).
     pub top_level: Map<String, Value>,
+    /// Status for the envelope instead of 200 (the real service answers some calls with 202
+    /// and an envelope).
+    pub raw_status: Option<StatusCode>,
     /// A login waiting for a push verification; the dispatcher polls it without the lock.
     pub pending_push: Option<PushWait>,
 }
@@ -125,7 +128,7 @@ impl Resp {
                 m.insert(k, v);
             }
         }
-        (StatusCode::OK, json_body(&env)).into_response()
+        (self.raw_status.unwrap_or(StatusCode::OK), json_body(&env)).into_response()
     }
 }
 

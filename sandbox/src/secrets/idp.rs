@@ -5,14 +5,19 @@
 //! Behaviour copied from the real method where the spec is silent:
 //! * `config` has an existence check, so creating it needs the `create` capability and changing
 //!   it needs `update`; `org_name` (or its old alias `organization`) is required on create;
-//!   `api_token` (old alias `token`) is write-only; reading an absent config answers 404;
+//!   `api_token` (old alias `token`) is write-only; reading an absent config answers 404; with
+//!   `bypass_idp_mfa` (alias `bypass_okta_mfa`, the field real clients send) on, config writes
+//!   and reads carry the real method's bypass warning;
+//! * users and groups have no existence check (writing them needs `update`) and every write
+//!   replaces the entry; group names are stored lower-cased and looked up case-insensitively,
+//!   group policies are lower-cased and sorted, user policies are kept as given;
 //! * login answers 400 with an error for bad credentials or failed MFA
 //!   (`idp auth failed`, `multi-factor authentication denied`, ...); MFA providers are `OKTA`
 //!   and `GOOGLE` (case-insensitive), push is only offered by `OKTA`, a TOTP passcode is
 //!   preferred over push when given;
 //! * tokens get the config's `token_policies`, the policies of the user's groups (local groups
 //!   of the user, plus the provider's groups when `api_token` is set) and the user's policies;
-//!   `auth.metadata.policies` lists the user and group policies joined by commas;
+//!   `auth.metadata.policies` lists the user and group policies, sorted, joined by commas;
 //! * `token_bound_cidrs` is validated and stored; every sandbox client is on loopback, so it is
 //!   checked against `127.0.0.1`.
 
@@ -78,10 +83,6 @@ pub fn routes() -> Vec<Route> {
             .read(|c| read_entry(c, false))
             .write(|c| write_entry(c, false))
             .delete(|c| delete_entry(c, false))
-            .exists(|c| {
-                let n = c.param("name");
-                mount_state(c).users.contains_key(&n)
-            })
             .doc("Manage a user's local groups and policies.", ""),
         Route::new("groups")
             .list(|c| list(c, true))
@@ -90,10 +91,6 @@ pub fn routes() -> Vec<Route> {
             .read(|c| read_entry(c, true))
             .write(|c| write_entry(c, true))
             .delete(|c| delete_entry(c, true))
-            .exists(|c| {
-                let n = c.param("name");
-                mount_state(c).groups.contains_key(&n)
-            })
             .doc("Manage a group's policies.", ""),
         Route::new("login/:username")
             .write(login)
@@ -121,11 +118,12 @@ fn read_config(c: &mut Ctx) -> Result<Resp, ApiError> {
     let Some(cfg) = mount_state(c).config.clone() else {
         return Err(ApiError::not_found());
     };
-    Ok(Resp::data(json!({
+    let mut resp = Resp::data(json!({
         "org_name": cfg.org_name,
         "organization": cfg.org_name,
         "base_url": cfg.base_url,
         "bypass_idp_mfa": cfg.bypass_idp_mfa,
+        "bypass_okta_mfa": cfg.bypass_idp_mfa,
         "token_bound_cidrs": cfg.token_bound_cidrs,
         "token_explicit_max_ttl": cfg.token_explicit_max_ttl,
         "token_max_ttl": cfg.token_max_ttl,
@@ -135,8 +133,15 @@ fn read_config(c: &mut Ctx) -> Result<Resp, ApiError> {
         "token_policies": cfg.token_policies,
         "token_ttl": cfg.token_ttl,
         "token_type": if cfg.token_type.is_empty() { "default".to_string() } else { cfg.token_type.clone() },
-    })))
+    }));
+    if cfg.bypass_idp_mfa {
+        resp = resp.warn(BYPASS_WARNING);
+    }
+    Ok(resp)
 }
+
+/// The real method's warning when MFA bypass is on (answered on config write and read).
+const BYPASS_WARNING: &str = "IdP MFA bypass is configured. In addition to ignoring IdP MFA requests, certain other account statuses will not be seen, such as PASSWORD_EXPIRED. Authentication will succeed in these cases.";
 
 fn valid_cidr(s: &str) -> bool {
     let (ip, bits) = match s.split_once('/') {
@@ -195,7 +200,10 @@ fn write_config(c: &mut Ctx) -> Result<Resp, ApiError> {
         }
         cfg.base_url = b;
     }
-    if let Some(b) = fields::boolean(&d, "bypass_idp_mfa")? {
+    // hvac and other real clients send the original field name.
+    if let Some(b) =
+        fields::boolean(&d, "bypass_idp_mfa")?.or(fields::boolean(&d, "bypass_okta_mfa")?)
+    {
         cfg.bypass_idp_mfa = b;
     }
     // Token fields (the real service's tokenutil), with the deprecated aliases.
@@ -269,8 +277,13 @@ fn write_config(c: &mut Ctx) -> Result<Resp, ApiError> {
             "'token_type' cannot be 'batch' when 'token_period' is set",
         ));
     }
+    let bypass = cfg.bypass_idp_mfa;
     mount_state(c).config = Some(cfg);
-    Ok(Resp::no_content())
+    Ok(if bypass {
+        Resp::no_content().warn(BYPASS_WARNING)
+    } else {
+        Resp::no_content()
+    })
 }
 
 fn list(c: &mut Ctx, groups: bool) -> Result<Resp, ApiError> {
@@ -283,8 +296,20 @@ fn list(c: &mut Ctx, groups: bool) -> Result<Resp, ApiError> {
     Resp::list(keys)
 }
 
+/// Groups are looked up case-insensitively (the provider is case-preserving but
+/// case-insensitive); new group names are stored lower-cased, as in the real method.
+fn group_key(m: &IdpMount, n: &str) -> Option<String> {
+    if m.groups.contains_key(n) {
+        return Some(n.to_string());
+    }
+    m.groups.keys().find(|k| k.eq_ignore_ascii_case(n)).cloned()
+}
+
 fn read_entry(c: &mut Ctx, group: bool) -> Result<Resp, ApiError> {
-    let n = c.param("name");
+    let mut n = c.param("name");
+    if group {
+        n = group_key(mount_state(c), &n).unwrap_or(n);
+    }
     let m = mount_state(c);
     let e = if group {
         m.groups.get(&n)
@@ -306,25 +331,28 @@ fn read_entry(c: &mut Ctx, group: bool) -> Result<Resp, ApiError> {
 fn write_entry(c: &mut Ctx, group: bool) -> Result<Resp, ApiError> {
     let n = c.param("name");
     if n.is_empty() {
-        return Err(ApiError::bad_request("Error empty name"));
+        return Err(ApiError::bad_request(if group {
+            "'name' must be supplied"
+        } else {
+            "Error empty name"
+        }));
     }
     let d = c.data.clone();
-    let policies = fields::comma_list(&d, "policies")?;
-    let groups = if group {
-        None
-    } else {
-        fields::comma_list(&d, "groups")?
-    };
+    // Every write replaces the entry: fields not given become empty, as in the real method.
+    let policies = fields::comma_list(&d, "policies")?.unwrap_or_default();
     let m = mount_state(c);
-    let map = if group { &mut m.groups } else { &mut m.users };
-    let e = map.entry(n).or_default();
-    if let Some(p) = policies {
-        e.policies = fields::policy_list(p);
-    }
-    if let Some(mut g) = groups {
-        let mut seen = std::collections::HashSet::new();
-        g.retain(|x| seen.insert(x.clone()));
-        e.groups = g;
+    if group {
+        let key = group_key(m, &n).unwrap_or_else(|| n.to_lowercase());
+        m.groups.insert(
+            key,
+            Entry {
+                groups: vec![],
+                policies: fields::policy_list(policies),
+            },
+        );
+    } else {
+        let groups = fields::comma_list(&d, "groups")?.unwrap_or_default();
+        mount_state(c).users.insert(n, Entry { groups, policies });
     }
     Ok(Resp::no_content())
 }
@@ -333,7 +361,9 @@ fn delete_entry(c: &mut Ctx, group: bool) -> Result<Resp, ApiError> {
     let n = c.param("name");
     let m = mount_state(c);
     if group {
-        m.groups.remove(&n);
+        if let Some(k) = group_key(m, &n) {
+            m.groups.remove(&k);
+        }
     } else {
         m.users.remove(&n);
     }
@@ -494,7 +524,14 @@ fn complete_login(
         return Err(fail("idp auth method not configured"));
     };
     let mut all_groups: Vec<String> = Vec::new();
+    let mut warnings = Vec::new();
     if !cfg.api_token.is_empty() {
+        if provider_groups.is_empty() {
+            warnings.push(
+                "no IdP groups found; only policies from locally-defined groups available"
+                    .to_string(),
+            );
+        }
         all_groups.extend(provider_groups);
     }
     let user = m.users.get(username).cloned();
@@ -518,6 +555,8 @@ fn complete_login(
     }
     let mut meta = BTreeMap::new();
     meta.insert("username".to_string(), username.to_string());
+    // The real method sorts the user and group policies before joining them.
+    policies.sort();
     meta.insert("policies".to_string(), policies.join(","));
     let entity_id = identity::entity_for_alias(store, &mount.accessor, username);
     let mut all = cfg.token_policies.clone();
@@ -553,6 +592,7 @@ fn complete_login(
     super::leases::register_token(store, &entry);
     Ok(Resp {
         auth: Some(auth),
+        warnings,
         ..Resp::default()
     })
 }

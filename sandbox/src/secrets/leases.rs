@@ -16,9 +16,14 @@
 //! * revoke of an unknown lease succeeds; without `sync` (the spec's default) revoke and
 //!   revoke-prefix answer `202 Accepted` (the revocation is queued; the sandbox performs it
 //!   before answering, so a following lookup already fails), with `sync=true` 204;
-//! * tidy answers 202; count/list with a `type` other than `irrevocable` answer 404;
-//! * the list's warning is included when more irrevocable leases exist than `limit` (default
-//!   10,000) and `limit` is not `none`.
+//! * tidy answers 202 with the envelope and the real service's "Tidy operation successfully
+//!   started" warning; count/list with a `type` other than `irrevocable` answer 404;
+//! * count answers `{lease_count, counts}` and list `{lease_count, leases: [{lease_id, mount_id,
+//!   error}]}` (sorted by expiry, then ID), keyed by mount accessor as in the real service; the
+//!   list needs sudo (the real service lists `leases` among its root-protected paths); a bad
+//!   `limit` answers 500 like the real service; the list's warning is included when more
+//!   irrevocable leases exist than `limit` (default 10,000) and `limit` is not `none`, and
+//!   `lease_count` then counts the leases returned.
 //!
 //! Sandbox admin API: `POST /_sandbox/secrets/leases` `{"prefix": "ad/library/x/check-out/",
 //! "count": 1, "ttl": 3600, "max_ttl": 0, "renewable": true, "irrevocable": false,
@@ -33,7 +38,7 @@ use serde_json::{json, Value};
 use sha2::Digest;
 
 use super::fields;
-use super::http::{ApiError, Resp};
+use super::http::{multi, ApiError, Resp};
 use super::route::Route;
 use super::{now, tokens, Ctx, Store, TokenEntry};
 
@@ -108,7 +113,7 @@ pub fn routes() -> Vec<Route> {
             "Count irrevocable leases.",
             "Total and per-mount counts of irrevocable leases (type must be irrevocable).",
         ),
-        Route::new("leases").read(list_irrevocable).doc(
+        Route::new("leases").read(list_irrevocable).sudo().doc(
             "List irrevocable leases.",
             "Irrevocable leases, at most 10,000 unless limit is a number or none.",
         ),
@@ -133,6 +138,9 @@ fn rfc3339(t: i64) -> String {
 /// Records the lease of a token issued by a login or `auth/token/create`.
 pub fn register_token(store: &mut Store, t: &TokenEntry) {
     let Some(exp) = t.expire_time else { return };
+    if t.token_type == "batch" {
+        return;
+    }
     let id = format!("{}/{}", t.path, salted(&t.id));
     store.leases.insert(
         id.clone(),
@@ -170,11 +178,11 @@ pub fn issue(
     let l = Lease {
         id: id.clone(),
         issue_time: n,
-        expire_time: n + ttl,
+        expire_time: n.saturating_add(ttl),
         last_renewal: None,
         renewable,
         ttl,
-        max_expire: (max_ttl > 0).then_some(n + max_ttl),
+        max_expire: (max_ttl > 0).then_some(n.saturating_add(max_ttl)),
         owner: owner.to_string(),
         mount: mount.to_string(),
         kind,
@@ -350,7 +358,15 @@ fn renew(c: &mut Ctx) -> Result<Resp, ApiError> {
             "tokens cannot be renewed through this endpoint",
         ));
     }
-    if !l.renewable || l.revoke_error.is_some() {
+    if l.revoke_error.is_some() {
+        return Err(ApiError::bad_request(
+            "lease is expired and has failed previous revocation attempts",
+        ));
+    }
+    if l.expire_time <= now() {
+        return Err(ApiError::bad_request("lease expired"));
+    }
+    if !l.renewable {
         return Err(ApiError::bad_request("lease is not renewable"));
     }
     let n = now();
@@ -455,7 +471,13 @@ fn tidy(c: &mut Ctx) -> Result<Resp, ApiError> {
     for id in orphans {
         let _ = revoke_one(store, &id, false);
     }
-    Ok(accepted())
+    // The real service answers 202 with the envelope and this warning.
+    Ok(Resp {
+        raw_status: Some(StatusCode::ACCEPTED),
+        ..Resp::no_content().warn(
+            "Tidy operation successfully started. Any information from the operation will be printed to Vault's server logs.",
+        )
+    })
 }
 
 fn irrevocable_type(c: &Ctx) -> Result<bool, ApiError> {
@@ -469,14 +491,12 @@ fn count(c: &mut Ctx) -> Result<Resp, ApiError> {
     fields::bool_or(&c.data, "include_child_namespaces", false)?;
     let mut counts = serde_json::Map::new();
     let mut total = 0;
-    for l in c
-        .store()
-        .leases
-        .values()
-        .filter(|l| l.revoke_error.is_some())
-    {
+    let store = c.store();
+    for l in store.leases.values().filter(|l| l.revoke_error.is_some()) {
         total += 1;
-        let e = counts.entry(l.mount.clone()).or_insert(json!(0));
+        let e = counts
+            .entry(mount_accessor(store, &l.mount))
+            .or_insert(json!(0));
         *e = json!(e.as_i64().unwrap_or(0) + 1);
     }
     Ok(Resp::data(
@@ -491,48 +511,58 @@ fn list_irrevocable(c: &mut Ctx) -> Result<Resp, ApiError> {
         return Err(ApiError::not_found());
     }
     fields::bool_or(&c.data, "include_child_namespaces", false)?;
+    // The real service answers a bad limit with a plain (500) error.
     let limit_s = fields::string_or(&c.data, "limit", "")?;
     let limit = match limit_s.trim() {
         "" => Some(DEFAULT_LIST_LIMIT),
-        "none" => None,
+        l if l.eq_ignore_ascii_case("none") => None,
         n => match n.parse::<i64>() {
-            Ok(v) if v > 0 => Some(v as usize),
-            _ => {
-                return Err(ApiError::bad_request(format!(
-                    "invalid 'limit' provided: {n:?}"
+            Ok(v) if v >= 1 => Some(v as usize),
+            Ok(_) => {
+                return Err(ApiError::internal(multi(
+                    "limit must be 'none' or a positive integer",
                 )))
+            }
+            Err(_) => {
+                return Err(ApiError::internal(multi(&format!(
+                    "invalid 'limit' provided: strconv.Atoi: parsing {n:?}: invalid syntax"
+                ))))
             }
         },
     };
-    let all: Vec<Lease> = c
-        .store()
+    let store = c.store();
+    let mut all: Vec<Lease> = store
         .leases
         .values()
         .filter(|l| l.revoke_error.is_some())
         .cloned()
         .collect();
-    let total = all.len();
+    // Sorted by expiry, then lease ID, as the real service sorts them.
+    all.sort_by(|a, b| a.expire_time.cmp(&b.expire_time).then(a.id.cmp(&b.id)));
+    let truncated = limit.is_some_and(|l| all.len() > l);
     let shown: Vec<Value> = all
         .iter()
         .take(limit.unwrap_or(usize::MAX))
-        .map(|l| {
-            json!({
-                "lease_id": l.id,
-                "mount_id": l.mount,
-                "error": l.revoke_error,
-                "expire_time": rfc3339(l.expire_time),
-            })
-        })
+        .map(|l| json!({ "lease_id": l.id, "mount_id": mount_accessor(store, &l.mount), "error": l.revoke_error }))
         .collect();
-    let mut resp = Resp::data(json!({ "lease_count": total, "leases": shown }));
-    if let Some(lim) = limit {
-        if total > lim {
-            resp = resp.warn(format!(
-                "Number of irrevocable leases ({total}) exceeds the limit ({lim}); the first {lim} are listed. Use limit=none to list them all."
-            ));
-        }
+    let mut resp = Resp::data(json!({ "lease_count": shown.len(), "leases": shown }));
+    if truncated {
+        resp = resp.warn(MAX_WARNING);
     }
     Ok(resp)
+}
+
+/// The real service's warning when more irrevocable leases exist than the limit.
+pub const MAX_WARNING: &str = "Command halted because many irrevocable leases were found. To emit the entire list, re-run the command with force set true.";
+
+/// Leases are counted and listed by the accessor of their mount, as in the real service.
+fn mount_accessor(store: &Store, mount: &str) -> String {
+    store
+        .mounts
+        .iter()
+        .find(|m| m.path == mount)
+        .map(|m| m.accessor.clone())
+        .unwrap_or_else(|| mount.to_string())
 }
 
 /// `POST /_sandbox/secrets/leases`: synthetic leases for tests.

@@ -3,14 +3,17 @@
 //! cannot be deleted; logins do not ask for the MFA validation).
 //!
 //! Choices where the spec is silent, following the real service:
-//! * create answers 200 with `data.method_id`; so does an update;
+//! * create answers 200 with `data.method_id`; an update (by ID) answers 204 and replaces every
+//!   setting (unset fields take their defaults again; `issuer` is always required); an update of
+//!   an unknown ID changes nothing (204);
+//! * the otpauth URL is labelled `issuer:entity_id`, as the real service labels it;
 //! * bounds: algorithm SHA1/SHA256/SHA512, digits 6 or 8, skew 0 or 1, period > 0,
-//!   key_size > 0, max_validation_attempts >= 0 (0 means the default 5), qr_size >= 0 (0 gives
-//!   no barcode); violations answer 400 with the real service's messages;
+//!   key_size > 0, max_validation_attempts >= 0 (0 means the default 5); violations answer 400
+//!   with the real service's messages; the QR code is at least as large as its modules need;
 //! * `generate`/`admin-generate` on an entity that already has a secret for the method answer
 //!   200 with the warning `Entity already has a secret for MFA method "<name>"` and no data;
-//! * updating or deleting an unknown method id answers 400 / 204; deleting a method used by a
-//!   login enforcement answers 400.
+//! * deleting an unknown method ID answers 204; deleting a method used by a login enforcement
+//!   answers 400.
 
 use std::collections::BTreeMap;
 
@@ -144,11 +147,6 @@ fn apply(m: &mut TotpMethod, d: &fields::Data) -> Result<(), ApiError> {
     if m.key_size <= 0 {
         return Err(ApiError::bad_request("key_size must be greater than zero"));
     }
-    if m.qr_size < 0 {
-        return Err(ApiError::bad_request(
-            "qr_size must be greater than or equal to zero",
-        ));
-    }
     if m.issuer.is_empty() {
         return Err(ApiError::bad_request("issuer must be set"));
     }
@@ -176,37 +174,63 @@ fn defaults() -> TotpMethod {
     }
 }
 
+/// Creates or updates a method as the real service does: every write replaces the TOTP
+/// settings (fields not given take their defaults again, so `issuer` is always required); a
+/// write naming an unknown method ID changes nothing (204); a `method_name` used by another
+/// method is an internal error (500), as in the real service.
 fn save(c: &mut Ctx, id: Option<String>) -> Result<Resp, ApiError> {
     let d = c.data.clone();
-    let mut m = match &id {
-        Some(id) => c.store().mfa_methods.get(id).cloned().ok_or_else(|| {
-            ApiError::bad_request(format!("configuration for method ID {id:?} not found"))
-        })?,
-        None => TotpMethod {
+    let name = fields::string(&d, "method_name")?.unwrap_or_default();
+    let existing = match &id {
+        Some(id) => match c.store().mfa_methods.get(id).cloned() {
+            Some(m) => Some(m),
+            None => return Ok(Resp::no_content()),
+        },
+        None => None,
+    };
+    let named = (!name.is_empty())
+        .then(|| {
+            c.store()
+                .mfa_methods
+                .values()
+                .find(|o| o.name == name)
+                .cloned()
+        })
+        .flatten();
+    let base = match (existing.clone(), named) {
+        (Some(e), Some(n)) if e.id != n.id => {
+            return Err(ApiError::internal(super::http::multi(&format!(
+                "a login MFA method configuration with the method name {name} already exists"
+            ))))
+        }
+        (Some(e), _) => e,
+        (None, Some(n)) => n,
+        (None, None) => TotpMethod {
             id: uuid::Uuid::new_v4().to_string(),
-            ..defaults()
+            ..Default::default()
         },
     };
-    if let Some(n) = fields::string(&d, "method_name")?.filter(|n| !n.is_empty()) {
-        if c.store()
-            .mfa_methods
-            .values()
-            .any(|o| o.name == n && o.id != m.id)
-        {
-            return Err(ApiError::bad_request(format!(
-                "method name {n:?} already exists"
-            )));
-        }
+    let mut m = TotpMethod {
+        id: base.id.clone(),
+        name: base.name.clone(),
+        ..defaults()
+    };
+    if !name.is_empty() {
+        m.name = name;
     }
     apply(&mut m, &d)?;
     let out = json!({ "method_id": m.id });
     c.store().mfa_methods.insert(m.id.clone(), m);
-    Ok(Resp::data(out))
+    Ok(if id.is_none() {
+        Resp::data(out)
+    } else {
+        Resp::no_content()
+    })
 }
 
 fn create(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let id = fields::string(&c.data, "id")?
-        .or(fields::string(&c.data, "method_id")?)
+    let id = fields::string(&c.data, "method_id")?
+        .or(fields::string(&c.data, "id")?)
         .filter(|s| !s.is_empty());
     save(c, id)
 }
@@ -267,7 +291,7 @@ fn method_arg(c: &mut Ctx) -> Result<TotpMethod, ApiError> {
         return Err(ApiError::bad_request("missing method ID"));
     }
     c.store().mfa_methods.get(&id).cloned().ok_or_else(|| {
-        ApiError::bad_request(format!("configuration for method ID {id:?} not found"))
+        ApiError::bad_request(format!("configuration for method ID {id:?} does not exist"))
     })
 }
 
@@ -279,16 +303,16 @@ fn qr_png(data: &str, size: u32) -> Result<Vec<u8>, ApiError> {
     let colors = code.to_colors();
     let quiet = 4usize;
     let total = w + 2 * quiet;
-    let size = size.max(total as u32);
+    // At least as large as the modules need; capped so a huge qr_size cannot exhaust memory.
+    let size = size.max(total as u32).min(4096);
     let mut pixels = vec![255u8; (size * size) as usize];
     for y in 0..size {
         for x in 0..size {
             let mx = (x as usize * total) / size as usize;
             let my = (y as usize * total) / size as usize;
-            if mx >= quiet && my >= quiet && mx < quiet + w && my < quiet + w {
-                if colors[(my - quiet) * w + (mx - quiet)] == qrcode::Color::Dark {
-                    pixels[(y * size + x) as usize] = 0;
-                }
+            let inside = mx >= quiet && my >= quiet && mx < quiet + w && my < quiet + w;
+            if inside && colors[(my - quiet) * w + (mx - quiet)] == qrcode::Color::Dark {
+                pixels[(y * size + x) as usize] = 0;
             }
         }
     }
@@ -324,20 +348,17 @@ fn generate_for(c: &mut Ctx, m: &TotpMethod, entity_id: &str) -> Result<Resp, Ap
         return Err(ApiError::bad_request("invalid entity ID"));
     };
     if entity.totp_secrets.contains_key(&m.id) {
-        let name = if m.name.is_empty() { &m.id } else { &m.name };
         return Ok(Resp::no_content().warn(format!(
-            "Entity already has a secret for MFA method {name:?}"
+            "Entity already has a secret for MFA method {:?}",
+            m.name
         )));
     }
-    let key: Vec<u8> = (0..m.key_size)
+    let key: Vec<u8> = (0..m.key_size.min(4096))
         .map(|_| rand::rng().random::<u8>())
         .collect();
     let secret = otp::base32_encode(&key);
-    let account = if entity.name.is_empty() {
-        entity.id.clone()
-    } else {
-        entity.name.clone()
-    };
+    // The real service labels the secret with the entity ID.
+    let account = entity.id.clone();
     let url = format!(
         "otpauth://totp/{}:{}?algorithm={}&digits={}&issuer={}&period={}&secret={}",
         url_escape(&m.issuer),
@@ -348,11 +369,8 @@ fn generate_for(c: &mut Ctx, m: &TotpMethod, entity_id: &str) -> Result<Resp, Ap
         m.period,
         secret
     );
-    let barcode = if m.qr_size > 0 {
-        base64::engine::general_purpose::STANDARD.encode(qr_png(&url, m.qr_size as u32)?)
-    } else {
-        String::new()
-    };
+    let barcode =
+        base64::engine::general_purpose::STANDARD.encode(qr_png(&url, m.qr_size.max(0) as u32)?);
     if let Some(e) = c.store().entities.get_mut(entity_id) {
         e.totp_secrets.insert(m.id.clone(), secret);
     }
@@ -367,7 +385,7 @@ fn generate(c: &mut Ctx) -> Result<Resp, ApiError> {
         .map(|t| t.entity_id.clone())
         .unwrap_or_default();
     if entity.is_empty() {
-        return Err(ApiError::bad_request("no entity attached to the request"));
+        return Err(ApiError::bad_request("missing entityID"));
     }
     generate_for(c, &m, &entity)
 }
@@ -382,7 +400,10 @@ fn entity_arg(c: &Ctx) -> Result<String, ApiError> {
 
 fn admin_generate(c: &mut Ctx) -> Result<Resp, ApiError> {
     let m = method_arg(c)?;
-    let e = entity_arg(c)?;
+    let e = fields::string_or(&c.data, "entity_id", "")?;
+    if e.is_empty() {
+        return Err(ApiError::bad_request("missing entityID"));
+    }
     generate_for(c, &m, &e)
 }
 

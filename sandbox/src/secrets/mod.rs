@@ -17,6 +17,7 @@
 
 pub mod acl;
 mod ad;
+mod dr;
 pub mod fields;
 pub mod http;
 mod identity;
@@ -25,11 +26,15 @@ mod leases;
 mod mfa;
 mod openapi;
 pub mod otp;
+mod persist;
+mod pgp;
 pub mod provider;
 pub mod route;
 mod sys_auth;
+mod sys_password;
 mod sys_policies;
 mod tokens;
+mod transform;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -49,7 +54,14 @@ use route::{Licence, Route};
 /// One router per secrets cluster (`opts.secrets_clusters`), sharing the DR replication world.
 pub fn routers(opts: &SandboxOptions) -> anyhow::Result<Vec<Router>> {
     let n = opts.secrets_clusters.max(1) as usize;
-    let world = Arc::new(Mutex::new(World::new(opts, n)));
+    let mut world = World::new(opts, n);
+    if let Some(dir) = &opts.state_dir {
+        let file = persist::path(dir);
+        persist::load(&mut world, &file, &opts.root_token)?;
+        world.state_file = Some(file);
+    }
+    transform::warm_up();
+    let world = Arc::new(Mutex::new(world));
     Ok((0..n)
         .map(|idx| {
             Router::new().fallback(dispatch).with_state(ClusterHandle {
@@ -73,11 +85,20 @@ pub struct World {
     pub clusters: Vec<Cluster>,
     /// The sandbox's identity provider, shared by every cluster.
     pub provider: provider::Provider,
+    /// Unseal key shares (hex), used for DR operation-token generation.
+    pub key_shares: Vec<String>,
+    /// The emulated directory of the directory engine, shared by every cluster.
+    pub directory: ad::Directory,
+    /// Where the state is saved after every request (`--state-dir`).
+    pub state_file: Option<std::path::PathBuf>,
 }
 
 /// One secrets cluster.
 pub struct Cluster {
     pub store: Store,
+    pub dr: dr::DrState,
+    /// `host:port` this cluster's listener is reached at (learnt from requests).
+    pub host: String,
 }
 
 /// The state of one cluster that the real service keeps in its storage (and replicates).
@@ -99,6 +120,14 @@ pub struct Store {
     pub login_enforcements: BTreeMap<String, mfa::LoginEnforcement>,
     #[serde(default)]
     pub leases: BTreeMap<String, leases::Lease>,
+    /// State of each transform mount, keyed by mount path.
+    #[serde(default)]
+    pub transform: BTreeMap<String, transform::TransformMount>,
+    /// State of each directory mount, keyed by mount path.
+    #[serde(default)]
+    pub ad: BTreeMap<String, ad::AdMount>,
+    #[serde(default)]
+    pub password_policies: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -146,6 +175,8 @@ pub enum Backend {
     Token,
     Identity,
     Idp,
+    Transform,
+    Ad,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -190,6 +221,8 @@ impl World {
         let clusters = (0..n)
             .map(|_| Cluster {
                 store: Store::initial(&opts.root_token),
+                dr: Default::default(),
+                host: String::new(),
             })
             .collect();
         Self {
@@ -197,6 +230,9 @@ impl World {
             edition: opts.edition,
             clusters,
             provider: Default::default(),
+            key_shares: dr::new_key_shares(),
+            directory: Default::default(),
+            state_file: None,
         }
     }
 }
@@ -210,10 +246,9 @@ fn accessor_for(kind: &str) -> String {
 }
 
 impl Store {
-    /// A freshly initialised cluster: built-in mounts, the `default` policy and the root token.
-    pub fn initial(root_token: &str) -> Self {
-        let mut s = Store::default();
-        s.mounts = vec![
+    /// The mounts every cluster starts with.
+    fn builtin_mounts() -> Vec<Mount> {
+        vec![
             Mount::new(
                 "sys/",
                 Backend::System,
@@ -233,7 +268,22 @@ impl Store {
                 "idp",
                 "identity-provider auth method",
             ),
-        ];
+            Mount::new(
+                "transform/",
+                Backend::Transform,
+                "transform",
+                "transform secrets engine",
+            ),
+            Mount::new("ad/", Backend::Ad, "ad", "directory secrets engine"),
+        ]
+    }
+
+    /// A freshly initialised cluster: built-in mounts, the `default` policy and the root token.
+    pub fn initial(root_token: &str) -> Self {
+        let mut s = Store {
+            mounts: Self::builtin_mounts(),
+            ..Store::default()
+        };
         s.acl_policies.insert(
             "default".into(),
             StoredPolicy {
@@ -313,17 +363,24 @@ fn backend_routes(b: Backend) -> &'static [Route] {
     static TOKEN: OnceLock<Vec<Route>> = OnceLock::new();
     static IDENTITY: OnceLock<Vec<Route>> = OnceLock::new();
     static IDP: OnceLock<Vec<Route>> = OnceLock::new();
+    static TRANSFORM: OnceLock<Vec<Route>> = OnceLock::new();
+    static AD: OnceLock<Vec<Route>> = OnceLock::new();
     match b {
         Backend::System => SYS.get_or_init(|| {
             let mut r = sys_policies::routes();
             r.extend(sys_auth::routes());
+            r.extend(sys_auth::status_routes());
             r.extend(leases::routes());
             r.extend(openapi::routes());
+            r.extend(dr::routes());
+            r.extend(sys_password::routes());
             r
         }),
         Backend::Token => TOKEN.get_or_init(tokens::routes),
         Backend::Identity => IDENTITY.get_or_init(identity::routes),
         Backend::Idp => IDP.get_or_init(idp::routes),
+        Backend::Transform => TRANSFORM.get_or_init(transform::routes),
+        Backend::Ad => AD.get_or_init(ad::routes),
     }
 }
 
@@ -403,6 +460,9 @@ async fn dispatch(
             Err(p) => p.into_inner(),
         };
         let (status, v) = admin_api(&mut world, h.idx, method.as_str(), rest, &body);
+        if let Some(f) = world.state_file.clone() {
+            persist::save(&world, &f);
+        }
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
         if status == StatusCode::NO_CONTENT {
             return status.into_response();
@@ -423,6 +483,8 @@ async fn dispatch(
         "POST" | "PUT" => Op::Update,
         "DELETE" => Op::Delete,
         "PATCH" => Op::Patch,
+        // The real service answers HEAD on the health endpoint (status only) for load balancers.
+        "HEAD" if path.trim_end_matches('/') == "sys/health" => Op::Read,
         _ => return ApiError::method_not_allowed().into_response(),
     };
     // JSON body, accepted without a Content-Type and on any method, as the real service does.
@@ -466,7 +528,20 @@ async fn dispatch(
             Ok(w) => w,
             Err(p) => p.into_inner(),
         };
-        handle(&mut world, h.idx, op, path, data, token, namespace)
+        if world.clusters[h.idx].host.is_empty() {
+            if let Some(host) = headers
+                .get(axum::http::header::HOST)
+                .and_then(|v| v.to_str().ok())
+            {
+                world.clusters[h.idx].host = host.to_string();
+            }
+        }
+        let out = handle(&mut world, h.idx, op, path, data, token, namespace);
+        ad::flush_released(&mut world);
+        if let Some(f) = world.state_file.clone() {
+            persist::save(&world, &f);
+        }
+        out
     };
     let wait = match &resp {
         Ok(Resp {
@@ -505,7 +580,10 @@ fn handle(
     token: Option<String>,
     namespace: String,
 ) -> (Result<Resp, ApiError>, String) {
-    leases::sweep(&mut world.clusters[cluster].store);
+    // Expiry runs on the clusters that serve requests (a DR secondary only mirrors its primary).
+    if world.clusters[cluster].dr.mode != dr::Mode::Secondary {
+        leases::sweep(&mut world.clusters[cluster].store);
+    }
     let store = &world.clusters[cluster].store;
     let mount = store
         .mounts
@@ -528,6 +606,19 @@ fn handle(
         .map(|m| m.type_name.clone())
         .unwrap_or_default();
     let unauth = route.as_ref().is_some_and(|(r, _)| r.unauth);
+
+    // A DR secondary serves only the DR status and its `secondary/` endpoints.
+    if world.clusters[cluster].dr.mode == dr::Mode::Secondary
+        && !route.as_ref().is_some_and(|(r, _)| r.dr_secondary)
+    {
+        return (
+            Err(ApiError::bad_request(
+                "path disabled in replication DR secondary mode",
+            )),
+            mount_type,
+        );
+    }
+    let store = &world.clusters[cluster].store;
 
     // Authentication.
     let entry = match token.as_deref().and_then(|t| store.token(t)).cloned() {
@@ -636,6 +727,7 @@ fn handle(
     if let Some(id) = revoke_after {
         tokens::revoke_tree(ctx.store(), &id);
     }
+    let wrote = resp.is_ok() && matches!(op, Op::Create | Op::Update | Op::Delete);
     // The real service copies `data` of `sys/` responses to the top level too.
     if ctx.mount.backend == Backend::System {
         if let Ok(r) = &mut resp {
@@ -645,6 +737,9 @@ fn handle(
                 }
             }
         }
+    }
+    if wrote {
+        dr::after_write(world, cluster);
     }
     (resp, mount_type)
 }
@@ -661,6 +756,31 @@ fn admin_api(
 ) -> (u16, Value) {
     if let Some(r) = rest.strip_prefix("idp/") {
         return provider::admin(&mut world.provider, method, r, body);
+    }
+    if let Some(r) = rest.strip_prefix("ad/") {
+        return ad::admin(world, cluster, method, r, body);
+    }
+    if rest.trim_end_matches('/') == "keys" && method == "GET" {
+        let b64: Vec<String> = world
+            .key_shares
+            .iter()
+            .map(|k| {
+                use base64::Engine;
+                let bytes: Vec<u8> = (0..k.len() / 2)
+                    .filter_map(|i| u8::from_str_radix(&k[2 * i..2 * i + 2], 16).ok())
+                    .collect();
+                base64::engine::general_purpose::STANDARD.encode(bytes)
+            })
+            .collect();
+        return (
+            200,
+            serde_json::json!({ "keys": world.key_shares, "keys_base64": b64,
+                                "shares": dr::SHARES, "threshold": dr::THRESHOLD }),
+        );
+    }
+    if rest.trim_end_matches('/') == "dr/corrupt" && method == "POST" {
+        world.clusters[cluster].dr.corrupted = true;
+        return (204, Value::Null);
     }
     if rest.trim_end_matches('/') == "leases" && method == "POST" {
         return leases::admin_create(&mut world.clusters[cluster].store, body);

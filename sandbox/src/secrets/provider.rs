@@ -119,7 +119,9 @@ impl Provider {
             f.correct_answer
                 .unwrap_or_else(|| rand::rng().random_range(1..100))
         });
-        let at = Instant::now() + Duration::from_millis(f.delay_ms);
+        let at = Instant::now()
+            .checked_add(Duration::from_millis(f.delay_ms.min(3_600_000)))
+            .unwrap_or_else(Instant::now);
         let auto = match f.response.as_str() {
             "approve" => Some((at, ChallengeState::Approved)),
             "reject" => Some((at, ChallengeState::Rejected)),

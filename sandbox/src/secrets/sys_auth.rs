@@ -27,6 +27,14 @@ pub fn routes() -> Vec<Route> {
         Route::new("mounts")
             .read(list_mounts)
             .doc("List the mounted secrets engines.", ""),
+        Route::new("mounts/*path")
+            .read(read_mount)
+            .write(enable_mount)
+            .delete(disable_mount)
+            .doc(
+                "Enable, read or disable a secrets engine (types transform and ad).",
+                "",
+            ),
         Route::new("capabilities-self")
             .write(capabilities_self)
             .doc("Capabilities of the calling token on paths.", ""),
@@ -211,4 +219,166 @@ fn capabilities_self(c: &mut Ctx) -> Result<Resp, ApiError> {
     all.dedup();
     d.insert("capabilities".into(), json!(all));
     Ok(Resp::data(Value::Object(d)))
+}
+
+fn mount_path(c: &Ctx) -> String {
+    format!("{}/", c.param("path").trim_matches('/'))
+}
+
+fn read_mount(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let p = mount_path(c);
+    let p = p.strip_suffix("tune/").map(|x| x.to_string()).unwrap_or(p);
+    c.store()
+        .mounts
+        .iter()
+        .find(|m| m.path == p)
+        .map(|m| Resp::data(mount_info(m)))
+        .ok_or_else(|| ApiError::bad_request(format!("No secret engine mount at {p}")))
+}
+
+fn enable_mount(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let p = mount_path(c);
+    let d = c.data.clone();
+    if p.ends_with("/tune/") {
+        let base = p.trim_end_matches("tune/").to_string();
+        let Some(m) = c.store().mounts.iter_mut().find(|m| m.path == base) else {
+            return Err(ApiError::bad_request(format!("cannot tune '{base}'")));
+        };
+        if let Some(v) = fields::duration(&d, "default_lease_ttl")? {
+            m.default_lease_ttl = v;
+        }
+        if let Some(v) = fields::duration(&d, "max_lease_ttl")? {
+            m.max_lease_ttl = v;
+        }
+        return Ok(Resp::no_content());
+    }
+    let ty = fields::string_or(&d, "type", "")?;
+    if ty.is_empty() {
+        return Err(ApiError::bad_request(
+            "backend type must be specified as a string",
+        ));
+    }
+    if ["sys/", "identity/", "auth/", "cubbyhole/"]
+        .iter()
+        .any(|r| p.starts_with(r))
+    {
+        return Err(ApiError::bad_request(format!(
+            "cannot mount at reserved path {p:?}"
+        )));
+    }
+    if c.store()
+        .mounts
+        .iter()
+        .any(|m| m.path.starts_with(&p) || p.starts_with(&m.path))
+    {
+        return Err(ApiError::bad_request(format!(
+            "path is already in use at {p}"
+        )));
+    }
+    let backend = match ty.as_str() {
+        "transform" => Backend::Transform,
+        "ad" => Backend::Ad,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "plugin not found in the catalog: {other}"
+            )))
+        }
+    };
+    let m = Mount::new(&p, backend, &ty, &fields::string_or(&d, "description", "")?);
+    c.store().mounts.push(m);
+    Ok(Resp::no_content())
+}
+
+fn disable_mount(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let p = mount_path(c);
+    let store = c.store();
+    let Some(m) = store.mounts.iter().find(|m| m.path == p).cloned() else {
+        return Ok(Resp::no_content());
+    };
+    if !matches!(m.backend, Backend::Transform | Backend::Ad) {
+        return Err(ApiError::bad_request(format!("cannot unmount {p:?}")));
+    }
+    store.mounts.retain(|x| x.path != p);
+    store.transform.remove(&p);
+    store.ad.remove(&p);
+    let ids: Vec<String> = store
+        .leases
+        .keys()
+        .filter(|k| k.starts_with(&p))
+        .cloned()
+        .collect();
+    for id in ids {
+        let _ = super::leases::revoke_one(store, &id, true);
+    }
+    Ok(Resp::no_content())
+}
+
+/// `sys/health`, `sys/seal-status`, `sys/init`, `sys/leader`: unauthenticated status endpoints
+/// that clients use to probe the server (not enveloped, as in the real service). `sys/health`
+/// answers 472 on a DR secondary, the real service's default `drsecondarycode`.
+pub fn status_routes() -> Vec<Route> {
+    vec![
+        Route::new("health").read(health).unauth().dr_secondary().doc("Health of the server.", ""),
+        Route::new("seal-status").read(seal_status).unauth().dr_secondary().doc("Seal status.", ""),
+        Route::new("init").read(|_| Ok(Resp::raw(axum::http::StatusCode::OK, json!({"initialized": true}))))
+            .unauth()
+            .doc("Initialization status.", ""),
+        Route::new("leader").read(|_| Ok(Resp::raw(axum::http::StatusCode::OK, json!({
+            "ha_enabled": false, "is_self": false, "active_time": "0001-01-01T00:00:00Z",
+            "leader_address": "", "leader_cluster_address": "", "performance_standby": false,
+            "performance_standby_last_remote_wal": 0,
+        })))).unauth().doc("HA leader.", ""),
+    ]
+}
+
+fn dr_mode(c: &Ctx) -> &'static str {
+    match c.world.clusters[c.cluster].dr.mode {
+        super::dr::Mode::Disabled => "disabled",
+        super::dr::Mode::Primary => "primary",
+        super::dr::Mode::Secondary => "secondary",
+    }
+}
+
+fn health(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let mode = dr_mode(c);
+    // Clients choose the codes with `activecode` and `drsecondarycode`, as with the real service.
+    let pick = |k: &str, default: i64| -> Result<u16, ApiError> {
+        Ok(fields::int(&c.data, k)?.unwrap_or(default).clamp(100, 599) as u16)
+    };
+    let code = if mode == "secondary" {
+        pick("drsecondarycode", 472)?
+    } else {
+        pick("activecode", 200)?
+    };
+    let code = axum::http::StatusCode::from_u16(code).unwrap_or(axum::http::StatusCode::OK);
+    Ok(Resp::raw(
+        code,
+        json!({
+            "initialized": true,
+            "sealed": false,
+            "standby": false,
+            "performance_standby": false,
+            "replication_performance_mode": "disabled",
+            "replication_dr_mode": mode,
+            "server_time_utc": super::now(),
+            "version": "1.17.0+ent",
+            "enterprise": true,
+            "cluster_name": format!("sandbox-cluster-{}", c.cluster),
+            "cluster_id": c.world.clusters[c.cluster].dr.cluster_id,
+        }),
+    ))
+}
+
+fn seal_status(c: &mut Ctx) -> Result<Resp, ApiError> {
+    Ok(Resp::raw(
+        axum::http::StatusCode::OK,
+        json!({
+            "type": "shamir", "initialized": true, "sealed": false,
+            "t": super::dr::THRESHOLD, "n": super::dr::SHARES, "progress": 0, "nonce": "",
+            "version": "1.17.0+ent", "build_date": "", "migration": false,
+            "cluster_name": format!("sandbox-cluster-{}", c.cluster),
+            "cluster_id": c.world.clusters[c.cluster].dr.cluster_id,
+            "recovery_seal": false, "storage_type": "inmem",
+        }),
+    ))
 }

@@ -136,7 +136,19 @@ fn list_sentinel(c: &mut Ctx, k: Kind) -> Result<Resp, ApiError> {
             Value::Array(paths.iter().map(|x| egp_path_entry(x)).collect()),
         );
     }
-    Ok(Resp::data(json!({ "keys": keys, "name_path_map": npm })))
+    // The real service also answers `key_info` (name -> its paths) for the list CLI.
+    let key_info: Map<String, Value> = m
+        .iter()
+        .map(|(n, p)| {
+            (
+                n.clone(),
+                json!({ "paths": p.paths.clone().unwrap_or_default() }),
+            )
+        })
+        .collect();
+    Ok(Resp::data(
+        json!({ "keys": keys, "key_info": key_info, "name_path_map": npm }),
+    ))
 }
 
 fn read(c: &mut Ctx, k: Kind) -> Result<Resp, ApiError> {

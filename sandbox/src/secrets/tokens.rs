@@ -126,13 +126,19 @@ pub fn issue(store: &mut Store, spec: TokenSpec) -> (TokenEntry, Value) {
         initial_ttl(&spec)
     };
     let created = now();
-    let id = spec
-        .id
-        .clone()
-        .unwrap_or_else(|| format!("hvs.{}", random(24)));
+    // Batch tokens (`hvb.`) have no accessor, cannot be renewed and hold no lease, as in the
+    // real service.
+    let batch = spec.token_type == "batch";
+    let id = spec.id.clone().unwrap_or_else(|| {
+        if batch {
+            format!("hvb.{}", random(48))
+        } else {
+            format!("hvs.{}", random(24))
+        }
+    });
     let entry = TokenEntry {
         id: id.clone(),
-        accessor: random(24),
+        accessor: if batch { String::new() } else { random(24) },
         policies: policies.clone(),
         path: spec.path.clone(),
         display_name: spec.display_name.clone(),
@@ -148,7 +154,7 @@ pub fn issue(store: &mut Store, spec: TokenSpec) -> (TokenEntry, Value) {
         } else {
             spec.token_type.clone()
         },
-        renewable: spec.renewable && ttl > 0,
+        renewable: spec.renewable && ttl > 0 && !batch,
         expire_time: (ttl > 0).then_some(created + ttl),
         mount_path: spec.mount_path.clone(),
         orphan: spec.orphan,
