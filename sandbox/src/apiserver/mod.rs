@@ -249,6 +249,15 @@ impl ApiServer {
         self.shared.stop.send_modify(|g| *g += 1);
     }
 
+    /// How many watch requests were answered with 410 Gone so far.
+    pub fn expired_watch_count(&self) -> u64 {
+        self.shared
+            .state
+            .lock()
+            .map(|s| s.expired_watches)
+            .unwrap_or_default()
+    }
+
     /// The current resourceVersion of the whole store.
     pub fn resource_version(&self) -> u64 {
         self.shared.state.lock().map(|s| s.rv).unwrap_or_default()

@@ -38,6 +38,8 @@ pub struct State {
     pub registry: Registry,
     pub tx: broadcast::Sender<Arc<Event>>,
     pub dirty: bool,
+    /// How many watches were refused with 410 Gone (tests check clients really relisted).
+    pub expired_watches: u64,
 }
 
 pub fn ns_of(obj: &Value) -> String {
@@ -72,6 +74,7 @@ impl State {
             registry: Registry::new(),
             tx,
             dirty: false,
+            expired_watches: 0,
         }
     }
 

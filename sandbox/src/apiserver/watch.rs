@@ -79,7 +79,7 @@ pub fn watch(
     let (tx, rx) = mpsc::channel::<bytes::Bytes>(256);
     let mut initial: Vec<bytes::Bytes> = Vec::new();
     let (mut live, start_rv) = {
-        let st = state
+        let mut st = state
             .lock()
             .map_err(|_| ApiError::internal("state lock poisoned"))?;
         let from: Option<u64> = if rv_param.is_empty() || rv_param == "0" {
@@ -108,6 +108,7 @@ pub fn watch(
             }
             (Some(r), _) if r < st.compacted => {
                 expired = true;
+                st.expired_watches += 1;
                 let status =
                     ApiError::gone(format!("too old resource version: {r} ({})", st.compacted))
                         .status();
