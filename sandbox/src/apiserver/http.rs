@@ -15,6 +15,7 @@ use super::error::{json_response, ApiError};
 use super::gc;
 use super::ops::{self, Ctx, DeleteOpts, FieldValidation, Outcome};
 use super::patch::{self, PatchType};
+use super::protobuf;
 use super::registry::ResourceInfo;
 use super::schema;
 use super::store::State;
@@ -176,6 +177,16 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
     if !authorized(sh, &headers) {
         return Err(ApiError::unauthorized());
     }
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    if content_type.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        ));
+    }
     let body = axum::body::to_bytes(req.into_body(), BODY_LIMIT)
         .await
         .map_err(|e| ApiError::new(413, "RequestEntityTooLarge", e.to_string()))?;
@@ -250,8 +261,23 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
                 schema::openapi_v3_group_version(&crds, &gv).ok_or_else(ApiError::no_route)?;
             Ok(json_response(StatusCode::OK, &doc))
         }
-        ["api", "v1", rest @ ..] => resource(sh, &method, "", "v1", rest, query, &headers, &body),
-        ["apis", g, v, rest @ ..] => resource(sh, &method, g, v, rest, query, &headers, &body),
+        ["api", "v1", rest @ ..] | ["apis", _, _, rest @ ..] => {
+            let (g, v) = match segs.as_slice() {
+                ["apis", g, v, ..] => (*g, *v),
+                _ => ("", "v1"),
+            };
+            // Typed clients of kubectl send protobuf; decode it to JSON (responses stay JSON).
+            let body = if content_type.starts_with("application/vnd.kubernetes.protobuf")
+                && !body.is_empty()
+            {
+                bytes::Bytes::from(
+                    serde_json::to_vec(&protobuf::decode(&body)?).unwrap_or_default(),
+                )
+            } else {
+                body
+            };
+            resource(sh, &method, g, v, rest, query, &headers, &body)
+        }
         _ => Err(ApiError::no_route()),
     }
 }

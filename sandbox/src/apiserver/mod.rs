@@ -67,6 +67,7 @@ mod gc;
 mod http;
 mod ops;
 mod patch;
+mod protobuf;
 mod registry;
 pub mod schema;
 mod selector;
