@@ -378,3 +378,52 @@ async fn leader_election_lease_uses_optimistic_concurrency() {
     );
     s.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_recorded_through_events_k8s_io_show_as_core_events() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use kube::api::ListParams;
+    use kube::runtime::events::{Event, EventType, Recorder};
+    use kube::Resource;
+
+    let s = server().await;
+    let client = s.client().await.unwrap();
+    install_crd(&client).await;
+    let api: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let w = api
+        .create(&PostParams::default(), &widget("w1", 1))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(client.clone(), "quartet-test".into());
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Synced".into(),
+        note: Some("remote object is in sync".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &w.object_ref(&())).await.unwrap();
+    // The second identical event becomes a series (a merge patch of the same Event).
+    recorder.publish(&ev, &w.object_ref(&())).await.unwrap();
+
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let lp = ListParams::default().fields("involvedObject.name=w1,involvedObject.kind=Widget");
+    let list = core.list(&lp).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    let e = &list.items[0];
+    assert_eq!(e.message.as_deref(), Some("remote object is in sync"));
+    assert_eq!(e.reason.as_deref(), Some("Synced"));
+    assert_eq!(e.reporting_component.as_deref(), Some("quartet-test"));
+    assert_eq!(e.series.as_ref().map(|s| s.count), Some(Some(2)));
+
+    let new: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
+    let list = new
+        .list(&ListParams::default().fields("regarding.name=w1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        list.items[0].note.as_deref(),
+        Some("remote object is in sync")
+    );
+    s.shutdown().await;
+}

@@ -40,9 +40,15 @@ struct View {
 }
 
 fn view(st: &State) -> View {
-    let mut v = View { interesting: Vec::new(), uids: HashSet::new(), dependents: HashMap::new() };
+    let mut v = View {
+        interesting: Vec::new(),
+        uids: HashSet::new(),
+        dependents: HashMap::new(),
+    };
     for (key, m) in &st.objects {
-        let Some(info) = st.registry.resources.get(key) else { continue };
+        let Some(info) = st.registry.resources.get(key) else {
+            continue;
+        };
         for o in m.values() {
             if let Some(u) = o["metadata"]["uid"].as_str() {
                 v.uids.insert(u.to_string());
@@ -52,7 +58,10 @@ fn view(st: &State) -> View {
                 v.interesting.push((info.clone(), o.clone()));
             }
             for u in owners {
-                v.dependents.entry(u).or_default().push((info.clone(), o.clone()));
+                v.dependents
+                    .entry(u)
+                    .or_default()
+                    .push((info.clone(), o.clone()));
             }
         }
     }
@@ -60,10 +69,15 @@ fn view(st: &State) -> View {
 }
 
 /// Objects of a namespace, or of a CRD's kind (only when such a deletion is pending).
-fn objects_where(st: &State, pred: impl Fn(&ResourceInfo, &Value) -> bool) -> Vec<(ResourceInfo, Value)> {
+fn objects_where(
+    st: &State,
+    pred: impl Fn(&ResourceInfo, &Value) -> bool,
+) -> Vec<(ResourceInfo, Value)> {
     let mut out = Vec::new();
     for (key, m) in &st.objects {
-        let Some(info) = st.registry.resources.get(key) else { continue };
+        let Some(info) = st.registry.resources.get(key) else {
+            continue;
+        };
         for o in m.values() {
             if pred(info, o) {
                 out.push((info.clone(), o.clone()));
@@ -111,7 +125,10 @@ fn pass(st: &mut State) -> bool {
     let v = view(st);
     let mut changed = false;
     for (info, o) in &v.interesting {
-        let uid = o["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        let uid = o["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let no_deps = Vec::new();
         let dependents = v.dependents.get(&uid).unwrap_or(&no_deps);
         if deleting(o) && has_finalizer(o, "orphan") {
@@ -132,7 +149,10 @@ fn pass(st: &mut State) -> bool {
             }
             for (dinfo, d) in dependents {
                 if !deleting(d) {
-                    let opts = DeleteOpts { propagation: Propagation::Foreground, ..background() };
+                    let opts = DeleteOpts {
+                        propagation: Propagation::Foreground,
+                        ..background()
+                    };
                     let _ = delete_object(st, dinfo, &ns_of(d), &name_of(d), &opts, false);
                     changed = true;
                 }
@@ -156,7 +176,10 @@ fn pass(st: &mut State) -> bool {
                     drop_finalizer(st, info, o, "kubernetes");
                     return true;
                 }
-                if o["metadata"]["finalizers"].as_array().is_none_or(|a| a.is_empty()) {
+                if o["metadata"]["finalizers"]
+                    .as_array()
+                    .is_none_or(|a| a.is_empty())
+                {
                     st.remove(&info.key(), "", &ns);
                     return true;
                 }
@@ -173,7 +196,10 @@ fn pass(st: &mut State) -> bool {
             }
         }
         // CRD deletion: delete all instances, then release the CRD.
-        if deleting(o) && info.key() == crd_key() && has_finalizer(o, "customresourcecleanup.apiextensions.k8s.io") {
+        if deleting(o)
+            && info.key() == crd_key()
+            && has_finalizer(o, "customresourcecleanup.apiextensions.k8s.io")
+        {
             let crd_name = name_of(o);
             let instances = objects_where(st, |i, _| i.crd.as_deref() == Some(crd_name.as_str()));
             if instances.is_empty() {

@@ -14,7 +14,7 @@
 //!   [`schema`].
 //! * Built-in kinds: namespaces (`default`, `kube-system`, `kube-public`, `kube-node-lease`
 //!   exist at start; each gets a `default` ServiceAccount), secrets, configmaps, events (core/v1
-//!   and events.k8s.io/v1, stored separately), serviceaccounts, leases, and
+//!   and events.k8s.io/v1 share storage and are converted), serviceaccounts, leases, and
 //!   customresourcedefinitions. A CRD is served as soon as it is created (its status gets the
 //!   `NamesAccepted` and `Established` conditions); deleting it deletes its objects, then stops
 //!   serving the kind.
@@ -42,7 +42,6 @@
 //!   know only the metadata list types (`ownerReferences`, `finalizers`). Field sets mark
 //!   `"."` for every non-leaf member, which real servers do only for maps and list items.
 //! * Strategic merge patch knows the merge keys of our built-in kinds only.
-//! * core/v1 and events.k8s.io/v1 events are stored separately (no conversion between them).
 //! * No authorization: the one token may do everything. No pods, services or other kinds.
 //!
 //! # Using it from a test
@@ -62,6 +61,7 @@
 //! kubectl caches discovery per host:port).
 
 mod error;
+mod events;
 mod fields;
 mod gc;
 mod http;

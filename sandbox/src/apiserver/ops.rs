@@ -109,8 +109,8 @@ pub fn output(info: &ResourceInfo, version: &str, obj: &Value) -> Value {
         m.insert("apiVersion".into(), json!(info.api_version(version)));
         m.insert("kind".into(), json!(info.kind));
     }
-    if info.key() == ("events.k8s.io".to_string(), "events".to_string()) {
-        return o;
+    if info.is_new_event() {
+        return super::events::from_core(&o);
     }
     o
 }
@@ -419,6 +419,13 @@ fn builtin_unknown(ctx: &Ctx, obj: &mut Value) -> Result<Vec<String>, ApiError> 
             "reportingInstance",
         ],
         ("events.k8s.io", "events") => &[
+            "involvedObject",
+            "message",
+            "source",
+            "firstTimestamp",
+            "lastTimestamp",
+            "count",
+            "reportingComponent",
             "eventTime",
             "series",
             "reportingController",
@@ -690,6 +697,9 @@ fn finish_update(
     let mut warnings = Vec::new();
     if !new.is_object() {
         return Err(ApiError::bad_request("the request body must be an object"));
+    }
+    if ctx.info.is_new_event() {
+        new = super::events::to_core(&new);
     }
     // Server-managed metadata comes from the stored object.
     {
@@ -1150,18 +1160,22 @@ pub struct Filter {
 
 impl Filter {
     pub fn parse(info: &ResourceInfo, q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let mut fields = FieldSelector::parse(
+            q.get("fieldSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+            allowed_fields(&info.group, &info.plural),
+        )?;
+        if info.is_new_event() {
+            fields.rename(super::events::field_to_core);
+        }
         Ok(Self {
             labels: LabelSelector::parse(
                 q.get("labelSelector")
                     .map(String::as_str)
                     .unwrap_or_default(),
             )?,
-            fields: FieldSelector::parse(
-                q.get("fieldSelector")
-                    .map(String::as_str)
-                    .unwrap_or_default(),
-                allowed_fields(&info.group, &info.plural),
-            )?,
+            fields,
         })
     }
 

@@ -26,14 +26,28 @@ pub struct ResourceInfo {
     pub has_generation: bool,
     /// DELETE answers with the object rather than a `Success` Status.
     pub return_deleted_object: bool,
+    /// Where objects live when another resource owns the storage (events.k8s.io events are
+    /// stored as core/v1 events).
+    pub storage: Option<ResKey>,
 }
 
 /// Storage key of a resource: `(group, plural)`.
 pub type ResKey = (String, String);
 
 impl ResourceInfo {
+    /// Storage key: where the objects live.
     pub fn key(&self) -> ResKey {
+        self.storage.clone().unwrap_or_else(|| self.id())
+    }
+
+    /// Identity in the registry: `(group, plural)`.
+    pub fn id(&self) -> ResKey {
         (self.group.clone(), self.plural.clone())
+    }
+
+    /// events.k8s.io/v1 events (stored as core/v1 events).
+    pub fn is_new_event(&self) -> bool {
+        self.group == "events.k8s.io" && self.plural == "events"
     }
 
     pub fn api_version(&self, version: &str) -> String {
@@ -93,6 +107,7 @@ fn builtin(
         crd: None,
         has_generation: kind == "CustomResourceDefinition",
         return_deleted_object: matches!(kind, "Namespace" | "CustomResourceDefinition"),
+        storage: (group == "events.k8s.io").then(|| (String::new(), "events".to_string())),
     }
 }
 
@@ -272,6 +287,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
         crd: crd["metadata"]["name"].as_str().map(String::from),
         has_generation: true,
         return_deleted_object: true,
+        storage: None,
     })
 }
 
@@ -285,7 +301,7 @@ impl Registry {
     pub fn new() -> Self {
         let mut r = Self::default();
         for b in builtins() {
-            r.resources.insert(b.key(), b);
+            r.resources.insert(b.id(), b);
         }
         r
     }

@@ -176,8 +176,8 @@ impl State {
         for crd in self.crds() {
             if let Some(info) = super::registry::from_crd(&crd) {
                 // Never let a CRD shadow a built-in.
-                if !reg.resources.contains_key(&info.key()) {
-                    reg.resources.insert(info.key(), info);
+                if !reg.resources.contains_key(&info.id()) {
+                    reg.resources.insert(info.id(), info);
                 }
             }
         }
