@@ -641,7 +641,7 @@ async fn server_side_apply_removes_fields_a_manager_stops_applying() {
     let mf = v["metadata"]["managedFields"].as_array().unwrap();
     let m = mf.iter().find(|e| e["manager"] == "m").unwrap();
     assert_eq!(m["operation"], "Apply");
-    assert_eq!(m["fieldsV1"], json!({"f:data": {"f:a": {}}}));
+    assert_eq!(m["fieldsV1"], json!({"f:data": {".": {}, "f:a": {}}}));
     // YAML bodies work too, and fieldManager is required.
     let (code, _) = h
         .send(

@@ -93,6 +93,36 @@ impl Shape {
         }
     }
 
+    /// A granular map (as opposed to a struct): its own path is a member of field sets, which
+    /// FieldsV1 shows as `".": {}` (labels, annotations, Secret/ConfigMap data,
+    /// `additionalProperties` objects of a CRD schema).
+    pub fn is_map(&self, path: &[Pe]) -> bool {
+        let f = |s: &str| Pe::Field(s.to_string());
+        if path.len() == 2 && path[0] == f("metadata") {
+            return path[1] == f("labels") || path[1] == f("annotations");
+        }
+        if path.first() == Some(&f("metadata")) {
+            return false;
+        }
+        if self.root.is_none() {
+            return path.len() == 1
+                && (path[0] == f("data")
+                    || path[0] == f("stringData")
+                    || path[0] == f("binaryData"));
+        }
+        match self.node(path) {
+            Some(n) => {
+                n.get("properties").is_none()
+                    && (n
+                        .get("additionalProperties")
+                        .is_some_and(|a| a.is_object() || a == &Value::Bool(true))
+                        || n.get("x-kubernetes-preserve-unknown-fields")
+                            == Some(&Value::Bool(true)))
+            }
+            None => false,
+        }
+    }
+
     pub fn atomic_map(&self, path: &[Pe]) -> bool {
         if path.first() == Some(&Pe::Field("metadata".into())) {
             return false;
@@ -190,6 +220,9 @@ fn collect(v: &Value, path: &mut Path, shape: &Shape, out: &mut FieldSet) {
             if !path.is_empty() && (m.is_empty() || shape.atomic_map(path)) {
                 out.insert(path.clone());
                 return;
+            }
+            if !path.is_empty() && shape.is_map(path) {
+                out.insert(path.clone());
             }
             for (k, c) in m {
                 path.push(Pe::Field(k.clone()));
@@ -312,6 +345,14 @@ pub fn remove_at(v: &mut Value, path: &[Pe]) {
     }
 }
 
+/// Whether `set` holds a path below `p` (descendants sort right after `p`).
+fn has_children(set: &FieldSet, p: &Path) -> bool {
+    use std::ops::Bound::{Excluded, Unbounded};
+    set.range::<Path, _>((Excluded(p), Unbounded))
+        .next()
+        .is_some_and(|q| q.starts_with(p))
+}
+
 /// Fields set or changed going from `old` to `new`, and fields removed.
 pub fn diff(old: &Value, new: &Value, shape: &Shape) -> (FieldSet, FieldSet) {
     let fo = field_set(old, shape);
@@ -322,8 +363,9 @@ pub fn diff(old: &Value, new: &Value, shape: &Shape) -> (FieldSet, FieldSet) {
             if !fo.contains(*p) {
                 return true;
             }
-            // A list item's own path changes only when the item appears; its fields say the rest.
-            if matches!(p.last(), Some(Pe::Key(_))) {
+            // A container's own path (list item, granular map) changes only when it appears;
+            // its fields say the rest.
+            if has_children(&fnew, p) {
                 return false;
             }
             get_at(old, p) != get_at(new, p)
@@ -685,8 +727,7 @@ pub fn apply(
     gone.sort_by_key(|p| std::cmp::Reverse(p.len()));
     for p in gone {
         let owned_elsewhere = entries.iter().any(|e| {
-            !e.same(w.manager, "Apply", w.subresource)
-                && e.set.iter().any(|q| q.starts_with(p) || p.starts_with(q))
+            !e.same(w.manager, "Apply", w.subresource) && e.set.iter().any(|q| q.starts_with(p))
         });
         if !owned_elsewhere {
             remove_at(&mut merged, p);
@@ -798,6 +839,37 @@ mod tests {
         // m no longer owns spec.a, so dropping it from m's config keeps n's value.
         let c = apply(&b, &json!({"spec": {}}), &w("m"), false, &shape).unwrap();
         assert_eq!(c["spec"]["a"], 2);
+    }
+
+    #[test]
+    fn managers_share_a_map_and_keep_their_own_keys() {
+        let shape = Shape::default();
+        let live = json!({"metadata": {"name": "x"}});
+        let a = apply(
+            &live,
+            &json!({"metadata": {"labels": {"a": "1"}}}),
+            &w("m"),
+            false,
+            &shape,
+        )
+        .unwrap();
+        let b = apply(
+            &a,
+            &json!({"metadata": {"labels": {"b": "2"}}}),
+            &w("n"),
+            false,
+            &shape,
+        )
+        .unwrap();
+        assert_eq!(b["metadata"]["labels"], json!({"a": "1", "b": "2"}));
+        let mf = &b["metadata"]["managedFields"];
+        assert_eq!(
+            mf[0]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}}})
+        );
+        // m stops applying labels: its key goes, the other one stays.
+        let c = apply(&b, &json!({"metadata": {}}), &w("m"), false, &shape).unwrap();
+        assert_eq!(c["metadata"]["labels"], json!({"b": "2"}));
     }
 
     #[test]

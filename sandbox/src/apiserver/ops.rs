@@ -965,6 +965,16 @@ pub fn apply(st: &mut State, ctx: &Ctx, name: &str, body: &[u8]) -> Result<Outco
     let t = now();
     let writer = ctx.writer(&av, &t);
     let old = st.get(&ctx.key(), &ctx.ns, name).cloned();
+    // A resourceVersion in an apply configuration is a precondition, as for updates.
+    if let Some(rv) = applied["metadata"]["resourceVersion"]
+        .as_str()
+        .filter(|r| !r.is_empty())
+    {
+        let current = old.as_ref().map(rv_of).unwrap_or_default().to_string();
+        if rv != current {
+            return Err(ApiError::conflict(&ctx.info.plural, &ctx.info.group, name));
+        }
+    }
     let live = match &old {
         Some(o) => output(&ctx.info, &ctx.version, o),
         None => {
