@@ -132,10 +132,10 @@ fn user_agent_manager(headers: &HeaderMap) -> String {
     }
 }
 
+/// The state lock. A panic while holding it (a bug) must not take the server down for good,
+/// so a poisoned lock is recovered: every write leaves the state consistent before it can fail.
 fn lock(sh: &Shared) -> Result<std::sync::MutexGuard<'_, State>, ApiError> {
-    sh.state
-        .lock()
-        .map_err(|_| ApiError::internal("state lock poisoned"))
+    Ok(sh.state.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// The single entry point: every path goes through here.

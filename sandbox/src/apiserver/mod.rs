@@ -244,9 +244,11 @@ impl ApiServer {
     /// Simulate etcd compaction: forget the watch history and end every open watch, so clients
     /// re-watch from their last resourceVersion, get 410 Gone, and relist.
     pub fn expire_watches(&self) {
-        if let Ok(mut st) = self.shared.state.lock() {
-            st.compact();
-        }
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .compact();
         self.shared.stop.send_modify(|g| *g += 1);
     }
 
@@ -261,7 +263,11 @@ impl ApiServer {
 
     /// The current resourceVersion of the whole store.
     pub fn resource_version(&self) -> u64 {
-        self.shared.state.lock().map(|s| s.rv).unwrap_or_default()
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .rv
     }
 
     /// Stop serving, end watches, and write a final snapshot.
@@ -278,7 +284,7 @@ impl ApiServer {
 fn save(sh: &Shared) {
     let Some(dir) = &sh.state_dir else { return };
     let snap = {
-        let Ok(mut st) = sh.state.lock() else { return };
+        let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
         if !st.dirty {
             return;
         }

@@ -264,6 +264,9 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
         }
         ("", "namespaces") => {
             if old.is_none() {
+                if !obj["spec"].is_object() {
+                    obj["spec"] = json!({});
+                }
                 if obj["spec"]["finalizers"].is_null() {
                     obj["spec"]["finalizers"] = json!(["kubernetes"]);
                 }

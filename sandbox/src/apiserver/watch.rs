@@ -79,9 +79,7 @@ pub fn watch(
     let (tx, rx) = mpsc::channel::<bytes::Bytes>(256);
     let mut initial: Vec<bytes::Bytes> = Vec::new();
     let (mut live, start_rv) = {
-        let mut st = state
-            .lock()
-            .map_err(|_| ApiError::internal("state lock poisoned"))?;
+        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
         let from: Option<u64> = if rv_param.is_empty() || rv_param == "0" {
             None
         } else {
