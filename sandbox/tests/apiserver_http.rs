@@ -691,6 +691,16 @@ async fn unknown_fields_follow_field_validation() {
     );
     let v: Value = r.json().await.unwrap();
     assert!(v.get("bogus").is_none(), "unknown fields are dropped");
+    // Server-side apply words it like structured-merge-diff.
+    let (code, v) = h
+        .send(
+            h.req(reqwest::Method::PATCH, "/api/v1/namespaces/default/configmaps/d?fieldManager=m&fieldValidation=Strict")
+                .header("content-type", APPLY)
+                .body(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}, "bogus": 1}).to_string()),
+        )
+        .await;
+    assert_eq!(code, 400);
+    assert_eq!(v["message"], "failed to create typed patch object (/v1, Kind=ConfigMap): .bogus: field not declared in schema");
 }
 
 #[tokio::test]

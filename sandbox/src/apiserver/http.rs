@@ -405,6 +405,7 @@ fn resource(
         dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
         validation,
         query: query.clone(),
+        apply: false,
     };
     let as_ = wanted(headers);
     let crd = ctx.info.crd.as_ref().and_then(|n| st.crd(n)).cloned();

@@ -35,6 +35,8 @@ pub struct Ctx {
     pub dry_run: bool,
     pub validation: FieldValidation,
     pub query: HashMap<String, String>,
+    /// Server-side apply (strict errors are worded as structured-merge-diff's).
+    pub apply: bool,
 }
 
 /// A successful write: HTTP code, the object to return, `Warning` headers.
@@ -380,6 +382,17 @@ fn unknown_fields(ctx: &Ctx, unknown: &[String]) -> Result<Vec<String>, ApiError
     match ctx.validation {
         FieldValidation::Ignore => Ok(vec![]),
         FieldValidation::Warn => Ok(msgs),
+        FieldValidation::Strict if ctx.apply => Err(ApiError::bad_request(format!(
+            "failed to create typed patch object ({}/{}, Kind={}): {}",
+            ctx.info.group,
+            ctx.version,
+            ctx.info.kind,
+            unknown
+                .iter()
+                .map(|f| format!(".{f}: field not declared in schema"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))),
         FieldValidation::Strict => Err(ApiError::bad_request(format!(
             "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
             msgs.join(", "),
@@ -962,6 +975,9 @@ pub fn apply(st: &mut State, ctx: &Ctx, name: &str, body: &[u8]) -> Result<Outco
             ));
         }
     }
+    let mut actx = ctx.clone();
+    actx.apply = true;
+    let ctx = &actx;
     let force = ctx.query.get("force").is_some_and(|f| f == "true");
     let shape = ctx.shape(st);
     let av = ctx.api_version();
