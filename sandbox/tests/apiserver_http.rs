@@ -762,3 +762,44 @@ async fn dry_run_does_not_store() {
     let (code, _) = h.get(&format!("{SECRETS}/s1")).await;
     assert_eq!(code, 404);
 }
+
+#[tokio::test]
+async fn crd_selectable_fields_work_in_field_selectors() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    h.post(WIDGETS, widget("w1")).await;
+    let mut big = widget("w2");
+    big["spec"]["size"] = json!("large");
+    h.post(WIDGETS, big).await;
+    let (code, v) = h
+        .get(&format!("{WIDGETS}?fieldSelector=spec.size%3Dlarge"))
+        .await;
+    assert_eq!(code, 200, "{v}");
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["metadata"]["name"], "w2");
+    let (code, _) = h
+        .get(&format!("{WIDGETS}?fieldSelector=spec.replicas%3D1"))
+        .await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn partial_object_metadata_is_returned_when_asked_for() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(SECRETS, secret("s1")).await;
+    let accept =
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let (_, v) = h
+        .send(
+            h.req(reqwest::Method::GET, SECRETS)
+                .header("accept", accept),
+        )
+        .await;
+    assert_eq!(v["kind"], "PartialObjectMetadataList");
+    assert_eq!(v["items"][0]["kind"], "PartialObjectMetadata");
+    assert_eq!(v["items"][0]["metadata"]["name"], "s1");
+    assert!(v["items"][0].get("data").is_none());
+}

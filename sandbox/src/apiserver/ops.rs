@@ -304,6 +304,36 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
                     ),
                 ));
             }
+            if let Some(o) = old {
+                if o["spec"]["names"] != obj["spec"]["names"] && obj["status"].is_object() {
+                    let mut accepted = obj["spec"]["names"].clone();
+                    if accepted["singular"].is_null() {
+                        accepted["singular"] =
+                            json!(accepted["kind"].as_str().unwrap_or_default().to_lowercase());
+                    }
+                    if accepted["listKind"].is_null() {
+                        accepted["listKind"] = json!(format!(
+                            "{}List",
+                            accepted["kind"].as_str().unwrap_or_default()
+                        ));
+                    }
+                    obj["status"]["acceptedNames"] = accepted;
+                }
+                let storage = obj["spec"]["versions"]
+                    .as_array()
+                    .and_then(|vs| vs.iter().find(|v| v["storage"] == json!(true)))
+                    .map(|v| v["name"].clone());
+                if let (Some(sv), true) = (storage, obj["status"].is_object()) {
+                    if !obj["status"]["storedVersions"].is_array() {
+                        obj["status"]["storedVersions"] = json!([]);
+                    }
+                    if let Some(a) = obj["status"]["storedVersions"].as_array_mut() {
+                        if !a.contains(&sv) {
+                            a.push(sv);
+                        }
+                    }
+                }
+            }
             if old.is_none() {
                 let names = obj["spec"]["names"].clone();
                 let mut accepted = names.clone();
@@ -1189,11 +1219,13 @@ pub struct Filter {
 
 impl Filter {
     pub fn parse(info: &ResourceInfo, q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let mut allowed: Vec<&str> = allowed_fields(&info.group, &info.plural).to_vec();
+        allowed.extend(info.selectable.iter().map(String::as_str));
         let mut fields = FieldSelector::parse(
             q.get("fieldSelector")
                 .map(String::as_str)
                 .unwrap_or_default(),
-            allowed_fields(&info.group, &info.plural),
+            &allowed,
         )?;
         if info.is_new_event() {
             fields.rename(super::events::field_to_core);

@@ -29,6 +29,8 @@ pub struct ResourceInfo {
     /// Where objects live when another resource owns the storage (events.k8s.io events are
     /// stored as core/v1 events).
     pub storage: Option<ResKey>,
+    /// Extra field-selector paths (a CRD's `selectableFields`, without the leading dot).
+    pub selectable: Vec<String>,
 }
 
 /// Storage key of a resource: `(group, plural)`.
@@ -108,6 +110,7 @@ fn builtin(
         has_generation: kind == "CustomResourceDefinition",
         return_deleted_object: matches!(kind, "Namespace" | "CustomResourceDefinition"),
         storage: (group == "events.k8s.io").then(|| (String::new(), "events".to_string())),
+        selectable: Vec::new(),
     }
 }
 
@@ -255,7 +258,16 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
     let mut versions = Vec::new();
     let mut storage = None;
     let mut status = false;
+    let mut selectable = Vec::new();
     for v in spec["versions"].as_array()? {
+        for f in v["selectableFields"].as_array().into_iter().flatten() {
+            if let Some(p) = f["jsonPath"].as_str() {
+                let p = p.trim_start_matches('.').to_string();
+                if !selectable.contains(&p) {
+                    selectable.push(p);
+                }
+            }
+        }
         let name = v["name"].as_str()?.to_string();
         if v["storage"].as_bool() == Some(true) {
             storage = Some(name.clone());
@@ -288,6 +300,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
         has_generation: true,
         return_deleted_object: true,
         storage: None,
+        selectable,
     })
 }
 

@@ -28,6 +28,8 @@ spec:
     storage: true
     subresources:
       status: {}
+    selectableFields:
+    - jsonPath: .spec.size
     additionalPrinterColumns:
     - name: Size
       type: string
