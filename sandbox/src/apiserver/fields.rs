@@ -345,6 +345,17 @@ pub fn remove_at(v: &mut Value, path: &[Pe]) {
     }
 }
 
+/// A key field of an associative-list item (`...[type=Ready].type`): never removed on its
+/// own, or the item would lose its identity.
+fn is_key_field(p: &[Pe]) -> bool {
+    match p {
+        [.., Pe::Key(k), Pe::Field(f)] => {
+            matches!(serde_json::from_str::<Value>(k), Ok(Value::Object(m)) if m.contains_key(f))
+        }
+        _ => false,
+    }
+}
+
 /// Whether `set` holds a path below `p` (descendants sort right after `p`).
 fn has_children(set: &FieldSet, p: &Path) -> bool {
     use std::ops::Bound::{Excluded, Unbounded};
@@ -723,9 +734,13 @@ pub fn apply(
         }
     }
     // Fields this manager applied before but no longer does, owned by no one else, go away.
+    // Containers first: an item or map nobody else has a stake in goes as a whole.
     let mut gone: Vec<&Path> = prev_a.difference(&set_a).collect();
-    gone.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    gone.sort_by_key(|p| p.len());
     for p in gone {
+        if is_key_field(p) {
+            continue;
+        }
         let owned_elsewhere = entries.iter().any(|e| {
             !e.same(w.manager, "Apply", w.subresource) && e.set.iter().any(|q| q.starts_with(p))
         });
@@ -870,6 +885,58 @@ mod tests {
         // m stops applying labels: its key goes, the other one stays.
         let c = apply(&b, &json!({"metadata": {}}), &w("m"), false, &shape).unwrap();
         assert_eq!(c["metadata"]["labels"], json!({"b": "2"}));
+    }
+
+    #[test]
+    fn associative_lists_merge_by_key_and_items_belong_to_their_appliers() {
+        let schema = json!({"type": "object", "properties": {"status": {"type": "object", "properties": {
+            "conditions": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+                "items": {"type": "object", "properties": {"type": {"type": "string"}, "status": {"type": "string"}}}}}}}});
+        let shape = Shape::new(Some(schema));
+        let live = json!({"metadata": {"name": "x"}});
+        let cond = |t: &str, s: &str| json!({"type": t, "status": s});
+        let a = apply(
+            &live,
+            &json!({"status": {"conditions": [cond("Ready", "True")]}}),
+            &w("m"),
+            false,
+            &shape,
+        )
+        .unwrap();
+        let b = apply(
+            &a,
+            &json!({"status": {"conditions": [cond("Synced", "False")]}}),
+            &w("n"),
+            false,
+            &shape,
+        )
+        .unwrap();
+        assert_eq!(
+            b["status"]["conditions"],
+            json!([cond("Ready", "True"), cond("Synced", "False")])
+        );
+        assert_eq!(
+            b["metadata"]["managedFields"][1]["fieldsV1"],
+            json!({"f:status": {"f:conditions": {"k:{\"type\":\"Synced\"}": {".": {}, "f:status": {}, "f:type": {}}}}})
+        );
+        // n changing m's item conflicts; dropping its own item removes only that one.
+        assert!(apply(
+            &b,
+            &json!({"status": {"conditions": [cond("Ready", "False")]}}),
+            &w("n"),
+            false,
+            &shape
+        )
+        .is_err());
+        let c = apply(
+            &b,
+            &json!({"status": {"conditions": []}}),
+            &w("n"),
+            false,
+            &shape,
+        )
+        .unwrap();
+        assert_eq!(c["status"]["conditions"], json!([cond("Ready", "True")]));
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub struct Shared {
     pub state_dir: Option<PathBuf>,
     /// Bumped to end every open watch.
     pub stop: tokio::sync::watch::Sender<u64>,
+    /// Set by shutdown: connections kept alive from before answer 503 and close, so clients
+    /// reconnect (to a restarted server on the same port).
+    pub stopped: std::sync::atomic::AtomicBool,
 }
 
 const BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -140,6 +143,13 @@ fn lock(sh: &Shared) -> Result<std::sync::MutexGuard<'_, State>, ApiError> {
 
 /// The single entry point: every path goes through here.
 pub async fn handle(AxState(sh): AxState<Arc<Shared>>, req: Request) -> Response {
+    if sh.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+        let mut r =
+            ApiError::new(503, "ServiceUnavailable", "apiserver is shutting down").into_response();
+        r.headers_mut()
+            .insert("connection", HeaderValue::from_static("close"));
+        return r;
+    }
     match handle_inner(&sh, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),

@@ -178,6 +178,7 @@ impl ApiServer {
             addr: local.to_string(),
             state_dir: opts.state_dir.clone(),
             stop,
+            stopped: std::sync::atomic::AtomicBool::new(false),
         });
         let admin = Arc::new(Admin::default());
         let router = axum::Router::new()
@@ -289,6 +290,9 @@ impl ApiServer {
 
     /// Stop serving, end watches, and write a final snapshot.
     pub async fn shutdown(self) {
+        self.shared
+            .stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.shared.stop.send_modify(|g| *g += 1);
         for t in &self.tasks {
             t.abort();

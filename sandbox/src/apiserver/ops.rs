@@ -264,16 +264,14 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
                 }
             }
         }
-        ("", "namespaces") => {
-            if old.is_none() {
-                if !obj["spec"].is_object() {
-                    obj["spec"] = json!({});
-                }
-                if obj["spec"]["finalizers"].is_null() {
-                    obj["spec"]["finalizers"] = json!(["kubernetes"]);
-                }
-                obj["status"] = json!({"phase": "Active"});
+        ("", "namespaces") if old.is_none() => {
+            if !obj["spec"].is_object() {
+                obj["spec"] = json!({});
             }
+            if obj["spec"]["finalizers"].is_null() {
+                obj["spec"]["finalizers"] = json!(["kubernetes"]);
+            }
+            obj["status"] = json!({"phase": "Active"});
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             if let Err(errors) = schema::validate_crd(obj) {
@@ -616,7 +614,7 @@ pub fn create(
             return Err(ApiError::new(
                 405,
                 "MethodNotAllowed",
-                format!("create not allowed while custom resource definition is terminating"),
+                "create not allowed while custom resource definition is terminating",
             ));
         }
     }

@@ -176,9 +176,7 @@ impl State {
         for crd in self.crds() {
             if let Some(info) = super::registry::from_crd(&crd) {
                 // Never let a CRD shadow a built-in.
-                if !reg.resources.contains_key(&info.id()) {
-                    reg.resources.insert(info.id(), info);
-                }
+                reg.resources.entry(info.id()).or_insert(info);
             }
         }
         // Objects of resources no longer served are dropped (their CRD is gone).
