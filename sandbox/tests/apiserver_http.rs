@@ -803,3 +803,71 @@ async fn partial_object_metadata_is_returned_when_asked_for() {
     assert_eq!(v["items"][0]["metadata"]["name"], "s1");
     assert!(v["items"][0].get("data").is_none());
 }
+
+#[tokio::test]
+async fn watch_with_label_selector_sees_objects_enter_and_leave() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, list) = h.get(SECRETS).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut r = h
+        .req(
+            reqwest::Method::GET,
+            &format!("{SECRETS}?watch=true&labelSelector=app%3Dx&resourceVersion={rv}"),
+        )
+        .send()
+        .await
+        .unwrap();
+    h.post(SECRETS, secret("s1")).await;
+    h.patch(
+        &format!("{SECRETS}/s1"),
+        MERGE,
+        json!({"metadata": {"labels": {"app": "x"}}}),
+    )
+    .await;
+    h.patch(
+        &format!("{SECRETS}/s1"),
+        MERGE,
+        json!({"metadata": {"labels": {"app": "y"}}}),
+    )
+    .await;
+    let evs = read_events(&mut r, 2).await;
+    let types: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ADDED", "DELETED"]);
+}
+
+#[tokio::test]
+async fn foreground_deletion_waits_for_dependents() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let (_, owner) = h.post(WIDGETS, widget("owner")).await;
+    let mut dep = widget("dep");
+    dep["metadata"]["ownerReferences"] = json!([{"apiVersion": "test.quartet.dev/v1alpha1", "kind": "Widget", "name": "owner", "uid": owner["metadata"]["uid"], "blockOwnerDeletion": true}]);
+    dep["metadata"]["finalizers"] = json!(["x/hold"]);
+    h.post(WIDGETS, dep).await;
+    let (code, v) = h
+        .send(
+            h.req(reqwest::Method::DELETE, &format!("{WIDGETS}/owner"))
+                .json(&json!({"propagationPolicy": "Foreground"})),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(v["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    // The dependent is being deleted but held by its finalizer, so the owner stays.
+    let (_, d) = h.get(&format!("{WIDGETS}/dep")).await;
+    assert!(d["metadata"]["deletionTimestamp"].is_string());
+    let (code, _) = h.get(&format!("{WIDGETS}/owner")).await;
+    assert_eq!(code, 200);
+    h.patch(
+        &format!("{WIDGETS}/dep"),
+        MERGE,
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    let (code, _) = h.get(&format!("{WIDGETS}/owner")).await;
+    assert_eq!(code, 404);
+}
