@@ -871,3 +871,38 @@ async fn foreground_deletion_waits_for_dependents() {
     let (code, _) = h.get(&format!("{WIDGETS}/owner")).await;
     assert_eq!(code, 404);
 }
+
+#[tokio::test]
+async fn invalid_label_value_is_422_naming_the_field() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let mut sec = secret("s1");
+    sec["metadata"]["labels"] = json!({"app": "not valid!"});
+    let (code, v) = h.post(SECRETS, sec).await;
+    assert_eq!(code, 422);
+    assert_eq!(v["reason"], "Invalid");
+    assert!(
+        v["message"].as_str().unwrap().starts_with("Secret \"s1\" is invalid: metadata.labels: Invalid value: \"not valid!\": a valid label must be"),
+        "{v}"
+    );
+    assert_eq!(v["details"]["causes"][0]["field"], "metadata.labels");
+}
+
+#[tokio::test]
+async fn secret_type_is_immutable() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(SECRETS, secret("s1")).await;
+    let (code, v) = h
+        .patch(
+            &format!("{SECRETS}/s1"),
+            MERGE,
+            json!({"type": "kubernetes.io/tls"}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        v["message"],
+        "Secret \"s1\" is invalid: type: Invalid value: \"kubernetes.io/tls\": field is immutable"
+    );
+}

@@ -188,6 +188,85 @@ fn validate_name(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
     ))
 }
 
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+const NAME_PART_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, at most 63 characters.
+fn is_name_part(s: &str) -> bool {
+    let ok_end = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    !s.is_empty()
+        && s.len() <= 63
+        && ok_end(s.chars().next())
+        && ok_end(s.chars().last())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// The errors `ValidateLabels`/`ValidateAnnotations` give for the built-in kinds (custom
+/// resources get theirs from the schema module).
+fn validate_meta_maps(ctx: &Ctx, obj: &Value) -> Result<(), ApiError> {
+    let name = name_of(obj);
+    let key_error = |k: &str| -> Option<String> {
+        let (prefix, part) = match k.split_once('/') {
+            Some((p, n)) => (Some(p), n),
+            None => (None, k),
+        };
+        if let Some(p) = prefix {
+            if p.is_empty() || !is_subdomain(p) {
+                return Some(format!(
+                    "Invalid value: \"{k}\": prefix part {SUBDOMAIN_MSG}"
+                ));
+            }
+        }
+        if part.len() > 63 {
+            return Some(format!(
+                "Invalid value: \"{k}\": name part must be no more than 63 characters"
+            ));
+        }
+        if !is_name_part(part) {
+            return Some(format!("Invalid value: \"{k}\": {NAME_PART_MSG}"));
+        }
+        None
+    };
+    for field in ["labels", "annotations"] {
+        let Some(m) = obj["metadata"][field].as_object() else {
+            continue;
+        };
+        for (k, v) in m {
+            if let Some(msg) = key_error(k) {
+                return Err(ctx.invalid(
+                    &name,
+                    &format!("metadata.{field}"),
+                    "FieldValueInvalid",
+                    &msg,
+                ));
+            }
+            let Some(v) = v.as_str() else {
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{ver}\" cannot be handled as a {kind}: json: cannot unmarshal {} into Go struct field ObjectMeta.metadata.{field} of type string",
+                    if v.is_number() { "number" } else if v.is_boolean() { "bool" } else { "object" },
+                    kind = ctx.info.kind,
+                    ver = ctx.version
+                )));
+            };
+            if field == "labels" && !v.is_empty() && !is_name_part(v) {
+                let msg = if v.len() > 63 {
+                    "must be no more than 63 characters"
+                } else {
+                    LABEL_VALUE_MSG
+                };
+                return Err(ctx.invalid(
+                    &name,
+                    "metadata.labels",
+                    "FieldValueInvalid",
+                    &format!("Invalid value: \"{v}\": {msg}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 const GENERATE_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 fn generate_suffix() -> String {
@@ -220,6 +299,9 @@ fn check_namespace(st: &State, ctx: &Ctx, name: &str) -> Result<(), ApiError> {
 
 /// Per-kind preparation of a new or updated object (the registry "strategies").
 fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    if !ctx.info.is_custom() {
+        validate_meta_maps(ctx, obj)?;
+    }
     match (ctx.info.group.as_str(), ctx.info.plural.as_str()) {
         ("", "secrets") => {
             if let Some(Value::Object(sd)) =
@@ -252,6 +334,15 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
                 }
             }
             if let Some(o) = old {
+                if o["type"] != obj["type"] {
+                    let t = obj["type"].as_str().unwrap_or_default();
+                    return Err(ctx.invalid(
+                        &name_of(obj),
+                        "type",
+                        "FieldValueInvalid",
+                        &format!("Invalid value: \"{t}\": field is immutable"),
+                    ));
+                }
                 if o["immutable"] == json!(true)
                     && (o["data"] != obj["data"] || obj["immutable"] != json!(true))
                 {
