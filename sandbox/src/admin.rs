@@ -67,7 +67,8 @@ pub struct Fault {
     pub drop: bool,
     #[serde(default = "one")]
     pub count: u32,
-    /// The error body to send; defaults to a body in the service's own error format.
+    /// The error body to send (a JSON string is sent as plain text); defaults to a body in the
+    /// service's own error format.
     #[serde(default)]
     pub body: Option<serde_json::Value>,
 }
@@ -199,11 +200,11 @@ async fn log_and_inject(
         if fault.status != 0 && !(fault.delay_ms > 0 && fault.status == 200) {
             let status =
                 StatusCode::from_u16(fault.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-            let body = fault
-                .body
-                .clone()
-                .unwrap_or_else(|| default_error_body(service, status));
-            let mut resp = (status, Json(body)).into_response();
+            let mut resp = match fault.body.clone() {
+                Some(serde_json::Value::String(text)) => (status, text).into_response(),
+                Some(body) => (status, Json(body)).into_response(),
+                None => default_error_response(service, status),
+            };
             if let Some(secs) = fault.retry_after {
                 resp.headers_mut()
                     .insert("retry-after", HeaderValue::from(secs));
@@ -217,12 +218,19 @@ async fn log_and_inject(
     resp
 }
 
-/// An injected fault's body in the error format the service itself uses.
-fn default_error_body(service: &str, status: StatusCode) -> serde_json::Value {
+/// An injected fault's response in the error format the service itself uses: JSON for the
+/// secrets and workspace services, plain text for the catalog and the scheduler (Go services
+/// that answer errors with `http.Error`).
+fn default_error_response(service: &str, status: StatusCode) -> Response {
     let text = status.canonical_reason().unwrap_or("error").to_string();
     match service {
-        "workspaces" => serde_json::json!({"errors": [{"status": status.as_str(), "title": text}]}),
-        _ => serde_json::json!({"errors": [text]}),
+        "workspaces" => (
+            status,
+            Json(serde_json::json!({"errors": [{"status": status.as_str(), "title": text}]})),
+        )
+            .into_response(),
+        "catalog" | "scheduler" => (status, text).into_response(),
+        _ => (status, Json(serde_json::json!({"errors": [text]}))).into_response(),
     }
 }
 

@@ -1,0 +1,12 @@
+# A small static image: the binary built for musl, on an empty base, run as non-root.
+FROM rust:1-bookworm AS build
+RUN rustup target add x86_64-unknown-linux-musl && apt-get update && apt-get install -y musl-tools
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked --target x86_64-unknown-linux-musl --bin quartet
+
+FROM scratch
+COPY --from=build /src/target/x86_64-unknown-linux-musl/release/quartet /quartet
+USER 65532:65532
+ENTRYPOINT ["/quartet"]
+CMD ["run"]

@@ -1,0 +1,236 @@
+//! Convergence benchmark (prints figures; asserts nothing about time).
+//!
+//! For each N (env `QUARTET_BENCH_N`, default `100,1000`): start `quartet sandbox --kubeconfig`
+//! and `quartet run`, create N SecretsPolicy resources with concurrency C (env
+//! `QUARTET_BENCH_CONCURRENCY`, default 8, also the operator's `--concurrency`), and report:
+//! seconds until all are Ready; secrets-service calls per resource during convergence by verb
+//! (from the sandbox's request log); calls per resource during one resync with nothing changed
+//! (writes must be 0); Kubernetes API calls per resource by verb (the operator's own counter);
+//! the operator's peak RSS; and the time of the same N policy writes sent straight to the
+//! sandbox with the same concurrency, as the ratio operator/direct.
+//!
+//! Run: `cargo bench --bench converge` (builds the binary in release mode first).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt};
+use kube::api::{Api, ListParams, PostParams};
+use quartet::api::SecretsPolicy;
+use support::*;
+
+const RESYNC_SECS: u64 = 15;
+
+fn main() {
+    let sizes: Vec<usize> = std::env::var("QUARTET_BENCH_N")
+        .unwrap_or_else(|_| "100,1000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let concurrency: usize = std::env::var("QUARTET_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    println!("SecretsPolicy convergence against `quartet sandbox` (dev API server + secrets service), concurrency {concurrency}, resync {RESYNC_SECS}s");
+    for n in sizes {
+        rt.block_on(run(n, concurrency));
+    }
+}
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+fn metric_values(text: &str, name: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with(name)) {
+        let Some((labels, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        out.insert(labels.to_string(), value.parse().unwrap_or(0.0));
+    }
+    out
+}
+
+fn scrape(addr: &str) -> String {
+    reqwest::blocking::get(format!("http://{addr}/metrics"))
+        .and_then(|r| r.text())
+        .unwrap_or_default()
+}
+
+fn by_verb(
+    reqs: &[(String, String, u16)],
+    filter: impl Fn(&str) -> bool,
+) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for (method, path, _) in reqs.iter().filter(|(_, p, _)| filter(p)) {
+        let _ = path;
+        *m.entry(method.clone()).or_insert(0) += 1;
+    }
+    m
+}
+
+fn per(m: &BTreeMap<String, usize>, n: usize) -> String {
+    if m.is_empty() {
+        return "none".into();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{k} {:.2}", *v as f64 / n as f64))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+async fn run(n: usize, concurrency: usize) {
+    let sb = tokio::task::block_in_place(|| {
+        let sb = Sandbox::start(&[]);
+        sb.install_crds();
+        sb.connect_secrets(&sb.root_token.clone());
+        sb
+    });
+    let op = Operator::start_with(
+        &sb,
+        &format!("{RESYNC_SECS}s"),
+        &["--concurrency", &concurrency.to_string()],
+    );
+    let metrics_addr = tokio::task::block_in_place(|| op.metrics_addr());
+    let client = quartet::run::client_from(
+        Some(&sb.kubeconfig),
+        Arc::new(quartet::reconcile::metrics::Metrics::default()),
+    )
+    .await
+    .expect("client");
+    let api: Api<SecretsPolicy> = Api::namespaced(client, "default");
+    // Let the operator settle (Connection Ready) before counting.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let kube_before = metric_values(
+        &blocking(|| scrape(&metrics_addr)),
+        "quartet_kube_api_calls_total",
+    );
+    let (_, since) = blocking(|| sb.requests("secrets", 0));
+
+    let started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(concurrency, |i| {
+            let api = api.clone();
+            async move {
+                let p: SecretsPolicy = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "secrets.quartet.dev/v1alpha1", "kind": "SecretsPolicy",
+                    "metadata": {"name": format!("bench-{i}")},
+                    "spec": {"type": "acl", "policy": format!("path \"bench/{i}/*\" {{ capabilities = [\"read\"] }}")}
+                }))
+                .expect("policy");
+                api.create(&PostParams::default(), &p).await.expect("create");
+            }
+        })
+        .await;
+    loop {
+        let list = api.list(&ListParams::default()).await.expect("list");
+        let ready = list
+            .items
+            .iter()
+            .filter(|p| {
+                p.status.as_ref().is_some_and(|s| {
+                    s.managed
+                        .conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                })
+            })
+            .count();
+        if ready == n {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            println!("N={n}: only {ready} of {n} Ready after 600 s");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let converge = started.elapsed();
+    let (during, after_converge) = blocking(|| sb.requests("secrets", since));
+    let kube_after = metric_values(
+        &blocking(|| scrape(&metrics_addr)),
+        "quartet_kube_api_calls_total",
+    );
+    let mut kube = BTreeMap::new();
+    for (k, v) in &kube_after {
+        let d = v - kube_before.get(k).copied().unwrap_or(0.0);
+        if d > 0.0 {
+            let verb = k.split('"').nth(1).unwrap_or(k).to_string();
+            kube.insert(verb, d as usize);
+        }
+    }
+
+    // One full resync with nothing changed.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, resync_from) = blocking(|| sb.requests("secrets", after_converge));
+    tokio::time::sleep(Duration::from_secs(RESYNC_SECS + RESYNC_SECS / 5 + 1)).await;
+    let (resync, _) = blocking(|| sb.requests("secrets", resync_from));
+    let policy_calls = |p: &str| p.starts_with("/v1/sys/policies/");
+    let resync_verbs = by_verb(&resync, policy_calls);
+    let writes: usize = resync_verbs
+        .iter()
+        .filter(|(k, _)| k.as_str() != "GET")
+        .map(|(_, v)| v)
+        .sum();
+    let rss = peak_rss_mib(op.pid());
+
+    // The same N writes straight to the service, same concurrency.
+    let http = reqwest::Client::new();
+    let base = sb.url("secrets").to_string();
+    let token = sb.root_token.clone();
+    let direct_started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(concurrency, |i| {
+            let (http, base, token) = (http.clone(), base.clone(), token.clone());
+            async move {
+                http.put(format!("{base}/v1/sys/policies/acl/direct-{i}"))
+                    .header("X-Secrets-Token", token)
+                    .json(&serde_json::json!({"policy": format!("path \"bench/{i}/*\" {{ capabilities = [\"read\"] }}")}))
+                    .send()
+                    .await
+                    .expect("direct put");
+            }
+        })
+        .await;
+    let direct = direct_started.elapsed();
+
+    println!("N={n}");
+    println!(
+        "  all Ready after                    {:.2} s",
+        converge.as_secs_f64()
+    );
+    println!(
+        "  secrets calls/resource, converging {}",
+        per(&by_verb(&during, policy_calls), n)
+    );
+    println!(
+        "  secrets calls/resource, one resync {}  (writes: {writes})",
+        per(&resync_verbs, n)
+    );
+    println!("  Kubernetes API calls/resource      {}", per(&kube, n));
+    println!("  operator peak RSS                  {rss:.1} MiB");
+    println!(
+        "  direct writes (same concurrency)   {:.2} s  -> operator/direct {:.1}x",
+        direct.as_secs_f64(),
+        converge.as_secs_f64() / direct.as_secs_f64().max(1e-9)
+    );
+    drop(op);
+    drop(sb);
+}

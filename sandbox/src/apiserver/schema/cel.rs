@@ -1,0 +1,381 @@
+//! `x-kubernetes-validations` through the `kube-cel` crate, with errors reworded as
+//! apiextensions-apiserver's CEL validator words them (`<path>: Invalid value: "<schema
+//! type>": <message>`; `reason` picks Forbidden/Required/Duplicate).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::FieldError;
+
+thread_local! {
+    /// Registering every Kubernetes CEL function is not free; one validator per thread.
+    static VALIDATOR: kube_cel::Validator = kube_cel::Validator::new();
+}
+
+/// Rule text -> (declaring node's `type`, rule's `fieldPath`), so errors can name the type of
+/// the node the rule sits on, as kube does (`sts.Type`).
+fn rule_index(schema: &Value, out: &mut HashMap<String, (String, Option<String>)>) {
+    let Some(obj) = schema.as_object() else {
+        return;
+    };
+    if let Some(rules) = obj
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+    {
+        let ty = obj
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        for r in rules {
+            if let Some(text) = r.get("rule").and_then(Value::as_str) {
+                let fp = r
+                    .get("fieldPath")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                out.entry(text.to_string()).or_insert((ty.clone(), fp));
+            }
+        }
+    }
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        for p in props.values() {
+            rule_index(p, out);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(s) = obj.get(key) {
+            rule_index(s, out);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(list) = obj.get(key).and_then(Value::as_array) {
+            for s in list {
+                rule_index(s, out);
+            }
+        }
+    }
+}
+
+/// Whether the schema declares any rule at all (skip the CEL machinery otherwise).
+pub(crate) fn has_rules(schema: &Value) -> bool {
+    let mut idx = HashMap::new();
+    rule_index(schema, &mut idx);
+    !idx.is_empty()
+}
+
+/// `fieldErrorForReason`: the rule's `reason` picks the error type.
+fn rule_error(field: String, ty: &str, reason: Option<&str>, message: &str) -> FieldError {
+    // kube's root path is nil, printed `<nil>`.
+    let field = if field.is_empty() {
+        "<nil>".to_string()
+    } else {
+        field
+    };
+    let type_value = Value::String(ty.to_string());
+    match reason {
+        Some("FieldValueForbidden") => FieldError::forbidden(field, message),
+        Some("FieldValueRequired") => FieldError::required(field, message),
+        Some("FieldValueDuplicate") => FieldError::duplicate(field, &type_value),
+        _ => FieldError::invalid(field, &type_value, message),
+    }
+}
+
+fn is_optional_old_self(rule: &Value) -> bool {
+    rule.get("optionalOldSelf").and_then(Value::as_bool) == Some(true)
+}
+
+/// A copy of the schema without `optionalOldSelf` rules (kube-cel binds `oldSelf` to `null`
+/// for them, where kube binds an `optional`; we evaluate those ourselves).
+fn without_optional_rules(schema: &Value) -> Value {
+    let Value::Object(map) = schema else {
+        return schema.clone();
+    };
+    let mut out = serde_json::Map::new();
+    for (k, v) in map {
+        let v = match k.as_str() {
+            "x-kubernetes-validations" => Value::Array(
+                v.as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter(|r| !is_optional_old_self(r))
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+            "properties" => Value::Object(
+                v.as_object()
+                    .map(|p| {
+                        p.iter()
+                            .map(|(pk, pv)| (pk.clone(), without_optional_rules(pv)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+            "items" | "additionalProperties" => without_optional_rules(v),
+            "allOf" | "anyOf" | "oneOf" => Value::Array(
+                v.as_array()
+                    .map(|a| a.iter().map(without_optional_rules).collect())
+                    .unwrap_or_default(),
+            ),
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), v);
+    }
+    Value::Object(out)
+}
+
+/// Evaluates every rule of `schema` against `obj` (and `old` for transition rules).
+/// kube words a rule that fails at runtime `<cel error> evaluating rule: <rule>` (cel-go's
+/// errors start lower-case, e.g. `no such key: x`).
+fn runtime_error_message(kube_cel_message: &str, rule: &str) -> String {
+    let Some(err) = kube_cel_message.strip_prefix("rule evaluation error: ") else {
+        return kube_cel_message.to_string();
+    };
+    let mut chars = err.chars();
+    let err = match chars.next() {
+        Some(c) => c.to_lowercase().collect::<String>() + chars.as_str(),
+        None => String::new(),
+    };
+    format!("{err} evaluating rule: {}", rule.trim())
+}
+
+/// kube-cel joins map keys with dots (`spec.labels.a`); kube's CEL validator writes them as
+/// `field.Path.Key` (`spec.labels[a]`). Rewrites the path by walking the schema.
+fn kube_path(schema: &Value, path: &str) -> String {
+    let mut out = String::new();
+    let mut node = schema;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, indices) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if let Some(sub) = node.get("properties").and_then(|p| p.get(name)) {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(name);
+            node = sub;
+        } else if let Some(sub) = node.get("additionalProperties").filter(|a| a.is_object()) {
+            out.push_str(&format!("[{name}]"));
+            node = sub;
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(name);
+            node = &Value::Null;
+        }
+        for _ in indices.matches('[') {
+            node = node.get("items").unwrap_or(&Value::Null);
+        }
+        out.push_str(indices);
+    }
+    out
+}
+
+/// Each error comes with whether its rule is a transition rule (uses `oldSelf`).
+pub(crate) fn evaluate(
+    schema: &Value,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Vec<(FieldError, bool)> {
+    let mut idx = HashMap::new();
+    rule_index(schema, &mut idx);
+    if idx.is_empty() {
+        return Vec::new();
+    }
+    let plain = without_optional_rules(schema);
+    let mut out = Vec::new();
+    if let Err(errors) = VALIDATOR.with(|v| v.validate(&plain, obj, old)) {
+        for e in errors.into_vec() {
+            let ty = idx
+                .get(&e.rule)
+                .map(|(t, _)| t.as_str())
+                .unwrap_or("object");
+            let transition = e.rule.contains("oldSelf");
+            let field = kube_path(schema, &e.field_path);
+            let error = match e.kind {
+                kube_cel::ErrorKind::ValidationFailure => {
+                    rule_error(field, ty, e.reason.as_deref(), &e.message)
+                }
+                _ => rule_error(field, ty, None, &runtime_error_message(&e.message, &e.rule)),
+            };
+            out.push((error, transition));
+        }
+    }
+    let mut optional = Vec::new();
+    optional_old_self::walk(schema, obj, old, "", &mut optional);
+    out.extend(optional.into_iter().map(|e| (e, true)));
+    out
+}
+
+/// `optionalOldSelf: true` rules: `oldSelf` is `optional.of(old)` on update when the old value
+/// exists and `optional.none()` otherwise, and the rule runs in both cases.
+mod optional_old_self {
+    use std::sync::Arc;
+
+    use kube_cel::cel::objects::OptionalValue;
+    use kube_cel::cel::{Context, Program, Value as CelValue};
+    use kube_cel::KubeCelExt;
+    use serde_json::Value;
+
+    use super::{is_optional_old_self, rule_error, runtime_error_message};
+    use crate::apiserver::schema::FieldError;
+
+    fn join(path: &str, name: &str) -> String {
+        if path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{path}.{name}")
+        }
+    }
+
+    fn to_cel(v: &Value) -> CelValue {
+        kube_cel::cel::to_value(v).unwrap_or(CelValue::Null)
+    }
+
+    enum Outcome {
+        Pass,
+        Fail(String),
+        Error(String),
+    }
+
+    fn eval_rule(rule: &Value, value: &Value, old: Option<&Value>) -> Outcome {
+        let text = rule.get("rule").and_then(Value::as_str).unwrap_or("");
+        let program = match Program::compile(text) {
+            Ok(p) => p,
+            Err(e) => return Outcome::Error(format!("compilation failed: {e}")),
+        };
+        let mut ctx = Context::default();
+        ctx.register_all();
+        ctx.add_variable_from_value("self", to_cel(value));
+        let opt = match old {
+            Some(o) => OptionalValue::of(to_cel(o)),
+            None => OptionalValue::none(),
+        };
+        ctx.add_variable_from_value("oldSelf", CelValue::Opaque(Arc::new(opt)));
+        match program.execute(&ctx) {
+            Ok(CelValue::Bool(true)) => Outcome::Pass,
+            Ok(CelValue::Bool(false)) => {
+                if let Some(expr) = rule.get("messageExpression").and_then(Value::as_str) {
+                    if let Ok(p) = Program::compile(expr) {
+                        if let Ok(CelValue::String(s)) = p.execute(&ctx) {
+                            if !s.trim().is_empty() && !s.contains('\n') {
+                                return Outcome::Fail(s.to_string());
+                            }
+                        }
+                    }
+                }
+                Outcome::Fail(message_or_default(rule))
+            }
+            Ok(_) => Outcome::Error(format!("rule \"{text}\" did not evaluate to bool")),
+            Err(e) => Outcome::Error(runtime_error_message(
+                &format!("rule evaluation error: {e}"),
+                text,
+            )),
+        }
+    }
+
+    /// `ruleMessageOrDefault`.
+    fn message_or_default(rule: &Value) -> String {
+        match rule
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+        {
+            Some(m) => m.to_string(),
+            None => format!(
+                "failed rule: {}",
+                rule.get("rule")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .trim()
+            ),
+        }
+    }
+
+    pub(super) fn walk(
+        schema: &Value,
+        value: &Value,
+        old: Option<&Value>,
+        path: &str,
+        out: &mut Vec<FieldError>,
+    ) {
+        if let Some(rules) = schema
+            .get("x-kubernetes-validations")
+            .and_then(Value::as_array)
+        {
+            let ty = schema.get("type").and_then(Value::as_str).unwrap_or("");
+            for rule in rules.iter().filter(|r| is_optional_old_self(r)) {
+                let mut field = path.to_string();
+                if let Some(fp) = rule.get("fieldPath").and_then(Value::as_str) {
+                    field = join(&field, fp.trim_start_matches('.'));
+                }
+                match eval_rule(rule, value, old) {
+                    Outcome::Pass => {}
+                    Outcome::Fail(msg) => {
+                        let reason = rule.get("reason").and_then(Value::as_str);
+                        out.push(rule_error(field, ty, reason, &msg));
+                    }
+                    Outcome::Error(msg) => out.push(rule_error(field, ty, None, &msg)),
+                }
+            }
+        }
+        match value {
+            Value::Object(map) => {
+                let props = schema.get("properties").and_then(Value::as_object);
+                let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+                for (k, v) in map {
+                    let Some(sub) = props.and_then(|p| p.get(k)).or(additional) else {
+                        continue;
+                    };
+                    walk(sub, v, old.and_then(|o| o.get(k)), &join(path, k), out);
+                }
+            }
+            Value::Array(items) => {
+                let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) else {
+                    return;
+                };
+                // Only `map` lists correlate items with the old list (by their keys).
+                let keys: Vec<&str> = if schema
+                    .get("x-kubernetes-list-type")
+                    .and_then(Value::as_str)
+                    == Some("map")
+                {
+                    schema
+                        .get("x-kubernetes-list-map-keys")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                for (i, item) in items.iter().enumerate() {
+                    let old_item = if keys.is_empty() {
+                        None
+                    } else {
+                        old.and_then(Value::as_array).and_then(|olds| {
+                            olds.iter()
+                                .find(|o| keys.iter().all(|k| o.get(*k) == item.get(*k)))
+                        })
+                    };
+                    walk(item_schema, item, old_item, &format!("{path}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Compilation errors of every rule, for CRD creation: `(rule path, rule index, message)`.
+pub(crate) fn compile_errors(schema: &Value) -> Vec<String> {
+    let compiled = kube_cel::compile_schema(schema);
+    compiled
+        .compilation_errors()
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
+}

@@ -1,0 +1,293 @@
+//! `field.Error` construction and rendering exactly as k8s.io/apimachinery words it
+//! (`ErrorBody()`), plus the 422 `Status` built by `apierrors.NewInvalid`.
+
+use serde_json::{json, Value};
+
+use super::FieldError;
+
+/// Reasons (`metav1.CauseType`) of `field.ErrorType`.
+pub(crate) const REQUIRED: &str = "FieldValueRequired";
+pub(crate) const INVALID: &str = "FieldValueInvalid";
+pub(crate) const NOT_SUPPORTED: &str = "FieldValueNotSupported";
+pub(crate) const TYPE_INVALID: &str = "FieldValueTypeInvalid";
+pub(crate) const TOO_LONG: &str = "FieldValueTooLong";
+pub(crate) const TOO_MANY: &str = "FieldValueTooMany";
+pub(crate) const FORBIDDEN: &str = "FieldValueForbidden";
+pub(crate) const DUPLICATE: &str = "FieldValueDuplicate";
+
+/// Renders a JSON value the way `field.Error.ErrorBody` prints a `BadValue` taken from an
+/// unstructured object: strings `%q`, numbers and booleans `%v`, null as `"null"`, maps and
+/// slices with Go's `%#v`.
+pub fn go_value(v: &Value) -> String {
+    match v {
+        Value::Null => "\"null\"".into(),
+        Value::String(s) => go_quote(s),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => go_number(n),
+        Value::Array(_) | Value::Object(_) => go_sharp_v(v),
+    }
+}
+
+/// Go's `%v` of an int64 / float64 (shortest representation, `e+XX` exponents past 1e21).
+pub(crate) fn go_number(n: &serde_json::Number) -> String {
+    if let Some(i) = n.as_i64() {
+        return i.to_string();
+    }
+    if let Some(u) = n.as_u64() {
+        return u.to_string();
+    }
+    let f = n.as_f64().unwrap_or(0.0);
+    go_float(f)
+}
+
+/// Go's `%v` for float64 (`strconv.FormatFloat(f, 'g', -1, 64)` with %v's exponent threshold).
+pub(crate) fn go_float(f: f64) -> String {
+    if f == f.trunc() && f.abs() < 1e21 {
+        return format!("{}", f as i128);
+    }
+    let abs = f.abs();
+    if !(1e-4..1e21).contains(&abs) {
+        let s = format!("{:e}", f);
+        // Rust: 1e21 / 1.5e-5 ; Go: 1e+21 / 1.5e-05
+        if let Some((m, e)) = s.split_once('e') {
+            let (sign, digits) = match e.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', e),
+            };
+            let digits = if digits.len() < 2 {
+                format!("0{digits}")
+            } else {
+                digits.to_string()
+            };
+            return format!("{m}e{sign}{digits}");
+        }
+        return s;
+    }
+    format!("{}", f)
+}
+
+/// Go's `%#v` of `map[string]interface{}` / `[]interface{}` values.
+fn go_sharp_v(v: &Value) -> String {
+    match v {
+        Value::Null => "interface {}(nil)".into(),
+        Value::String(s) => go_quote(s),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => go_number(n),
+        Value::Array(a) => {
+            let items: Vec<String> = a.iter().map(go_sharp_v).collect();
+            format!("[]interface {{}}{{{}}}", items.join(", "))
+        }
+        Value::Object(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{}:{}", go_quote(k), go_sharp_v(v)))
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", items.join(", "))
+        }
+    }
+}
+
+/// Go's `%q` / `strconv.Quote`.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn with_detail(mut s: String, detail: &str) -> String {
+    if !detail.is_empty() {
+        s.push_str(": ");
+        s.push_str(detail);
+    }
+    s
+}
+
+impl FieldError {
+    /// `field.Required(path, detail)`.
+    pub fn required(field: impl Into<String>, detail: &str) -> Self {
+        Self {
+            field: field.into(),
+            reason: REQUIRED,
+            message: with_detail("Required value".into(), detail),
+        }
+    }
+
+    /// `field.Invalid(path, value, detail)`.
+    pub fn invalid(field: impl Into<String>, value: &Value, detail: &str) -> Self {
+        Self {
+            field: field.into(),
+            reason: INVALID,
+            message: with_detail(format!("Invalid value: {}", go_value(value)), detail),
+        }
+    }
+
+    /// `field.TypeInvalid(path, value, detail)` (worded "Invalid value" like `Invalid`).
+    pub fn type_invalid(field: impl Into<String>, value: &Value, detail: &str) -> Self {
+        Self {
+            field: field.into(),
+            reason: TYPE_INVALID,
+            message: with_detail(format!("Invalid value: {}", go_value(value)), detail),
+        }
+    }
+
+    /// `field.NotSupported(path, value, validValues)`.
+    pub fn not_supported(field: impl Into<String>, value: &Value, valid: &[String]) -> Self {
+        let detail = if valid.is_empty() {
+            String::new()
+        } else {
+            let quoted: Vec<String> = valid.iter().map(|v| go_quote(v)).collect();
+            format!("supported values: {}", quoted.join(", "))
+        };
+        Self {
+            field: field.into(),
+            reason: NOT_SUPPORTED,
+            message: with_detail(format!("Unsupported value: {}", go_value(value)), &detail),
+        }
+    }
+
+    /// `field.TooLong(path, value, maxLength)`: the value is never printed.
+    pub fn too_long(field: impl Into<String>, max: i64) -> Self {
+        let detail = if max >= 0 {
+            format!(
+                "may not be more than {max} {}",
+                if max == 1 { "byte" } else { "bytes" }
+            )
+        } else {
+            "value is too long".into()
+        };
+        Self {
+            field: field.into(),
+            reason: TOO_LONG,
+            message: with_detail("Too long".into(), &detail),
+        }
+    }
+
+    /// `field.TooMany(path, actual, max)`.
+    pub fn too_many(field: impl Into<String>, actual: i64, max: i64) -> Self {
+        let detail = if max >= 0 {
+            format!(
+                "must have at most {max} {}",
+                if max == 1 { "item" } else { "items" }
+            )
+        } else {
+            "has too many items".into()
+        };
+        let head = if actual >= 0 {
+            format!("Too many: {actual}")
+        } else {
+            "Too many".to_string()
+        };
+        Self {
+            field: field.into(),
+            reason: TOO_MANY,
+            message: with_detail(head, &detail),
+        }
+    }
+
+    /// `field.Forbidden(path, detail)`.
+    pub fn forbidden(field: impl Into<String>, detail: &str) -> Self {
+        Self {
+            field: field.into(),
+            reason: FORBIDDEN,
+            message: with_detail("Forbidden".into(), detail),
+        }
+    }
+
+    /// `field.Duplicate(path, value)`.
+    pub fn duplicate(field: impl Into<String>, value: &Value) -> Self {
+        Self {
+            field: field.into(),
+            reason: DUPLICATE,
+            message: format!("Duplicate value: {}", go_value(value)),
+        }
+    }
+
+    /// `field.Error.Error()`: `<field>: <body>`.
+    pub fn to_error_string(&self) -> String {
+        format!("{}: {}", self.field, self.message)
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// `utilerrors.NewAggregate(errs.ToAggregate()).Error()`: duplicates dropped, one error
+/// printed bare, several as `[a, b]`.
+pub fn aggregate_message(errors: &[FieldError]) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for e in errors {
+        let s = e.to_error_string();
+        if !seen.contains(&s) {
+            seen.push(s);
+        }
+    }
+    match seen.len() {
+        0 => String::new(),
+        1 => seen.remove(0),
+        _ => format!("[{}]", seen.join(", ")),
+    }
+}
+
+/// `apierrors.NewInvalid(groupKind, name, errs)` serialized.
+pub fn invalid_status(kind: &str, group: &str, name: &str, errors: &[FieldError]) -> Value {
+    let qualified = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    let message = if errors.is_empty() {
+        format!("{qualified} {} is invalid", go_quote(name))
+    } else {
+        format!(
+            "{qualified} {} is invalid: {}",
+            go_quote(name),
+            aggregate_message(errors)
+        )
+    };
+    let causes: Vec<Value> = errors
+        .iter()
+        .map(|e| json!({"reason": e.reason, "message": e.message, "field": e.field}))
+        .collect();
+    let mut details = serde_json::Map::new();
+    if !name.is_empty() {
+        details.insert("name".into(), json!(name));
+    }
+    if !group.is_empty() {
+        details.insert("group".into(), json!(group));
+    }
+    details.insert("kind".into(), json!(kind));
+    if !causes.is_empty() {
+        details.insert("causes".into(), Value::Array(causes));
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": "Invalid",
+        "details": Value::Object(details),
+        "code": 422
+    })
+}

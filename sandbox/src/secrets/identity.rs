@@ -1,0 +1,197 @@
+//! A minimal identity store: entities with aliases, created by logins (one entity per auth
+//! mount and user name) or through `identity/entity`, as the real service does. They carry
+//! the TOTP secrets of the MFA methods.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::fields;
+use super::http::{ApiError, Resp};
+use super::route::Route;
+use super::{now, Ctx, Store};
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Entity {
+    pub id: String,
+    pub name: String,
+    pub aliases: Vec<Alias>,
+    pub policies: Vec<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub creation_time: i64,
+    /// MFA method id -> TOTP secret (base32) stored on the entity.
+    #[serde(default)]
+    pub totp_secrets: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Alias {
+    pub id: String,
+    pub mount_accessor: String,
+    pub name: String,
+}
+
+pub fn routes() -> Vec<Route> {
+    let mut r = vec![
+        Route::new("entity")
+            .write(create_entity)
+            .doc("Create an entity.", ""),
+        Route::new("entity/id")
+            .list(list_ids)
+            .doc("List entity ids.", ""),
+        Route::new("entity/id/:id")
+            .read(read_by_id)
+            .write(update_by_id)
+            .delete(delete_by_id)
+            .doc("Manage an entity by id.", ""),
+        Route::new("entity/name")
+            .list(list_names)
+            .doc("List entity names.", ""),
+        Route::new("entity/name/:name")
+            .read(read_by_name)
+            .doc("Read an entity by name.", ""),
+    ];
+    r.extend(super::mfa::routes());
+    r
+}
+
+/// The entity of an alias, created on first login.
+pub fn entity_for_alias(store: &mut Store, mount_accessor: &str, name: &str) -> String {
+    if let Some(e) = store.entities.values().find(|e| {
+        e.aliases
+            .iter()
+            .any(|a| a.mount_accessor == mount_accessor && a.name == name)
+    }) {
+        return e.id.clone();
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let e = Entity {
+        id: id.clone(),
+        name: format!("entity_{}", &id[..8]),
+        aliases: vec![Alias {
+            id: uuid::Uuid::new_v4().to_string(),
+            mount_accessor: mount_accessor.into(),
+            name: name.into(),
+        }],
+        creation_time: now(),
+        ..Default::default()
+    };
+    store.entities.insert(id.clone(), e);
+    id
+}
+
+fn entity_json(e: &Entity) -> Value {
+    json!({
+        "id": e.id,
+        "name": e.name,
+        "aliases": e.aliases.iter().map(|a| json!({"id": a.id, "mount_accessor": a.mount_accessor, "name": a.name, "canonical_id": e.id})).collect::<Vec<_>>(),
+        "policies": e.policies,
+        "metadata": if e.metadata.is_empty() { Value::Null } else { json!(e.metadata) },
+        "disabled": false,
+        "namespace_id": "root",
+        "creation_time": chrono::DateTime::from_timestamp(e.creation_time, 0).unwrap_or_default().to_rfc3339(),
+    })
+}
+
+fn apply(e: &mut Entity, d: &fields::Data) -> Result<(), ApiError> {
+    if let Some(p) = fields::comma_list(d, "policies")? {
+        e.policies = fields::policy_list(p);
+    }
+    if let Some(Value::Object(m)) = d.get("metadata") {
+        e.metadata = m
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+            .collect();
+    }
+    Ok(())
+}
+
+fn create_entity(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let d = c.data.clone();
+    let name = fields::string_or(&d, "name", "")?;
+    let id_given = fields::string_or(&d, "id", "")?;
+    let store = c.store();
+    let existing = store
+        .entities
+        .values()
+        .find(|e| {
+            (!name.is_empty() && e.name == name) || (!id_given.is_empty() && e.id == id_given)
+        })
+        .map(|e| e.id.clone());
+    if let Some(id) = existing {
+        let e = store
+            .entities
+            .get_mut(&id)
+            .ok_or_else(ApiError::not_found)?;
+        apply(e, &d)?;
+        return Ok(Resp::no_content());
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let mut e = Entity {
+        id: id.clone(),
+        name: if name.is_empty() {
+            format!("entity_{}", &id[..8])
+        } else {
+            name
+        },
+        creation_time: now(),
+        ..Default::default()
+    };
+    apply(&mut e, &d)?;
+    let out = json!({ "id": e.id, "name": e.name, "aliases": Value::Null });
+    store.entities.insert(id, e);
+    Ok(Resp::data(out))
+}
+
+fn list_ids(c: &mut Ctx) -> Result<Resp, ApiError> {
+    Resp::list(c.store().entities.keys().cloned().collect::<Vec<_>>())
+}
+
+fn list_names(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let mut names: Vec<String> = c
+        .store()
+        .entities
+        .values()
+        .map(|e| e.name.clone())
+        .collect();
+    names.sort();
+    Resp::list(names)
+}
+
+fn read_by_id(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let id = c.param("id");
+    c.store()
+        .entities
+        .get(&id)
+        .map(|e| Resp::data(entity_json(e)))
+        .ok_or_else(ApiError::not_found)
+}
+
+fn read_by_name(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let n = c.param("name");
+    c.store()
+        .entities
+        .values()
+        .find(|e| e.name == n)
+        .map(|e| Resp::data(entity_json(e)))
+        .ok_or_else(ApiError::not_found)
+}
+
+fn update_by_id(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let id = c.param("id");
+    let d = c.data.clone();
+    let e = c
+        .store()
+        .entities
+        .get_mut(&id)
+        .ok_or_else(ApiError::not_found)?;
+    apply(e, &d)?;
+    Ok(Resp::no_content())
+}
+
+fn delete_by_id(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let id = c.param("id");
+    c.store().entities.remove(&id);
+    Ok(Resp::no_content())
+}

@@ -1,0 +1,199 @@
+//! `x-kubernetes-validations` CEL rules during admission (via kube-cel), worded like
+//! apiextensions-apiserver.
+
+mod apiserver_schema_fixtures;
+
+use apiserver_schema_fixtures::{cr, crd_with};
+use quartet_sandbox::apiserver::schema::admit_custom_resource;
+use serde_json::{json, Value};
+
+fn crd_with_rules(rules: Value) -> Value {
+    crd_with(
+        json!({
+            "type": "object",
+            "x-kubernetes-validations": rules,
+            "properties": {
+                "min": {"type": "integer"},
+                "max": {"type": "integer"},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "name": {"type": "string", "x-kubernetes-validations": [
+                    {"rule": "self == oldSelf", "message": "name is immutable"}
+                ]},
+                "tag": {"type": "string", "x-kubernetes-validations": [
+                    {"rule": "oldSelf.hasValue() || self.startsWith('t')", "optionalOldSelf": true,
+                     "message": "new tags start with t"}
+                ]}
+            }
+        }),
+        json!({}),
+    )
+}
+
+fn run(crd: &Value, spec: Value, old_spec: Option<Value>) -> Result<Value, Vec<String>> {
+    let mut obj = cr(spec);
+    let old = old_spec.map(cr);
+    admit_custom_resource(crd, "v1alpha1", &mut obj, old.as_ref())
+        .map(|_| obj)
+        .map_err(|e| e.iter().map(|e| e.to_string()).collect())
+}
+
+#[test]
+fn failing_rule_reports_its_message_on_the_declaring_field() {
+    let crd = crd_with_rules(
+        json!([{"rule": "self.min <= self.max", "message": "min must not exceed max"}]),
+    );
+    assert!(run(&crd, json!({"min": 1, "max": 2}), None).is_ok());
+    assert_eq!(
+        run(&crd, json!({"min": 3, "max": 2}), None).unwrap_err(),
+        vec![r#"spec: Invalid value: "object": min must not exceed max"#]
+    );
+}
+
+#[test]
+fn rule_without_message_reports_failed_rule() {
+    let crd = crd_with_rules(json!([{"rule": "self.min <= self.max"}]));
+    assert_eq!(
+        run(&crd, json!({"min": 3, "max": 2}), None).unwrap_err(),
+        vec![r#"spec: Invalid value: "object": failed rule: self.min <= self.max"#]
+    );
+}
+
+#[test]
+fn message_expression_builds_the_message() {
+    let crd = crd_with_rules(json!([{
+        "rule": "self.min <= self.max",
+        "messageExpression": "'min ' + string(self.min) + ' exceeds max ' + string(self.max)"
+    }]));
+    assert_eq!(
+        run(&crd, json!({"min": 3, "max": 2}), None).unwrap_err(),
+        vec![r#"spec: Invalid value: "object": min 3 exceeds max 2"#]
+    );
+}
+
+#[test]
+fn field_path_and_reason_change_the_reported_field_and_error_type() {
+    let crd = crd_with_rules(json!([{
+        "rule": "self.min <= self.max", "message": "too big",
+        "fieldPath": ".min", "reason": "FieldValueForbidden"
+    }]));
+    let mut obj = cr(json!({"min": 3, "max": 2}));
+    let errs = admit_custom_resource(&crd, "v1alpha1", &mut obj, None).unwrap_err();
+    assert_eq!(errs[0].to_string(), "spec.min: Forbidden: too big");
+    assert_eq!(errs[0].reason, "FieldValueForbidden");
+}
+
+#[test]
+fn transition_rules_run_only_on_update_with_an_old_value() {
+    let crd = crd_with_rules(json!([]));
+    assert!(
+        run(&crd, json!({"name": "a"}), None).is_ok(),
+        "create: no oldSelf, rule skipped"
+    );
+    assert!(
+        run(&crd, json!({"name": "b"}), Some(json!({}))).is_ok(),
+        "no old value for the field"
+    );
+    assert!(run(&crd, json!({"name": "a"}), Some(json!({"name": "a"}))).is_ok());
+    assert_eq!(
+        run(&crd, json!({"name": "b"}), Some(json!({"name": "a"}))).unwrap_err(),
+        vec![r#"spec.name: Invalid value: "string": name is immutable"#]
+    );
+}
+
+#[test]
+fn optional_old_self_rules_also_run_on_create() {
+    let crd = crd_with_rules(json!([]));
+    assert_eq!(
+        run(&crd, json!({"tag": "x"}), None).unwrap_err(),
+        vec![r#"spec.tag: Invalid value: "string": new tags start with t"#]
+    );
+    assert!(run(&crd, json!({"tag": "tx"}), None).is_ok());
+    assert!(run(&crd, json!({"tag": "x"}), Some(json!({"tag": "x"}))).is_ok());
+}
+
+#[test]
+fn cel_rules_are_skipped_when_schema_errors_block_them() {
+    let crd = crd_with_rules(
+        json!([{"rule": "self.min <= self.max", "message": "min must not exceed max"}]),
+    );
+    assert_eq!(
+        run(&crd, json!({"min": 3, "max": 2, "mode": "zzz"}), None).unwrap_err(),
+        vec![
+            r#"spec.mode: Unsupported value: "zzz": supported values: "a", "b""#,
+            r#"<nil>: Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"#
+        ]
+    );
+}
+
+#[test]
+fn rules_see_schema_defaults() {
+    let mut crd =
+        crd_with_rules(json!([{"rule": "self.mode == 'a'", "message": "mode must be a"}]));
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["mode"]["default"] = json!("a");
+    let obj = run(&crd, json!({}), None).unwrap();
+    assert_eq!(obj["spec"]["mode"], "a");
+}
+
+#[test]
+fn rules_on_unchanged_values_are_ratcheted_on_update() {
+    let crd = crd_with_rules(
+        json!([{"rule": "self.min <= self.max", "message": "min must not exceed max"}]),
+    );
+    assert!(run(
+        &crd,
+        json!({"min": 3, "max": 2}),
+        Some(json!({"min": 3, "max": 2}))
+    )
+    .is_ok());
+    assert_eq!(
+        run(
+            &crd,
+            json!({"min": 4, "max": 2}),
+            Some(json!({"min": 3, "max": 2}))
+        )
+        .unwrap_err(),
+        vec![r#"spec: Invalid value: "object": min must not exceed max"#]
+    );
+}
+
+#[test]
+fn rules_on_map_values_name_the_key_in_brackets() {
+    let crd = crd_with(
+        json!({"type": "object", "properties": {"limits": {"type": "object", "additionalProperties": {
+            "type": "integer", "x-kubernetes-validations": [{"rule": "self >= 0", "message": "must be non-negative"}]
+        }}}}),
+        json!({}),
+    );
+    assert_eq!(
+        run(&crd, json!({"limits": {"cpu": -1}}), None).unwrap_err(),
+        vec![r#"spec.limits[cpu]: Invalid value: "integer": must be non-negative"#]
+    );
+}
+
+#[test]
+fn root_rules_can_read_metadata_name() {
+    let crd = crd_with(
+        json!({"type": "object"}),
+        json!({"x-kubernetes-validations": [{"rule": "self.metadata.name.startsWith('q')", "message": "names start with q"}]}),
+    );
+    let mut obj = cr(json!({}));
+    let errs = admit_custom_resource(&crd, "v1alpha1", &mut obj, None).unwrap_err();
+    assert_eq!(
+        errs.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        vec![r#"<nil>: Invalid value: "object": names start with q"#]
+    );
+    obj["metadata"]["name"] = json!("q1");
+    assert!(admit_custom_resource(&crd, "v1alpha1", &mut obj, None).is_ok());
+}
+
+#[test]
+fn runtime_errors_are_reported_as_evaluating_rule() {
+    let crd = crd_with_rules(json!([{"rule": "self.min < self.missing", "message": "unused"}]));
+    assert_eq!(
+        run(&crd, json!({"min": 1}), None).unwrap_err(),
+        vec![
+            r#"spec: Invalid value: "object": no such key: missing evaluating rule: self.min < self.missing"#
+        ]
+    );
+}

@@ -1,0 +1,95 @@
+//! Custom resource types, one file per kind, grouped by service. No IO here: these types are
+//! the CRD schemas (their doc comments become `kubectl explain` text).
+
+pub mod connection;
+pub mod secrets_policy;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
+pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
+
+/// Which Connection a managed resource uses to reach its service.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionRef {
+    /// Name of the Connection.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Namespace of the Connection; defaults to the resource's own namespace. A Connection in
+    /// another namespace must list this resource's namespace in its `spec.allowedNamespaces`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// What happens to the remote object when the resource is deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum DeletionPolicy {
+    /// Delete the remote object (an object already gone counts as deleted).
+    #[default]
+    Delete,
+    /// Leave the remote object in place; only the Kubernetes resource goes away.
+    Retain,
+}
+
+/// A reference to one key of a Kubernetes Secret in the resource's namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Name of the Secret (in the same namespace as the resource that refers to it).
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Key within the Secret's data.
+    #[schemars(length(min = 1))]
+    pub key: String,
+}
+
+/// A status condition, in the shape `kubectl wait --for=condition=...` understands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type: `Ready`, `Synced`, `DeletionBlocked`, ...
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// One-word CamelCase reason (also the Event reason and metric label for errors).
+    pub reason: String,
+    /// Human-readable detail; for remote errors, the service's own message.
+    #[serde(default)]
+    pub message: String,
+    /// When `status` last changed (RFC 3339).
+    pub last_transition_time: String,
+    /// The `metadata.generation` this condition was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Status fields every managed kind carries (flattened into the kind's status).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedStatus {
+    /// The `metadata.generation` last reconciled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` (the remote object matches the spec) and `Synced` (the last reconcile succeeded),
+    /// plus kind-specific conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Identifier of the remote object in the service (a name, path or server-assigned id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_id: Option<String>,
+    /// When Quartet last changed the remote object or the resource's conditions (RFC 3339).
+    /// Passes that find everything in sync do not move it, so it never retriggers a reconcile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync_time: Option<String>,
+    /// Fields found changed in the service (not by a spec change) and set back, at the last
+    /// correction of drift.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted_fields: Vec<String>,
+    /// Keyed hash (HMAC-SHA256 with an operator-held key) of the write-only inputs last sent,
+    /// so a change of a referenced Secret is detected without storing or reading it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_only_hash: Option<String>,
+}

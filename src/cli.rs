@@ -1,0 +1,192 @@
+//! Command line: `quartet run | crd | sandbox | dev`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "quartet",
+    version,
+    about = "Kubernetes operator for a secrets service, a workspace service, a catalog and a scheduler"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format: `text` or `json`. Log level comes from RUST_LOG (default `info`).
+    #[arg(
+        long,
+        global = true,
+        env = "QUARTET_LOG_FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the controllers against a cluster (kubeconfig, or in-cluster config).
+    Run(RunArgs),
+    /// Print the CustomResourceDefinitions as YAML, or write one file per kind.
+    Crd(CrdArgs),
+    /// Start the emulated services only (and, with --kubeconfig, the dev Kubernetes API server).
+    /// For development and tests, never production.
+    Sandbox(SandboxArgs),
+    /// Everything embedded for a first look: dev Kubernetes API server with the CRDs installed,
+    /// the emulated services, Connections to them, and the controllers. Serves until Ctrl-C.
+    Dev(DevArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct OperatorArgs {
+    /// Drift resync interval: every resource is compared with its service this often (±10%)
+    /// even when nothing changed in Kubernetes. Examples: `30s`, `5m`.
+    #[arg(long, env = "QUARTET_RESYNC_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    pub resync_interval: Duration,
+    /// Reconciles run at once per kind.
+    #[arg(long, env = "QUARTET_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: u16,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    #[arg(long, env = "QUARTET_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Namespace of the operator's own objects (leader Lease, hash-key Secret).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub operator_namespace: String,
+    /// HTTP retries after the first attempt, for 429, 5xx and connection failures.
+    #[arg(long, default_value_t = 3)]
+    pub max_retries: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Kubeconfig to use; default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "QUARTET_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Elect a leader through a Lease so that only one replica writes.
+    #[arg(long, env = "QUARTET_LEADER_ELECT", default_value_t = false)]
+    pub leader_elect: bool,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "quartet-leader")]
+    pub lease_name: String,
+    #[command(flatten)]
+    pub operator: OperatorArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CrdArgs {
+    /// Write one file per CRD into this directory instead of printing.
+    #[arg(long)]
+    pub out: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServiceArgs {
+    /// Listen address of the secrets service (cluster i of --secrets-clusters listens on port+i).
+    #[arg(long, default_value = "127.0.0.1:8200")]
+    pub secrets_addr: SocketAddr,
+    /// Listen address of the workspace service.
+    #[arg(long, default_value = "127.0.0.1:8800")]
+    pub workspaces_addr: SocketAddr,
+    /// Listen address of the catalog service.
+    #[arg(long, default_value = "127.0.0.1:8500")]
+    pub catalog_addr: SocketAddr,
+    /// Listen address of the scheduler.
+    #[arg(long, default_value = "127.0.0.1:4646")]
+    pub scheduler_addr: SocketAddr,
+    /// Root token of the secrets service (also the workspace owners' token and the scheduler's
+    /// management token).
+    #[arg(
+        long,
+        env = "QUARTET_ROOT_TOKEN",
+        default_value = "root",
+        hide_env_values = true
+    )]
+    pub root_token: String,
+    /// Licence the secrets service pretends to hold: community, enterprise or premium.
+    #[arg(long, default_value = "premium")]
+    pub edition: quartet_sandbox::Edition,
+    /// Number of secrets clusters, for DR replication.
+    #[arg(long, default_value_t = 1)]
+    pub secrets_clusters: u16,
+    /// Organization created ready to use in the workspace service.
+    #[arg(long, default_value = "quartet")]
+    pub organization: String,
+    /// Persist state here so a restart keeps it (default: memory only).
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// Listen address of the dev Kubernetes API server (when one is started).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub kube_addr: SocketAddr,
+}
+
+#[derive(Args, Debug)]
+pub struct SandboxArgs {
+    #[command(flatten)]
+    pub services: ServiceArgs,
+    /// Also start the dev Kubernetes API server (bare: no CRDs) and write its kubeconfig here.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DevArgs {
+    #[command(flatten)]
+    pub services: ServiceArgs,
+    /// Where to write the kubeconfig of the dev cluster.
+    #[arg(long, default_value = "quartet-dev.kubeconfig")]
+    pub kubeconfig: PathBuf,
+    #[command(flatten)]
+    pub operator: OperatorArgs,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h)"))
+}
+
+fn init_logging(format: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hyper=warn,tower=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log_format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Run(args) => crate::run::run(args).await,
+            Command::Crd(args) => crate::crdgen::crd(args),
+            Command::Sandbox(args) => crate::dev::sandbox(args).await,
+            Command::Dev(args) => crate::dev::dev(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

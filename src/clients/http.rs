@@ -1,0 +1,418 @@
+//! The one HTTP layer every service client goes through: timeouts, client-side rate limit,
+//! retries with jittered exponential backoff on 429 and 5xx (honouring `Retry-After`), metrics,
+//! and redaction. No token, and no request or response body, ever reaches a log line or an
+//! error message; errors carry only the service's own error text.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use rand::Rng;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::api::Service;
+use crate::reconcile::metrics::Metrics;
+
+/// A string that never prints: `Debug` and `Display` show `[redacted]`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SecretString(String);
+
+impl SecretString {
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+    /// The secret itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+impl std::fmt::Display for SecretString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// How the token is presented.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// A named header carrying the token as is (`X-Secrets-Token`, `X-Catalog-Token`, ...).
+    Header(&'static str, SecretString),
+    /// `Authorization: Bearer <token>`.
+    Bearer(SecretString),
+}
+
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    pub service: Service,
+    /// Base URL without trailing slash, e.g. `http://127.0.0.1:8200`.
+    pub base_url: String,
+    pub auth: Auth,
+    pub timeout: Duration,
+    pub requests_per_second: u32,
+    /// PEM bundle to trust in addition to the system roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Extra headers sent with every call (e.g. the secrets service namespace).
+    pub extra_headers: Vec<(&'static str, String)>,
+    /// Retries after the first attempt for retryable failures.
+    pub max_retries: u32,
+}
+
+/// Errors of a call. Messages carry the service's error text, never tokens or bodies we sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{service} is unreachable: {detail}")]
+    Unreachable { service: Service, detail: String },
+    #[error("{service} answered {status}: {message}")]
+    Status {
+        service: Service,
+        status: u16,
+        message: String,
+        /// Seconds the service asked us to wait (429/503 `Retry-After`).
+        retry_after: Option<u64>,
+    },
+    #[error("{service} sent a response that could not be read: {detail}")]
+    Decode { service: Service, detail: String },
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+}
+
+impl ClientError {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Transient failures are worth retrying later without a spec change.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Unreachable { .. } => true,
+            ClientError::Status { status, .. } => *status == 429 || *status >= 500,
+            ClientError::Decode { .. } | ClientError::Config(_) => false,
+        }
+    }
+
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ClientError::Status {
+                retry_after: Some(s),
+                ..
+            } => Some(Duration::from_secs(*s)),
+            _ => None,
+        }
+    }
+}
+
+/// A response: status and JSON body (`Null` for an empty body).
+#[derive(Debug)]
+pub struct Response {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+/// The configured client of one Connection.
+pub struct Http {
+    client: reqwest::Client,
+    cfg: HttpConfig,
+    limiter: DefaultDirectRateLimiter,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Http {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Http")
+            .field("service", &self.cfg.service)
+            .field("base_url", &self.cfg.base_url)
+            .finish()
+    }
+}
+
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+impl Http {
+    pub fn new(cfg: HttpConfig, metrics: Arc<Metrics>) -> Result<Self, ClientError> {
+        let mut builder = reqwest::Client::builder()
+            .timeout(cfg.timeout)
+            .connect_timeout(cfg.timeout.min(Duration::from_secs(5)))
+            .pool_max_idle_per_host(32)
+            .user_agent(concat!("quartet/", env!("CARGO_PKG_VERSION")));
+        if let Some(pem) = &cfg.ca_pem {
+            for cert in reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| ClientError::Config(format!("CA bundle is not valid PEM: {e}")))?
+            {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let client = builder
+            .build()
+            .map_err(|e| ClientError::Config(e.to_string()))?;
+        let rps = NonZeroU32::new(cfg.requests_per_second.max(1)).unwrap_or(NonZeroU32::MIN);
+        let limiter = RateLimiter::direct(
+            Quota::per_second(rps)
+                .allow_burst(rps.saturating_mul(NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN))),
+        );
+        Ok(Self {
+            client,
+            cfg,
+            limiter,
+            metrics,
+        })
+    }
+
+    pub fn service(&self) -> Service {
+        self.cfg.service
+    }
+
+    /// Send one call; `verb` is the method name (`LIST` allowed). Retries retryable failures:
+    /// 429 always (the request was not processed), 5xx and transport errors only for idempotent
+    /// methods (a POST that may have been processed is left to the reconciler, which finds the
+    /// object again instead of creating a duplicate).
+    pub async fn call(
+        &self,
+        verb: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Response, ClientError> {
+        let idempotent = !verb.eq_ignore_ascii_case("POST") && !verb.eq_ignore_ascii_case("PATCH");
+        let mut attempt = 0u32;
+        loop {
+            let result = self.once(verb, path, body).await;
+            let retry = match &result {
+                Ok(_) => None,
+                Err(e @ ClientError::Status { status: 429, .. }) => Some(e.retry_after()),
+                Err(e @ ClientError::Status { status, .. }) if *status >= 500 && idempotent => {
+                    Some(e.retry_after())
+                }
+                Err(ClientError::Unreachable { .. }) if idempotent => Some(None),
+                Err(_) => None,
+            };
+            match retry {
+                Some(after) if attempt < self.cfg.max_retries => {
+                    if after.is_some_and(|a| a > MAX_RETRY_AFTER) {
+                        // The service wants a long pause: leave it to the controller's requeue.
+                        return result;
+                    }
+                    let wait = after.unwrap_or_else(|| backoff(attempt));
+                    tracing::debug!(service = %self.cfg.service, verb, path, attempt, wait_ms = wait.as_millis() as u64, "retrying call");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                _ => return result,
+            }
+        }
+    }
+
+    async fn once(
+        &self,
+        verb: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Response, ClientError> {
+        self.limiter.until_ready().await;
+        let service = self.cfg.service;
+        let method =
+            Method::from_bytes(verb.as_bytes()).map_err(|e| ClientError::Config(e.to_string()))?;
+        let url = format!("{}{}", self.cfg.base_url, path);
+        let mut req = self.client.request(method, &url);
+        req = match &self.cfg.auth {
+            Auth::Header(name, token) => req.header(*name, token.expose()),
+            Auth::Bearer(token) => req.bearer_auth(token.expose()),
+        };
+        for (k, v) in &self.cfg.extra_headers {
+            req = req.header(*k, v);
+        }
+        if let Some(body) = body {
+            let content_type = match service {
+                Service::Workspaces => "application/vnd.api+json",
+                _ => "application/json",
+            };
+            req = req
+                .header("content-type", content_type)
+                .body(body.to_string());
+        }
+        let started = Instant::now();
+        let sent = req.send().await;
+        let elapsed = started.elapsed();
+        let resp = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                self.metrics.remote_call(service, verb, "error", elapsed);
+                return Err(ClientError::Unreachable {
+                    service,
+                    detail: transport_detail(&e),
+                });
+            }
+        };
+        let status = resp.status();
+        self.metrics
+            .remote_call(service, verb, status.as_str(), elapsed);
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
+            service,
+            detail: transport_detail(&e),
+        })?;
+        if status.is_success() {
+            let body = if bytes.iter().all(u8::is_ascii_whitespace) {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+                    service,
+                    detail: e.to_string(),
+                })?
+            };
+            return Ok(Response { status, body });
+        }
+        let message = self.redact(error_message(&bytes, status));
+        Err(ClientError::Status {
+            service,
+            status: status.as_u16(),
+            message,
+            retry_after,
+        })
+    }
+
+    /// Belt and braces: no error text may echo the token back.
+    fn redact(&self, message: String) -> String {
+        let token = match &self.cfg.auth {
+            Auth::Header(_, t) | Auth::Bearer(t) => t.expose(),
+        };
+        if token.len() >= 4 && message.contains(token) {
+            message.replace(token, "[redacted]")
+        } else {
+            message
+        }
+    }
+}
+
+/// Jittered exponential backoff for retry `attempt` (0-based): full jitter over 200ms·2^n, cap 5s.
+pub fn backoff(attempt: u32) -> Duration {
+    let cap = Duration::from_secs(5).as_millis() as u64;
+    let max = (200u64 << attempt.min(10)).min(cap);
+    Duration::from_millis(rand::rng().random_range(max / 2..=max))
+}
+
+/// Transport errors without the URL's query (which could carry a token in some APIs).
+fn transport_detail(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else if e.is_body() || e.is_decode() {
+        "connection broke while reading the response"
+    } else {
+        "request failed"
+    };
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    let mut root = None;
+    while let Some(s) = source {
+        root = Some(s.to_string());
+        source = s.source();
+    }
+    match root {
+        Some(r) => format!("{kind} ({r})"),
+        None => kind.to_string(),
+    }
+}
+
+/// The service's own error text: `{"errors": ["..."]}` (secrets), JSON:API error objects
+/// (workspaces), or a plain-text body (catalog, scheduler). Truncated, never the raw JSON.
+pub fn error_message(bytes: &[u8], status: StatusCode) -> String {
+    let text = match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(map)) => match map.get("errors") {
+            Some(Value::Array(errors)) => {
+                let parts: Vec<String> = errors
+                    .iter()
+                    .filter_map(|e| match e {
+                        Value::String(s) => Some(s.trim().to_string()),
+                        Value::Object(o) => {
+                            let title = o.get("title").and_then(Value::as_str).unwrap_or_default();
+                            let detail =
+                                o.get("detail").and_then(Value::as_str).unwrap_or_default();
+                            Some(match (title.is_empty(), detail.is_empty()) {
+                                (false, false) => format!("{title}: {detail}"),
+                                (true, false) => detail.to_string(),
+                                _ => title.to_string(),
+                            })
+                        }
+                        _ => None,
+                    })
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                parts.join("; ")
+            }
+            _ => map
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        },
+        Ok(_) => String::new(),
+        Err(_) => String::from_utf8_lossy(bytes).trim().to_string(),
+    };
+    let mut text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.is_empty() {
+        text = status.canonical_reason().unwrap_or("error").to_lowercase();
+    }
+    if text.len() > 500 {
+        let mut cut = 500;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_string_never_prints() {
+        let s = SecretString::new("s3cr3t-token");
+        assert_eq!(format!("{s} {s:?}"), "[redacted] [redacted]");
+    }
+
+    #[test]
+    fn error_message_reads_each_service_format() {
+        let secrets = br#"{"errors":["1 error occurred:\n\t* permission denied\n\n"]}"#;
+        assert_eq!(
+            error_message(secrets, StatusCode::FORBIDDEN),
+            "1 error occurred: * permission denied"
+        );
+        let jsonapi = br#"{"errors":[{"status":"422","title":"invalid attribute","detail":"Name has already been taken"}]}"#;
+        assert_eq!(
+            error_message(jsonapi, StatusCode::UNPROCESSABLE_ENTITY),
+            "invalid attribute: Name has already been taken"
+        );
+        assert_eq!(
+            error_message(b"ACL not found", StatusCode::FORBIDDEN),
+            "ACL not found"
+        );
+        assert_eq!(
+            error_message(br#"{"errors":[]}"#, StatusCode::NOT_FOUND),
+            "not found"
+        );
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        assert!(backoff(0) <= Duration::from_millis(200));
+        assert!(backoff(20) <= Duration::from_secs(5));
+        assert!(backoff(20) >= Duration::from_millis(2500));
+    }
+}

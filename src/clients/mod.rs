@@ -1,0 +1,6 @@
+//! Typed clients, one module per service, on one shared HTTP layer ([`http`]).
+
+pub mod http;
+pub mod secrets;
+
+pub use http::{ClientError, Http, HttpConfig, SecretString};

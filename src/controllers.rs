@@ -1,0 +1,71 @@
+//! Registration: every kind's CRD and controller. Adding a kind is a file in `api/`, a file in
+//! `kinds/`, and one line in each list below.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kube::{Api, Client, CustomResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{Connection, SecretsPolicy};
+use crate::kinds;
+use crate::reconcile::driver;
+use crate::reconcile::metrics::Metrics;
+use crate::reconcile::{Context, Settings};
+
+/// Every CRD Quartet serves.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![Connection::crd(), SecretsPolicy::crd()]
+}
+
+/// Run every controller until `shutdown` is cancelled.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    namespace: Option<String>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let (connections, writer) = reflector::store::<Connection>();
+    let conn_api: Api<Connection> = match &namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let reflector_task = tokio::spawn(
+        watcher(conn_api, watcher::Config::default())
+            .default_backoff()
+            .reflect(writer)
+            .for_each(|_| futures::future::ready(())),
+    );
+    connections.wait_until_ready().await?;
+    let ctx = Arc::new(Context::new(client, settings, metrics, connections));
+    let stop = || shutdown.clone().cancelled_owned();
+    tokio::join!(
+        kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
+    );
+    reflector_task.abort();
+    Ok(())
+}
+
+/// Cancel `token` on Ctrl-C or SIGTERM.
+pub fn cancel_on_signal(token: CancellationToken) -> impl Future<Output = ()> {
+    async move {
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+        token.cancel();
+    }
+}

@@ -1,0 +1,197 @@
+//! `quartet sandbox` and `quartet dev`: the emulated services, the dev Kubernetes API server,
+//! and (for dev) the CRDs, Connections and controllers wired to them. Development only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client, ResourceExt};
+use quartet_sandbox::apiserver::{ApiServer, ApiServerOptions};
+use quartet_sandbox::{Sandbox, SandboxOptions};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::Service;
+use crate::cli::{DevArgs, SandboxArgs, ServiceArgs};
+use crate::controllers;
+use crate::reconcile::metrics::Metrics;
+
+/// Name of the Secret holding the sandbox tokens in `quartet dev`.
+pub const TOKEN_SECRET: &str = "quartet-sandbox-tokens";
+const FIELD_MANAGER: &str = "quartet-dev";
+
+fn sandbox_options(args: &ServiceArgs) -> SandboxOptions {
+    SandboxOptions {
+        secrets_addr: args.secrets_addr,
+        workspaces_addr: args.workspaces_addr,
+        catalog_addr: args.catalog_addr,
+        scheduler_addr: args.scheduler_addr,
+        root_token: args.root_token.clone(),
+        edition: args.edition,
+        secrets_clusters: args.secrets_clusters,
+        organization: args.organization.clone(),
+        state_dir: args.state_dir.as_ref().map(|d| d.join("services")),
+    }
+}
+
+async fn start_apiserver(args: &ServiceArgs) -> anyhow::Result<ApiServer> {
+    ApiServer::start(ApiServerOptions {
+        addr: args.kube_addr,
+        token: random_token(),
+        state_dir: args.state_dir.as_ref().map(|d| d.join("kubernetes")),
+    })
+    .await
+}
+
+fn random_token() -> String {
+    use rand::Rng;
+    let bytes: [u8; 16] = rand::rng().random();
+    hex::encode(bytes)
+}
+
+fn print_services(sandbox: &Sandbox) {
+    for (i, url) in sandbox.secrets_urls.iter().enumerate() {
+        let label = if sandbox.secrets_urls.len() > 1 {
+            format!("secrets[{i}]")
+        } else {
+            "secrets".into()
+        };
+        println!("  {label:<12} {url}");
+    }
+    println!("  {:<12} {}", "workspaces", sandbox.workspaces_url);
+    println!("  {:<12} {}", "catalog", sandbox.catalog_url);
+    println!("  {:<12} {}", "scheduler", sandbox.scheduler_url);
+}
+
+pub async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
+    let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
+    println!("Quartet sandbox (development and tests only; tokens: the value of --root-token)");
+    print_services(&sandbox);
+    if let Some(path) = &args.kubeconfig {
+        let api = start_apiserver(&args.services).await?;
+        api.write_kubeconfig(path)?;
+        println!("  {:<12} {}", "kubernetes", api.url());
+        println!("  {:<12} {}", "kubeconfig", path.display());
+        println!("Quartet sandbox is ready");
+        wait_for_signal().await;
+        drop(api);
+    } else {
+        println!("Quartet sandbox is ready");
+        wait_for_signal().await;
+    }
+    sandbox.shutdown();
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let token = CancellationToken::new();
+    controllers::cancel_on_signal(token.clone()).await;
+}
+
+pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
+    let api = start_apiserver(&args.services).await?;
+    api.write_kubeconfig(&args.kubeconfig)?;
+    let metrics = Arc::new(Metrics::default());
+    let client = crate::run::client_from(Some(&args.kubeconfig), metrics.clone()).await?;
+    install_crds(&client).await?;
+    let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
+    create_connections(&client, &sandbox, &args.services.root_token).await?;
+
+    let shutdown = CancellationToken::new();
+    tokio::spawn(controllers::cancel_on_signal(shutdown.clone()));
+    // A busy metrics port must not stop a newcomer's first run.
+    let metrics_addr = match crate::server::serve(
+        args.operator.metrics_addr,
+        metrics.clone(),
+        shutdown.clone(),
+    )
+    .await
+    {
+        Ok(a) => a.to_string(),
+        Err(e) => {
+            eprintln!("warning: {e}; metrics are not served (choose another --metrics-addr)");
+            "(not served)".to_string()
+        }
+    };
+    let settings = crate::run::settings(&client, &args.operator).await?;
+
+    println!("Quartet dev is running (development only: nothing here is for production)");
+    println!("  {:<12} {}", "kubernetes", api.url());
+    print_services(&sandbox);
+    println!("  {:<12} http://{metrics_addr}/metrics", "metrics");
+    println!("  {:<12} {}", "kubeconfig", args.kubeconfig.display());
+    println!();
+    println!(
+        "Try: kubectl --kubeconfig {} apply -f examples/secrets-policy.yaml",
+        args.kubeconfig.display()
+    );
+    println!("Quartet dev is ready");
+
+    controllers::run(client, settings, None, metrics, shutdown).await?;
+    sandbox.shutdown();
+    drop(api);
+    Ok(())
+}
+
+/// Apply every CRD (server-side) and wait until each is established.
+pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    for crd in controllers::crds() {
+        let name = crd.name_any();
+        api.patch(&name, &pp, &Patch::Apply(&crd)).await?;
+    }
+    for crd in controllers::crds() {
+        let name = crd.name_any();
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("CRD {name} was not established in time"))??;
+    }
+    Ok(())
+}
+
+/// A Secret with the sandbox tokens and one Connection per service in `default`, named after
+/// the service, so resources without `connectionRef` reach the sandbox.
+async fn create_connections(
+    client: &Client,
+    sandbox: &Sandbox,
+    root_token: &str,
+) -> anyhow::Result<()> {
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": TOKEN_SECRET, "namespace": "default"},
+        "type": "Opaque",
+        "stringData": {"token": root_token}
+    });
+    secrets
+        .patch(TOKEN_SECRET, &pp, &Patch::Apply(&secret))
+        .await?;
+    let connections: Api<crate::api::Connection> = Api::namespaced(client.clone(), "default");
+    for (service, url) in [
+        (Service::Secrets, sandbox.secrets_url()),
+        (Service::Workspaces, sandbox.workspaces_url.as_str()),
+        (Service::Catalog, sandbox.catalog_url.as_str()),
+        (Service::Scheduler, sandbox.scheduler_url.as_str()),
+    ] {
+        let name = service.as_str();
+        let conn = json!({
+            "apiVersion": "quartet.dev/v1alpha1", "kind": "Connection",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "service": name,
+                "address": url,
+                "tokenSecretRef": {"name": TOKEN_SECRET, "key": "token"}
+            }
+        });
+        connections.patch(name, &pp, &Patch::Apply(&conn)).await?;
+    }
+    Ok(())
+}

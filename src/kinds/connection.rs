@@ -1,0 +1,108 @@
+//! Connection: not a remote object but a check that the service answers and accepts the token.
+//! Reported as the `Ready` condition; rechecked at every resync.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::api::{Connection, ConnectionStatus, Service};
+use crate::clients::Http;
+use crate::reconcile::conditions::{self, READY};
+use crate::reconcile::driver::patch_status;
+use crate::reconcile::error::jitter;
+use crate::reconcile::{Category, Context, Error, Result};
+
+/// A call every valid token may make, per service.
+async fn probe(http: &Http) -> Result<()> {
+    let path = match http.service() {
+        Service::Secrets => "/v1/auth/token/lookup-self",
+        Service::Workspaces => "/api/v2/account/details",
+        Service::Catalog => "/v1/acl/token/self",
+        Service::Scheduler => "/v1/acl/token/self",
+    };
+    http.call("GET", path, None).await?;
+    Ok(())
+}
+
+pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Action> {
+    let generation = conn.metadata.generation;
+    let result = async {
+        let http = ctx.build_http(&conn).await?;
+        probe(&http).await
+    }
+    .await;
+    let before = conn.status.clone().unwrap_or_default();
+    let mut status = before.clone();
+    status.observed_generation = generation;
+    let key = format!(
+        "Connection/{}/{}",
+        conn.namespace().unwrap_or_default(),
+        conn.name_any()
+    );
+    let requeue = match &result {
+        Ok(()) => {
+            ctx.succeeded(&key);
+            conditions::set(
+                &mut status.conditions,
+                READY,
+                true,
+                "Connected",
+                format!("{} answered and accepted the token", conn.spec.address),
+                generation,
+            );
+            jitter(ctx.settings.resync)
+        }
+        Err(e) => {
+            let reason = match e.category() {
+                Category::Unauthorized => "Unauthorized",
+                Category::Transient => "Unreachable",
+                Category::ReferenceMissing => "SecretNotFound",
+                Category::InvalidSpec | Category::ConnectionUnavailable => "InvalidSpec",
+                other => other.reason(),
+            };
+            conditions::set(
+                &mut status.conditions,
+                READY,
+                false,
+                reason,
+                e.to_string(),
+                generation,
+            );
+            // A failing Connection is cheap to check (one Secret read, one call) and its fix
+            // (usually a token Secret edit) is not watched: check it again soon.
+            let _ = ctx.failed(&key);
+            jitter(Duration::from_secs(10))
+        }
+    };
+    if status != before {
+        patch_status(conn.as_ref(), &ctx, json!(ConnectionStatus { ..status })).await?;
+    }
+    Ok(Action::requeue(requeue))
+}
+
+fn error_policy(_conn: Arc<Connection>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(error = %err, "connection check failed");
+    Action::requeue(Duration::from_secs(10))
+}
+
+pub async fn run(
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let api: Api<Connection> = match &namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    Controller::new(api, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(2))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}

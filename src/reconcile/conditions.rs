@@ -1,0 +1,91 @@
+//! Status conditions: set a condition, keeping `lastTransitionTime` when its status is unchanged.
+
+use crate::api::Condition;
+
+pub const READY: &str = "Ready";
+pub const SYNCED: &str = "Synced";
+pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Set condition `type_` in `conditions`. Returns whether anything changed.
+pub fn set(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+) -> bool {
+    let status = if status { "True" } else { "False" };
+    let message = message.into();
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            let changed = c.status != status
+                || c.reason != reason
+                || c.message != message
+                || c.observed_generation != generation;
+            if c.status != status {
+                c.last_transition_time = now();
+            }
+            c.status = status.into();
+            c.reason = reason.into();
+            c.message = message;
+            c.observed_generation = generation;
+            changed
+        }
+        None => {
+            conditions.push(Condition {
+                type_: type_.into(),
+                status: status.into(),
+                reason: reason.into(),
+                message,
+                last_transition_time: now(),
+                observed_generation: generation,
+            });
+            true
+        }
+    }
+}
+
+pub fn remove(conditions: &mut Vec<Condition>, type_: &str) -> bool {
+    let before = conditions.len();
+    conditions.retain(|c| c.type_ != type_);
+    before != conditions.len()
+}
+
+pub fn get<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_time_is_kept_when_status_does_not_change() {
+        let mut conds = Vec::new();
+        assert!(set(&mut conds, READY, false, "Rejected", "bad", Some(1)));
+        conds[0].last_transition_time = "2020-01-01T00:00:00Z".into();
+        assert!(set(
+            &mut conds,
+            READY,
+            false,
+            "Rejected",
+            "still bad",
+            Some(2)
+        ));
+        assert_eq!(conds[0].last_transition_time, "2020-01-01T00:00:00Z");
+        assert!(set(&mut conds, READY, true, "Synced", "", Some(2)));
+        assert_ne!(conds[0].last_transition_time, "2020-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn setting_the_same_condition_twice_reports_no_change() {
+        let mut conds = Vec::new();
+        set(&mut conds, SYNCED, true, "Synced", "", Some(1));
+        assert!(!set(&mut conds, SYNCED, true, "Synced", "", Some(1)));
+    }
+}

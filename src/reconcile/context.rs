@@ -1,0 +1,347 @@
+//! What every reconcile shares: the Kubernetes client, settings, metrics, the event recorder,
+//! the Connection cache, and per-object failure counts for backoff.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::ByteString;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, ResourceExt};
+
+use super::error::{Error, Result};
+use super::metrics::Metrics;
+use crate::api::{Connection, ConnectionRef, SecretKeyRef, Service};
+use crate::clients::http::{Auth, Http, HttpConfig, SecretString};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Patch, PatchParams};
+use kube::Resource;
+use std::collections::BTreeMap;
+
+/// Operator settings (from the command line).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Drift resync interval (jittered ±10%).
+    pub resync: Duration,
+    /// Reconciles run at once per kind.
+    pub concurrency: u16,
+    /// Key of the keyed hashes of write-only inputs kept in status.
+    pub hash_key: SecretString,
+    /// HTTP retries after the first attempt.
+    pub max_retries: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            resync: Duration::from_secs(300),
+            concurrency: 8,
+            hash_key: SecretString::new("quartet-default-hash-key"),
+            max_retries: 3,
+        }
+    }
+}
+
+/// How long a resolved Connection (and its token) is reused before the Secret is read again.
+const CONNECTION_TTL: Duration = Duration::from_secs(300);
+
+struct CachedHttp {
+    resource_version: Option<String>,
+    loaded: Instant,
+    http: Arc<Http>,
+}
+
+pub struct Context {
+    pub client: Client,
+    pub settings: Settings,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    connections: Store<Connection>,
+    http_cache: Mutex<HashMap<(String, String), CachedHttp>>,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        settings: Settings,
+        metrics: Arc<Metrics>,
+        connections: Store<Connection>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "quartet".into(),
+            instance: std::env::var("POD_NAME")
+                .ok()
+                .or_else(|| std::env::var("HOSTNAME").ok()),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            settings,
+            metrics,
+            connections,
+            http_cache: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Record a failure of `key`; returns the count of consecutive failures.
+    pub fn failed(&self, key: &str) -> u32 {
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = f.entry(key.to_string()).or_insert(0);
+        *n += 1;
+        *n
+    }
+
+    pub fn succeeded(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// The configured HTTP client for the Connection a resource in `ns` uses for `service`.
+    /// Without `cref`, the Connection named after the service in `ns`.
+    pub async fn http_for(
+        &self,
+        ns: &str,
+        cref: Option<&ConnectionRef>,
+        service: Service,
+    ) -> Result<Arc<Http>> {
+        let (conn_ns, conn_name) = match cref {
+            Some(r) => (
+                r.namespace.clone().unwrap_or_else(|| ns.to_string()),
+                r.name.clone(),
+            ),
+            None => (ns.to_string(), service.to_string()),
+        };
+        let key = ObjectRef::<Connection>::new(&conn_name).within(&conn_ns);
+        let conn = self.connections.get(&key).ok_or_else(|| {
+            Error::Connection(format!(
+                "Connection {conn_ns}/{conn_name} not found: create it{}",
+                if cref.is_none() {
+                    " or set spec.connectionRef"
+                } else {
+                    ""
+                }
+            ))
+        })?;
+        if conn_ns != ns
+            && !conn
+                .spec
+                .allowed_namespaces
+                .iter()
+                .any(|a| a == "*" || a == ns)
+        {
+            return Err(Error::Connection(format!(
+                "Connection {conn_ns}/{conn_name} does not allow use from namespace {ns}: add it to the Connection's spec.allowedNamespaces"
+            )));
+        }
+        if conn.spec.service != service {
+            return Err(Error::Connection(format!(
+                "Connection {conn_ns}/{conn_name} is for the {} service, not {service}",
+                conn.spec.service
+            )));
+        }
+        let cache_key = (conn_ns.clone(), conn_name.clone());
+        {
+            let cache = self.http_cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = cache.get(&cache_key) {
+                if c.resource_version == conn.resource_version()
+                    && c.loaded.elapsed() < CONNECTION_TTL
+                {
+                    return Ok(c.http.clone());
+                }
+            }
+        }
+        let http = Arc::new(self.build_http(&conn).await?);
+        self.http_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                cache_key,
+                CachedHttp {
+                    resource_version: conn.resource_version(),
+                    loaded: Instant::now(),
+                    http: http.clone(),
+                },
+            );
+        Ok(http)
+    }
+
+    /// Forget the cached client of a Connection (after the token was refused, so a rotated
+    /// token Secret is read again).
+    pub fn forget_connection(&self, ns: &str, cref: Option<&ConnectionRef>, service: Service) {
+        let key = match cref {
+            Some(r) => (
+                r.namespace.clone().unwrap_or_else(|| ns.to_string()),
+                r.name.clone(),
+            ),
+            None => (ns.to_string(), service.to_string()),
+        };
+        self.http_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+    }
+
+    /// Build the HTTP client of a Connection, reading its token (and CA) Secret.
+    pub async fn build_http(&self, conn: &Connection) -> Result<Http> {
+        let ns = conn.namespace().unwrap_or_default();
+        let token = self
+            .secret_value(
+                &ns,
+                &conn.spec.token_secret_ref,
+                &format!("token of Connection {ns}/{}", conn.name_any()),
+            )
+            .await?;
+        let ca_pem = match &conn.spec.ca_secret_ref {
+            Some(r) => Some(
+                self.secret_value(
+                    &ns,
+                    r,
+                    &format!("CA of Connection {ns}/{}", conn.name_any()),
+                )
+                .await?
+                .expose()
+                .as_bytes()
+                .to_vec(),
+            ),
+            None => None,
+        };
+        let service = conn.spec.service;
+        let auth = match service {
+            Service::Secrets => Auth::Header("X-Secrets-Token", token),
+            Service::Workspaces => Auth::Bearer(token),
+            Service::Catalog => Auth::Header("X-Catalog-Token", token),
+            Service::Scheduler => Auth::Header("X-Scheduler-Token", token),
+        };
+        let mut extra_headers = Vec::new();
+        if let Some(n) = &conn.spec.service_namespace {
+            extra_headers.push(("X-Secrets-Namespace", n.clone()));
+        }
+        let cfg = HttpConfig {
+            service,
+            base_url: conn.spec.address.trim_end_matches('/').to_string(),
+            auth,
+            timeout: Duration::from_secs(conn.spec.timeout_seconds.max(1) as u64),
+            requests_per_second: conn.spec.requests_per_second,
+            ca_pem,
+            extra_headers,
+            max_retries: self.settings.max_retries,
+        };
+        Http::new(cfg, self.metrics.clone()).map_err(Error::Remote)
+    }
+
+    /// One key of a Secret in `ns`, as a [`SecretString`]. `what` names the use in errors; the
+    /// value itself never appears in one.
+    pub async fn secret_value(
+        &self,
+        ns: &str,
+        r: &SecretKeyRef,
+        what: &str,
+    ) -> Result<SecretString> {
+        let secret = Api::<Secret>::namespaced(self.client.clone(), ns)
+            .get_opt(&r.name)
+            .await?
+            .ok_or_else(|| {
+                Error::MissingReference(format!("Secret {ns}/{} ({what}) not found", r.name))
+            })?;
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&r.key))
+            .map(|ByteString(b)| b.clone())
+            .or_else(|| {
+                secret
+                    .string_data
+                    .as_ref()
+                    .and_then(|d| d.get(&r.key))
+                    .map(|s| s.clone().into_bytes())
+            })
+            .ok_or_else(|| {
+                Error::MissingReference(format!(
+                    "Secret {ns}/{} ({what}) has no key {:?}",
+                    r.name, r.key
+                ))
+            })?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            Error::InvalidSpec(format!(
+                "Secret {ns}/{} key {:?} ({what}) is not UTF-8 text",
+                r.name, r.key
+            ))
+        })?;
+        Ok(SecretString::new(text.trim_end_matches(['\n', '\r'])))
+    }
+
+    /// Write a result (an enrollment's QR code, checked-out credentials, a bootstrap token) to a
+    /// Secret owned by `owner`, so it is garbage-collected with it. Server-side apply with the
+    /// owner kind's field manager: idempotent, and a key the kind stops writing disappears.
+    pub async fn apply_owned_secret<K>(
+        &self,
+        owner: &K,
+        name: &str,
+        data: BTreeMap<String, SecretString>,
+    ) -> Result<()>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let ns = owner.namespace().unwrap_or_default();
+        let owner_ref = owner
+            .controller_owner_ref(&())
+            .ok_or_else(|| Error::InvalidSpec("owner has no uid yet".into()))?;
+        let string_data: BTreeMap<String, String> = data
+            .into_iter()
+            .map(|(k, v)| (k, v.expose().to_string()))
+            .collect();
+        let secret = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {"app.kubernetes.io/managed-by": "quartet"},
+                "ownerReferences": [owner_ref],
+            },
+            "type": "Opaque",
+            "stringData": string_data,
+        });
+        let manager = format!("quartet/{}", K::kind(&()).to_lowercase());
+        Api::<Secret>::namespaced(self.client.clone(), &ns)
+            .patch(
+                name,
+                &PatchParams::apply(&manager).force(),
+                &Patch::Apply(&secret),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Another Quartet resource this one refers to (a TransformRole's Transformations, a
+    /// NoCodeWorkspace's NoCodeModule). Absent → [`Error::MissingReference`], which the framework
+    /// reports as a waiting condition and retries with backoff, not as an error storm.
+    pub async fn referenced<R>(&self, ns: &str, name: &str) -> Result<R>
+    where
+        R: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned,
+    {
+        Api::<R>::namespaced(self.client.clone(), ns)
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| {
+                Error::MissingReference(format!(
+                    "{} {ns}/{name} does not exist (yet)",
+                    R::kind(&())
+                ))
+            })
+    }
+
+    /// Reference to an object, for Events about a related one.
+    pub fn object_ref<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
+        obj.object_ref(&())
+    }
+}

@@ -1,0 +1,599 @@
+//! The generic reconcile loop: finalizer → (apply | cleanup) → status, events, requeue.
+//!
+//! Apply is observe → diff → the smallest set of calls, with no write when in sync. Cleanup
+//! honours `deletionPolicy` and never blocks on what cannot succeed. Errors become conditions
+//! and Events (once per distinct error, not once per retry) and a requeue delay chosen by
+//! category, so a 4xx waits for a spec change or the resync instead of looping.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::finalizer::{self, finalizer, Event as FinalizerEvent};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, CustomResourceExt, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
+use super::context::Context;
+use super::error::{jitter, Category, Error, Result};
+use crate::api::{Connection, ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::clients::Http;
+
+/// What every managed kind exposes to the framework.
+pub trait Managed:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + CustomResourceExt
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    const SERVICE: Service;
+    fn connection_ref(&self) -> Option<&ConnectionRef>;
+    fn deletion_policy(&self) -> DeletionPolicy;
+    fn managed_status(&self) -> Option<&ManagedStatus>;
+    /// The whole `status` object for `managed` (kinds with extra status fields add them here).
+    fn status_json(&self, managed: &ManagedStatus) -> Value {
+        serde_json::to_value(managed).unwrap_or(Value::Null)
+    }
+}
+
+/// Result of a create: the identifier to record in status at once, and whether the object is
+/// complete (otherwise the next pass observes it and updates what create could not set).
+#[derive(Clone, Debug)]
+pub struct Created {
+    pub remote_id: String,
+    pub complete: bool,
+}
+
+/// How a kind's remote object is observed, compared and changed.
+pub trait Reconciled: Managed {
+    /// The typed service client.
+    type Client: From<Arc<Http>> + Send + Sync;
+    /// What the remote object should be (from spec and referenced Secrets).
+    type Desired: Send + Sync;
+    /// What the service has.
+    type Observed: Send + Sync;
+
+    fn desired(&self, ctx: &Context) -> impl Future<Output = Result<Self::Desired>> + Send;
+    /// One read of the remote object, keyed by the id in status when the service assigns ids,
+    /// otherwise by name (which also finds an object whose create response was lost).
+    fn observe(
+        &self,
+        client: &Self::Client,
+        desired: &Self::Desired,
+        remote_id: Option<&str>,
+    ) -> impl Future<Output = Result<Option<Self::Observed>>> + Send;
+    /// Names of the managed fields that differ (pure; empty when in sync).
+    fn diff(desired: &Self::Desired, observed: &Self::Observed) -> Vec<&'static str>;
+    fn create(
+        &self,
+        client: &Self::Client,
+        desired: &Self::Desired,
+    ) -> impl Future<Output = Result<Created>> + Send;
+    fn update(
+        &self,
+        client: &Self::Client,
+        desired: &Self::Desired,
+        observed: &Self::Observed,
+        changed: &[&'static str],
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Delete the remote object; an absent object counts as deleted.
+    fn delete(
+        &self,
+        client: &Self::Client,
+        remote_id: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+    fn remote_id(observed: &Self::Observed) -> String;
+    /// Whether the service assigns the identifier (a UUID, a `ws-` id). Such an id is written to
+    /// status the moment create returns, before anything else can fail, so a later failure can
+    /// never lead to a second object. Name-keyed objects are found again by name instead.
+    const SERVER_ASSIGNED_ID: bool = false;
+    /// A long-running operation the remote object is still going through (a run applying, an
+    /// upgrade planning, a promotion): `Some(message)` keeps `Ready=False` with reason
+    /// `InProgress` and polls again after [`Reconciled::POLL`] instead of the resync interval.
+    fn pending(_observed: &Self::Observed) -> Option<String> {
+        None
+    }
+    /// How often an operation in progress is polled.
+    const POLL: Duration = Duration::from_secs(5);
+    /// Keyed hash of write-only inputs (compared with status, never read back from the service).
+    fn write_only_hash(_desired: &Self::Desired, _ctx: &Context) -> Option<String> {
+        None
+    }
+}
+
+pub fn finalizer_name<K: Resource<DynamicType = ()>>() -> String {
+    format!("{}/cleanup", K::group(&()))
+}
+
+pub fn field_manager<K: Resource<DynamicType = ()>>() -> String {
+    format!("quartet/{}", K::kind(&()).to_lowercase())
+}
+
+/// Run the controller of kind `K` until `shutdown` resolves.
+pub async fn run<K: Reconciled>(
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let api: Api<K> = match &namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let kind = K::kind(&()).to_string();
+    tracing::info!(%kind, "controller started");
+    let conn_api: Api<Connection> = match &namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    // No generation predicate: it would swallow finalizer-add and deletion events.
+    let controller = Controller::new(api, watcher::Config::default());
+    let store = controller.store();
+    controller
+        // A Connection that changes (fixed token, new address, Ready again) wakes the resources
+        // that use it, instead of leaving them to their backoff.
+        .watches(
+            conn_api,
+            watcher::Config::default(),
+            move |conn: Connection| {
+                let ns = conn.namespace().unwrap_or_default();
+                let name = conn.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|o| uses_connection(o.as_ref(), &ns, &name))
+                    .map(|o| ObjectRef::from_obj(o.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "reconcile failed");
+            }
+        })
+        .await;
+    tracing::info!(%kind, "controller stopped");
+}
+
+/// Whether `obj` uses the Connection `ns/name` (explicitly, or by the service-name default).
+fn uses_connection<K: Managed>(obj: &K, ns: &str, name: &str) -> bool {
+    let own_ns = obj.namespace().unwrap_or_default();
+    match obj.connection_ref() {
+        Some(r) => r.name == name && r.namespace.as_deref().unwrap_or(&own_ns) == ns,
+        None => own_ns == ns && K::SERVICE.as_str() == name,
+    }
+}
+
+fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::kind(&()),
+        obj.namespace().unwrap_or_default(),
+        obj.name_any()
+    )
+}
+
+#[tracing::instrument(skip_all, fields(kind = %K::kind(&()), namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any()))]
+async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let result = finalizer(&api, &finalizer_name::<K>(), obj, |event| async {
+        match event {
+            FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
+            FinalizerEvent::Cleanup(obj) => cleanup(obj, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Kube(e),
+        other => Error::Finalizer(other.to_string()),
+    });
+    let kind = K::kind(&());
+    ctx.metrics.reconciled(
+        &kind,
+        if result.is_ok() { "ok" } else { "error" },
+        started.elapsed(),
+    );
+    if let Err(e) = &result {
+        ctx.metrics.error(&kind, e.category().reason());
+    }
+    result
+}
+
+fn error_policy<K: Reconciled>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
+    let failures = ctx.failed(&object_key(obj.as_ref()));
+    let wait = err.requeue_after(failures, ctx.settings.resync);
+    tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, retry_in_s = wait.as_secs(), "reconcile failed");
+    Action::requeue(wait)
+}
+
+/// What a successful pass did.
+enum Done {
+    InSync,
+    Created,
+    Adopted,
+    Updated(Vec<&'static str>),
+    DriftCorrected(Vec<&'static str>),
+}
+
+async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
+    let key = object_key(obj.as_ref());
+    let generation = obj.meta().generation;
+    let before = obj.managed_status().cloned().unwrap_or_default();
+    let mut status = before.clone();
+    status.observed_generation = generation;
+    let mut written = before.clone();
+
+    match sync(obj.as_ref(), ctx, &mut status, &mut written).await {
+        Ok((done, again, pending)) => {
+            ctx.succeeded(&key);
+            let id = status.remote_id.clone().unwrap_or_default();
+            let changed_remote = !matches!(done, Done::InSync);
+            let (reason, note) = match &done {
+                Done::InSync => (None, String::new()),
+                Done::Created => (Some("Created"), format!("created {id}")),
+                Done::Adopted => (Some("Adopted"), format!("adopted existing {id}")),
+                Done::Updated(f) => (Some("Updated"), format!("updated {id}: {}", f.join(", "))),
+                Done::DriftCorrected(f) => {
+                    status.drifted_fields = f.iter().map(|s| s.to_string()).collect();
+                    (
+                        Some("DriftCorrected"),
+                        format!(
+                            "{id} was changed outside Quartet; restored {}",
+                            f.join(", ")
+                        ),
+                    )
+                }
+            };
+            let mut conds_changed = match &pending {
+                Some(progress) => conditions::set(
+                    &mut status.conditions,
+                    READY,
+                    false,
+                    "InProgress",
+                    progress.clone(),
+                    generation,
+                ),
+                None => conditions::set(
+                    &mut status.conditions,
+                    READY,
+                    true,
+                    "InSync",
+                    format!("{id} matches the spec"),
+                    generation,
+                ),
+            };
+            conds_changed |= conditions::set(
+                &mut status.conditions,
+                SYNCED,
+                true,
+                "ReconcileSuccess",
+                "",
+                generation,
+            );
+            conds_changed |= conditions::remove(&mut status.conditions, DELETION_BLOCKED);
+            if changed_remote || conds_changed {
+                status.last_sync_time = Some(conditions::now());
+            }
+            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            if let Some(reason) = reason {
+                publish(
+                    ctx,
+                    obj.as_ref(),
+                    EventType::Normal,
+                    reason,
+                    "Reconcile",
+                    note,
+                )
+                .await;
+            }
+            let poll = pending.as_ref().map(|_| K::POLL);
+            Ok(Action::requeue(
+                again
+                    .or(poll)
+                    .unwrap_or_else(|| jitter(ctx.settings.resync)),
+            ))
+        }
+        Err(err) => {
+            let failures = ctx.failed(&key);
+            let category = err.category();
+            if category == Category::Unauthorized {
+                ctx.forget_connection(
+                    &obj.namespace().unwrap_or_default(),
+                    obj.connection_ref(),
+                    K::SERVICE,
+                );
+            }
+            ctx.metrics.error(&K::kind(&()), category.reason());
+            let message = err.to_string();
+            let newly = conditions::set(
+                &mut status.conditions,
+                SYNCED,
+                false,
+                category.reason(),
+                &message,
+                generation,
+            );
+            // A transient failure of a resync says nothing new about an object that was in sync
+            // for this generation: keep Ready as it was.
+            let keep_ready = category == Category::Transient
+                && conditions::get(&status.conditions, READY)
+                    .is_some_and(|c| c.status == "True" && c.observed_generation == generation);
+            if !keep_ready {
+                conditions::set(
+                    &mut status.conditions,
+                    READY,
+                    false,
+                    category.reason(),
+                    &message,
+                    generation,
+                );
+            }
+            if newly {
+                status.last_sync_time = Some(conditions::now());
+            }
+            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            if newly {
+                publish(
+                    ctx,
+                    obj.as_ref(),
+                    EventType::Warning,
+                    category.reason(),
+                    "Reconcile",
+                    message,
+                )
+                .await;
+            }
+            let wait = err.requeue_after(failures, ctx.settings.resync);
+            tracing::info!(error = %err, category = category.reason(), retry_in_s = wait.as_secs(), "reconcile failed");
+            Ok(Action::requeue(wait))
+        }
+    }
+}
+
+/// Observe → diff → apply. Records a new remote id in status (and writes it) before anything
+/// else can fail. Returns what was done and an earlier requeue when more work remains.
+async fn sync<K: Reconciled>(
+    obj: &K,
+    ctx: &Context,
+    status: &mut ManagedStatus,
+    written: &mut ManagedStatus,
+) -> Result<(Done, Option<Duration>, Option<String>)> {
+    let ns = obj.namespace().unwrap_or_default();
+    let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
+    let client = K::Client::from(http);
+    let desired = obj.desired(ctx).await?;
+    let hash = K::write_only_hash(&desired, ctx);
+    let observed = obj
+        .observe(&client, &desired, status.remote_id.as_deref())
+        .await?;
+    let Some(observed) = observed else {
+        let existed = status.remote_id.is_some();
+        let created = obj.create(&client, &desired).await?;
+        status.remote_id = Some(created.remote_id);
+        status.write_only_hash = hash;
+        if K::SERVER_ASSIGNED_ID || !created.complete {
+            write_status(obj, ctx, status, written).await?;
+        }
+        let again = (!created.complete).then_some(Duration::from_millis(200));
+        let done = if existed {
+            Done::DriftCorrected(vec!["(deleted remotely)"])
+        } else {
+            Done::Created
+        };
+        return Ok((done, again, None));
+    };
+    let adopted = status.remote_id.is_none();
+    status.remote_id = Some(K::remote_id(&observed));
+    let pending = K::pending(&observed);
+    let mut changed = K::diff(&desired, &observed);
+    if hash.is_some() && hash != status.write_only_hash {
+        changed.push("(write-only fields)");
+    }
+    if changed.is_empty() {
+        return Ok((
+            if adopted { Done::Adopted } else { Done::InSync },
+            None,
+            pending,
+        ));
+    }
+    // The spec has not changed since the last successful pass: the service was edited.
+    let drift = !adopted
+        && before_was_ready(status)
+        && conditions::get(&status.conditions, READY).and_then(|c| c.observed_generation)
+            == obj.meta().generation;
+    obj.update(&client, &desired, &observed, &changed).await?;
+    status.write_only_hash = hash;
+    Ok((
+        if adopted {
+            Done::Adopted
+        } else if drift {
+            Done::DriftCorrected(changed)
+        } else {
+            Done::Updated(changed)
+        },
+        None,
+        pending,
+    ))
+}
+
+fn before_was_ready(status: &ManagedStatus) -> bool {
+    conditions::get(&status.conditions, READY).is_some_and(|c| c.status == "True")
+}
+
+/// Write status by server-side apply, only when it differs from what was last written.
+pub async fn write_status<K: Managed>(
+    obj: &K,
+    ctx: &Context,
+    status: &ManagedStatus,
+    written: &mut ManagedStatus,
+) -> Result<()> {
+    if status == written {
+        return Ok(());
+    }
+    patch_status(obj, ctx, obj.status_json(status)).await?;
+    *written = status.clone();
+    Ok(())
+}
+
+/// Server-side apply of `status` with this kind's field manager.
+pub async fn patch_status<K>(obj: &K, ctx: &Context, status: Value) -> Result<()>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let patch =
+        json!({ "apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": status });
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::apply(&field_manager::<K>()).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Publish an Event; failures to record are logged, never fatal.
+pub async fn publish<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    obj: &K,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let mut note = note;
+    if note.len() > 1000 {
+        let mut cut = 1000;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+    }
+    let ev = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &obj.object_ref(&())).await {
+        tracing::warn!(error = %e, "could not record event");
+    }
+}
+
+async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
+    let ns = obj.namespace().unwrap_or_default();
+    let before = obj.managed_status().cloned().unwrap_or_default();
+    let Some(remote_id) = before.remote_id.clone() else {
+        // Never created (or never adopted) remotely: nothing to remove.
+        return Ok(Action::await_change());
+    };
+    if obj.deletion_policy() == DeletionPolicy::Retain {
+        publish(
+            ctx,
+            obj.as_ref(),
+            EventType::Normal,
+            "Retained",
+            "Delete",
+            format!("{remote_id} kept in the service (deletionPolicy Retain)"),
+        )
+        .await;
+        return Ok(Action::await_change());
+    }
+    let result = async {
+        let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
+        obj.delete(&K::Client::from(http), &remote_id).await
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            ctx.succeeded(&object_key(obj.as_ref()));
+            publish(
+                ctx,
+                obj.as_ref(),
+                EventType::Normal,
+                "Deleted",
+                "Delete",
+                format!("deleted {remote_id}"),
+            )
+            .await;
+            Ok(Action::await_change())
+        }
+        Err(err @ (Error::Connection(_) | Error::MissingReference(_)))
+            if namespace_terminating(ctx, &ns).await =>
+        {
+            // The namespace (with its Connection or token) is going away: nothing can ever
+            // reach the service for this resource again, so do not hold the namespace hostage.
+            publish(
+                ctx,
+                obj.as_ref(),
+                EventType::Warning,
+                "RemoteObjectOrphaned",
+                "Delete",
+                format!("{remote_id} left in the service: {err}"),
+            )
+            .await;
+            Ok(Action::await_change())
+        }
+        Err(err) => {
+            if err.category() == Category::Unauthorized {
+                ctx.forget_connection(&ns, obj.connection_ref(), K::SERVICE);
+            }
+            let mut status = before.clone();
+            let message = format!("{err}; the finalizer is kept until the remote object can be deleted (or set deletionPolicy: Retain)");
+            let newly = conditions::set(
+                &mut status.conditions,
+                DELETION_BLOCKED,
+                true,
+                err.category().reason(),
+                &message,
+                obj.meta().generation,
+            );
+            let mut written = before;
+            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            if newly {
+                publish(
+                    ctx,
+                    obj.as_ref(),
+                    EventType::Warning,
+                    "DeletionBlocked",
+                    "Delete",
+                    message,
+                )
+                .await;
+            }
+            Err(err)
+        }
+    }
+}
+
+async fn namespace_terminating(ctx: &Context, ns: &str) -> bool {
+    match Api::<Namespace>::all(ctx.client.clone()).get_opt(ns).await {
+        Ok(Some(n)) => n.metadata.deletion_timestamp.is_some(),
+        Ok(None) => true,
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,151 @@
+//! Prometheus metrics: reconciles, errors by category, durations, and remote calls by
+//! service/verb/status. Served as text on `/metrics`.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::api::Service;
+
+type Labels = Vec<(&'static str, String)>;
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
+    reconcile_duration: HistogramFamily,
+    remote_calls: Family<Labels, Counter>,
+    remote_duration: HistogramFamily,
+    kube_calls: Family<Labels, Counter>,
+}
+
+fn histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.002, 2.0, 14))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("quartet");
+        let reconciles = Family::<Labels, Counter>::default();
+        let errors = Family::<Labels, Counter>::default();
+        let reconcile_duration =
+            HistogramFamily::new_with_constructor(histogram as fn() -> Histogram);
+        let remote_calls = Family::<Labels, Counter>::default();
+        let remote_duration = HistogramFamily::new_with_constructor(histogram as fn() -> Histogram);
+        registry.register(
+            "reconciles",
+            "Reconciles by kind and result",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconcile errors by kind and category",
+            errors.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Reconcile duration by kind",
+            reconcile_duration.clone(),
+        );
+        registry.register(
+            "remote_calls",
+            "HTTP calls to managed services by service, verb and status",
+            remote_calls.clone(),
+        );
+        registry.register(
+            "remote_call_duration_seconds",
+            "HTTP call duration by service and verb",
+            remote_duration.clone(),
+        );
+        let kube_calls = Family::<Labels, Counter>::default();
+        registry.register(
+            "kube_api_calls",
+            "Kubernetes API requests by verb (GET, LIST, WATCH, PATCH, ...)",
+            kube_calls.clone(),
+        );
+        Self {
+            registry,
+            reconciles,
+            errors,
+            reconcile_duration,
+            remote_calls,
+            remote_duration,
+            kube_calls,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn reconciled(&self, kind: &str, result: &str, took: Duration) {
+        self.reconciles
+            .get_or_create(&vec![
+                ("kind", kind.to_string()),
+                ("result", result.to_string()),
+            ])
+            .inc();
+        self.reconcile_duration
+            .get_or_create(&vec![("kind", kind.to_string())])
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn error(&self, kind: &str, category: &str) {
+        self.errors
+            .get_or_create(&vec![
+                ("kind", kind.to_string()),
+                ("category", category.to_string()),
+            ])
+            .inc();
+    }
+
+    pub fn remote_call(&self, service: Service, verb: &str, status: &str, took: Duration) {
+        let verb = verb.to_ascii_uppercase();
+        self.remote_calls
+            .get_or_create(&vec![
+                ("service", service.to_string()),
+                ("verb", verb.clone()),
+                ("status", status.to_string()),
+            ])
+            .inc();
+        self.remote_duration
+            .get_or_create(&vec![("service", service.to_string()), ("verb", verb)])
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn kube_call(&self, verb: &str) {
+        self.kube_calls
+            .get_or_create(&vec![("verb", verb.to_string())])
+            .inc();
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_calls_are_counted_by_service_verb_and_status() {
+        let m = Metrics::default();
+        m.remote_call(Service::Secrets, "get", "200", Duration::from_millis(3));
+        m.remote_call(Service::Secrets, "GET", "200", Duration::from_millis(3));
+        let text = m.render();
+        assert!(
+            text.contains(
+                r#"quartet_remote_calls_total{service="secrets",verb="GET",status="200"} 2"#
+            ),
+            "{text}"
+        );
+    }
+}

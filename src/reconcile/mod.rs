@@ -1,0 +1,15 @@
+//! The reconcile framework shared by every kind: finalizer, deletion policy, observe → diff →
+//! apply, status conditions, events, drift resync, backoff and metrics. A kind implements
+//! [`Reconciled`] (what its remote object is and which calls to make) and is registered in
+//! [`crate::controllers`]; everything else lives here.
+
+pub mod conditions;
+pub mod context;
+pub mod driver;
+pub mod error;
+pub mod hash;
+pub mod metrics;
+
+pub use context::{Context, Settings};
+pub use driver::{Created, Managed, Reconciled};
+pub use error::{Category, Error, Result};

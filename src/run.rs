@@ -1,0 +1,164 @@
+//! `quartet run`: the controller manager.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use rand::Rng;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{OperatorArgs, RunArgs};
+use crate::clients::SecretString;
+use crate::controllers;
+use crate::lease::{LeaderElector, LeaseConfig};
+use crate::reconcile::metrics::Metrics;
+use crate::reconcile::Settings;
+
+/// A Kubernetes client from a kubeconfig (or the usual inference), counting its requests by verb
+/// in `metrics` so benchmarks and dashboards see the operator's load on the API server.
+pub async fn client_from(
+    kubeconfig: Option<&std::path::Path>,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            Config::from_custom_kubeconfig(
+                Kubeconfig::read_from(path)?,
+                &KubeConfigOptions::default(),
+            )
+            .await?
+        }
+        None => Config::infer().await?,
+    };
+    let count = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+        let query = req.uri().query().unwrap_or("");
+        let verb = match req.method().as_str() {
+            "GET" if query.contains("watch=true") || query.contains("watch=1") => "WATCH",
+            "GET" if is_collection(req.uri().path()) => "LIST",
+            other => other,
+        };
+        metrics.kube_call(verb);
+        req
+    });
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&count)
+        .build())
+}
+
+/// `/api/v1/namespaces/ns/secrets` or `/apis/g/v/kind` (no object name): a collection.
+fn is_collection(path: &str) -> bool {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segs.first() {
+        Some(&"api") => &segs[segs.len().min(2)..],
+        Some(&"apis") => &segs[segs.len().min(3)..],
+        _ => return false,
+    };
+    matches!(rest, [_] | ["namespaces", _, _])
+}
+
+/// The key of the keyed hashes of write-only inputs: the `quartet-hash-key` Secret in the
+/// operator's namespace, created with 32 random bytes on first start (so every replica and every
+/// restart uses the same key, and nobody without that Secret can test guesses against status).
+pub async fn hash_key(client: &Client, namespace: &str) -> anyhow::Result<SecretString> {
+    const NAME: &str = "quartet-hash-key";
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let read = |s: Secret| {
+        s.data.and_then(|d| {
+            d.get("key")
+                .map(|b| String::from_utf8_lossy(&b.0).to_string())
+        })
+    };
+    if let Some(key) = api.get_opt(NAME).await?.and_then(read) {
+        return Ok(SecretString::new(key));
+    }
+    let mut bytes = [0u8; 32];
+    rand::rng().fill(&mut bytes);
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(NAME.into()),
+            ..Default::default()
+        },
+        string_data: Some([("key".to_string(), hex::encode(bytes))].into()),
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(s) => {
+            if let Some(k) = read(s) {
+                return Ok(SecretString::new(k));
+            }
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    // Another replica won the race (or the server did not echo data): read what is stored.
+    api.get(NAME)
+        .await
+        .ok()
+        .and_then(read)
+        .map(SecretString::new)
+        .ok_or_else(|| anyhow::anyhow!("Secret {namespace}/{NAME} has no key"))
+}
+
+pub async fn settings(client: &Client, args: &OperatorArgs) -> anyhow::Result<Settings> {
+    Ok(Settings {
+        resync: args.resync_interval,
+        concurrency: args.concurrency.max(1),
+        hash_key: hash_key(client, &args.operator_namespace).await?,
+        max_retries: args.max_retries,
+    })
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let client = client_from(args.kubeconfig.as_deref(), metrics.clone()).await?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(controllers::cancel_on_signal(shutdown.clone()));
+    let addr = crate::server::serve(
+        args.operator.metrics_addr,
+        metrics.clone(),
+        shutdown.clone(),
+    )
+    .await?;
+    tracing::info!(%addr, "serving metrics and health");
+
+    let elector = args.leader_elect.then(|| {
+        let identity = std::env::var("POD_NAME")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| format!("quartet-{}", std::process::id()));
+        LeaderElector::new(
+            client.clone(),
+            LeaseConfig {
+                name: args.lease_name.clone(),
+                namespace: args.operator.operator_namespace.clone(),
+                identity,
+                duration: std::time::Duration::from_secs(15),
+                renew_every: std::time::Duration::from_secs(4),
+            },
+        )
+    });
+    if let Some(e) = &elector {
+        tokio::select! {
+            _ = e.acquire() => {}
+            _ = shutdown.cancelled() => return Ok(()),
+        }
+    }
+    let settings = settings(&client, &args.operator).await?;
+    let controllers = controllers::run(client, settings, args.namespace, metrics, shutdown.clone());
+    match &elector {
+        Some(e) => {
+            let lost = tokio::select! {
+                r = controllers => { r?; false }
+                _ = e.keep() => true,
+            };
+            if lost {
+                // Another replica leads now; exit so that nothing of ours writes any more.
+                anyhow::bail!("lost leadership");
+            }
+            e.release().await;
+        }
+        None => controllers.await?,
+    }
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! The CRD YAML in `crds/` and in the Helm chart is generated from the Rust types; it must not
+//! go stale. Regenerate with `cargo run -- crd --out crds --out charts/quartet/crds`.
+
+use std::path::Path;
+
+#[test]
+fn committed_crds_match_the_rust_types() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let generated = quartet::crdgen::files().expect("CRDs serialize");
+    for dir in ["crds", "charts/quartet/crds"] {
+        let mut names: Vec<String> = std::fs::read_dir(root.join(dir))
+            .unwrap_or_else(|e| panic!("{dir}: {e}"))
+            .map(|e| {
+                e.expect("dir entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .to_string()
+            })
+            .filter(|n| n.ends_with(".yaml"))
+            .collect();
+        names.sort();
+        let mut want: Vec<String> = generated.iter().map(|(n, _)| n.clone()).collect();
+        want.sort();
+        assert_eq!(names, want, "{dir} holds other CRD files than the types generate; run `quartet crd --out crds --out charts/quartet/crds`");
+        for (name, yaml) in &generated {
+            let committed = std::fs::read_to_string(root.join(dir).join(name)).expect("read CRD");
+            assert!(
+                &committed == yaml,
+                "{dir}/{name} is stale; run `quartet crd --out crds --out charts/quartet/crds`"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_kind_is_namespaced_in_the_quartet_category_with_a_short_name() {
+    for crd in quartet::controllers::crds() {
+        let names = &crd.spec.names;
+        assert_eq!(crd.spec.scope, "Namespaced", "{}", names.kind);
+        assert!(
+            names
+                .categories
+                .as_ref()
+                .is_some_and(|c| c.iter().any(|c| c == "quartet")),
+            "{} not in category quartet",
+            names.kind
+        );
+        assert!(
+            names.short_names.as_ref().is_some_and(|s| !s.is_empty()),
+            "{} has no short name",
+            names.kind
+        );
+    }
+}
+
+/// Every spec field carries a description (it becomes `kubectl explain` text).
+#[test]
+fn every_spec_field_is_documented() {
+    fn walk(path: &str, schema: &serde_json::Value, missing: &mut Vec<String>) {
+        if let Some(props) = schema.get("properties").and_then(|p| p.as_object()) {
+            for (name, sub) in props {
+                let p = format!("{path}.{name}");
+                if sub
+                    .get("description")
+                    .and_then(|d| d.as_str())
+                    .is_none_or(str::is_empty)
+                {
+                    missing.push(p.clone());
+                }
+                walk(&p, sub, missing);
+            }
+        }
+        if let Some(items) = schema.get("items") {
+            walk(&format!("{path}[]"), items, missing);
+        }
+    }
+    let mut missing = Vec::new();
+    for crd in quartet::controllers::crds() {
+        for v in &crd.spec.versions {
+            let schema = serde_json::to_value(
+                v.schema
+                    .as_ref()
+                    .and_then(|s| s.open_api_v3_schema.as_ref()),
+            )
+            .expect("schema");
+            walk(
+                &format!("{}.spec", crd.spec.names.kind),
+                &schema["properties"]["spec"],
+                &mut missing,
+            );
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "spec fields without a description: {missing:?}"
+    );
+}

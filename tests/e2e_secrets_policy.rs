@@ -1,0 +1,587 @@
+//! SecretsPolicy end to end: the built `quartet` binary against the dev API server and the
+//! sandbox's secrets service, driven with the real `kubectl`.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn acl_policy(name: &str, body: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  type: acl\n{extra}  policy: |\n    {body}\n"
+    )
+}
+
+/// A sandbox with CRDs, a working `secrets` Connection and a running operator.
+fn ready_env(resync: &str) -> (Sandbox, Operator) {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token.clone());
+    let op = Operator::start(&sb, resync);
+    (sb, op)
+}
+
+fn remote_policy(sb: &Sandbox, kind: &str, name: &str) -> Option<Value> {
+    let (status, body) = sb.secrets("GET", &format!("/v1/sys/policies/{kind}/{name}"), None);
+    (status == 200).then(|| body["data"].clone())
+}
+
+fn wait_ready(sb: &Sandbox, name: &str) -> Value {
+    wait_for(&format!("{name} Ready"), WAIT, || {
+        sb.get_json("secretspolicy", name).filter(|o| {
+            condition_is(o, "Ready", "True")
+                && o["status"]["observedGeneration"] == o["metadata"]["generation"]
+        })
+    })
+}
+
+#[test]
+fn created_policy_exists_in_the_service_with_exactly_the_spec_content() {
+    let (sb, _op) = ready_env("5m");
+    sb.apply_ok(&acl_policy(
+        "app-read",
+        r#"path "secret/data/app/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    let obj = wait_ready(&sb, "app-read");
+    let remote = remote_policy(&sb, "acl", "app-read").expect("policy exists remotely");
+    assert_eq!(
+        remote["policy"],
+        "path \"secret/data/app/*\" { capabilities = [\"read\"] }\n"
+    );
+    assert_eq!(obj["status"]["remoteId"], "app-read");
+    assert!(obj["metadata"]["finalizers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f == "secrets.quartet.dev/cleanup"));
+    assert!(condition_is(&obj, "Synced", "True"));
+    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
+    assert!(events.contains("Created"), "no Created event: {events}");
+}
+
+#[test]
+fn editing_the_spec_updates_the_policy() {
+    let (sb, _op) = ready_env("5m");
+    sb.apply_ok(&acl_policy(
+        "edit-me",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "edit-me");
+    sb.apply_ok(&acl_policy(
+        "edit-me",
+        r#"path "b/*" { capabilities = ["list"] }"#,
+        "",
+    ));
+    wait_for("updated policy text", WAIT, || {
+        remote_policy(&sb, "acl", "edit-me")
+            .filter(|p| p["policy"].as_str().unwrap_or("").contains("\"b/*\""))
+    });
+    let obj = wait_ready(&sb, "edit-me");
+    assert_eq!(obj["metadata"]["generation"], 2);
+}
+
+#[test]
+fn egp_policy_is_written_with_paths_and_enforcement_level() {
+    let (sb, _op) = ready_env("5m");
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: hours, namespace: default}\n\
+         spec: {type: egp, enforcementLevel: soft-mandatory, paths: [\"secret/*\", \"kv/x\"], policy: \"main = rule { true }\"}\n",
+    );
+    wait_ready(&sb, "hours");
+    let remote = remote_policy(&sb, "egp", "hours").expect("egp exists");
+    assert_eq!(remote["enforcement_level"], "soft-mandatory");
+    let mut paths: Vec<String> = remote["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    paths.sort();
+    assert_eq!(paths, vec!["kv/x", "secret/*"]);
+}
+
+#[test]
+fn a_policy_changed_in_the_service_is_restored_at_the_next_resync() {
+    let (sb, _op) = ready_env("2s");
+    sb.apply_ok(&acl_policy(
+        "drifty",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "drifty");
+    let (status, _) = sb.secrets(
+        "PUT",
+        "/v1/sys/policies/acl/drifty",
+        Some(json!({"policy": "path \"evil/*\" { capabilities = [\"sudo\"] }"})),
+    );
+    assert!(status == 204 || status == 200);
+    wait_for("drift corrected", WAIT, || {
+        remote_policy(&sb, "acl", "drifty")
+            .filter(|p| p["policy"].as_str().unwrap_or("").contains("\"a/*\""))
+    });
+    let obj = wait_for("driftedFields in status", WAIT, || {
+        sb.get_json("secretspolicy", "drifty").filter(|o| {
+            o["status"]["driftedFields"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        })
+    });
+    assert_eq!(obj["status"]["driftedFields"], json!(["policy"]));
+    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
+    assert!(events.contains("DriftCorrected"), "no DriftCorrected event");
+}
+
+#[test]
+fn a_policy_deleted_in_the_service_is_recreated_at_the_next_resync() {
+    let (sb, _op) = ready_env("2s");
+    sb.apply_ok(&acl_policy(
+        "gone",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "gone");
+    let (status, _) = sb.secrets("DELETE", "/v1/sys/policies/acl/gone", None);
+    assert!(status == 204 || status == 200);
+    wait_for("policy recreated", WAIT, || {
+        remote_policy(&sb, "acl", "gone")
+    });
+}
+
+#[test]
+fn deleting_the_resource_removes_the_policy_and_releases_the_finalizer() {
+    let (sb, _op) = ready_env("5m");
+    sb.apply_ok(&acl_policy(
+        "short-lived",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "short-lived");
+    sb.kubectl_ok(&[
+        "delete",
+        "secretspolicy",
+        "short-lived",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    assert!(sb.get_json("secretspolicy", "short-lived").is_none());
+    assert!(
+        remote_policy(&sb, "acl", "short-lived").is_none(),
+        "policy still in the service"
+    );
+}
+
+#[test]
+fn retain_deletion_policy_keeps_the_policy_in_the_service() {
+    let (sb, _op) = ready_env("5m");
+    sb.apply_ok(&acl_policy(
+        "kept",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "  deletionPolicy: Retain\n",
+    ));
+    wait_ready(&sb, "kept");
+    sb.kubectl_ok(&[
+        "delete",
+        "secretspolicy",
+        "kept",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    assert!(sb.get_json("secretspolicy", "kept").is_none());
+    assert!(
+        remote_policy(&sb, "acl", "kept").is_some(),
+        "retained policy was deleted"
+    );
+}
+
+#[test]
+fn invalid_specs_are_rejected_at_admission_with_the_field_named() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    let bad_type = sb.apply_yaml("apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: bad, namespace: default}\nspec: {type: xyz, policy: p}\n");
+    assert!(!bad_type.status.success());
+    let err = String::from_utf8_lossy(&bad_type.stderr);
+    assert!(
+        err.contains("spec.type") && err.contains("Unsupported value"),
+        "{err}"
+    );
+
+    let acl_with_level = sb.apply_yaml("apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: bad, namespace: default}\nspec: {type: acl, policy: p, enforcementLevel: advisory}\n");
+    assert!(!acl_with_level.status.success());
+    assert!(String::from_utf8_lossy(&acl_with_level.stderr)
+        .contains("enforcementLevel is required for rgp and egp policies and not allowed for acl"));
+
+    let egp_without_paths = sb.apply_yaml("apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: bad, namespace: default}\nspec: {type: egp, policy: p, enforcementLevel: advisory}\n");
+    assert!(!egp_without_paths.status.success());
+    assert!(
+        String::from_utf8_lossy(&egp_without_paths.stderr).contains("paths is required for egp")
+    );
+
+    let missing_policy = sb.apply_yaml("apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: bad, namespace: default}\nspec: {type: acl}\n");
+    assert!(!missing_policy.status.success());
+    assert!(String::from_utf8_lossy(&missing_policy.stderr).contains("spec.policy"));
+    assert!(
+        sb.get_json("secretspolicy", "bad").is_none(),
+        "an invalid object was stored"
+    );
+}
+
+#[test]
+fn type_cannot_be_changed_after_creation() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.apply_ok(&acl_policy("fixed", "x", ""));
+    let out = sb.apply_yaml("apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: fixed, namespace: default}\nspec: {type: rgp, policy: x, enforcementLevel: advisory}\n");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("type is immutable"));
+}
+
+#[test]
+fn a_spec_the_service_rejects_reports_its_message_without_a_retry_loop() {
+    let (sb, _op) = ready_env("5m");
+    sb.apply_ok(&acl_policy("broken", "path \"a/*\" { capabilities = [", ""));
+    let obj = wait_for("Synced=False", WAIT, || {
+        sb.get_json("secretspolicy", "broken")
+            .filter(|o| condition_is(o, "Synced", "False"))
+    });
+    let synced = condition(&obj, "Synced").unwrap();
+    assert_eq!(synced["reason"], "Rejected");
+    let message = synced["message"].as_str().unwrap();
+    assert!(
+        message.contains("failed to parse policy"),
+        "condition does not carry the service's message: {message}"
+    );
+    assert!(condition_is(&obj, "Ready", "False"));
+    // Count the writes over the next few seconds: a rejected spec waits for a change or the resync.
+    let (_, since) = sb.requests("secrets", 0);
+    std::thread::sleep(Duration::from_secs(4));
+    let (reqs, _) = sb.requests("secrets", since);
+    let puts = reqs
+        .iter()
+        .filter(|(m, p, _)| m == "PUT" && p.ends_with("/broken"))
+        .count();
+    assert!(puts <= 1, "rejected policy was retried {puts} times in 4s");
+    // Fixing the spec recovers.
+    sb.apply_ok(&acl_policy(
+        "broken",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "broken");
+}
+
+#[test]
+fn a_wrong_token_gives_a_clear_condition_on_the_connection_and_the_policy() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets("not-the-token");
+    let _op = Operator::start(&sb, "5m");
+    let conn = wait_for("Connection Ready=False", WAIT, || {
+        sb.get_json("connection", "secrets")
+            .filter(|o| condition_is(o, "Ready", "False"))
+    });
+    assert_eq!(condition(&conn, "Ready").unwrap()["reason"], "Unauthorized");
+    sb.apply_ok(&acl_policy("denied", "x", ""));
+    let obj = wait_for("policy Synced=False", WAIT, || {
+        sb.get_json("secretspolicy", "denied")
+            .filter(|o| condition_is(o, "Synced", "False"))
+    });
+    let c = condition(&obj, "Synced").unwrap();
+    assert_eq!(c["reason"], "Unauthorized");
+    assert!(c["message"].as_str().unwrap().contains("403"), "{c}");
+    // Fixing the token Secret recovers without touching the policy.
+    sb.connect_secrets(&sb.root_token.clone());
+    wait_for("recovered after token fix", Duration::from_secs(60), || {
+        sb.get_json("secretspolicy", "denied")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+}
+
+#[test]
+fn a_missing_connection_is_reported_and_deletion_is_not_blocked_for_never_created_objects() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    let _op = Operator::start(&sb, "5m");
+    sb.apply_ok(&acl_policy("orphan", "x", ""));
+    let obj = wait_for("ConnectionUnavailable", WAIT, || {
+        sb.get_json("secretspolicy", "orphan")
+            .filter(|o| condition_is(o, "Synced", "False"))
+    });
+    let c = condition(&obj, "Synced").unwrap();
+    assert_eq!(c["reason"], "ConnectionUnavailable");
+    assert!(c["message"]
+        .as_str()
+        .unwrap()
+        .contains("Connection default/secrets not found"));
+    sb.kubectl_ok(&[
+        "delete",
+        "secretspolicy",
+        "orphan",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+}
+
+#[test]
+fn restarting_the_operator_midway_loses_nothing() {
+    let (sb, op) = ready_env("3s");
+    for i in 0..5 {
+        sb.apply_ok(&acl_policy(
+            &format!("r{i}"),
+            &format!("path \"p{i}/*\" {{ capabilities = [\"read\"] }}"),
+            "",
+        ));
+    }
+    wait_ready(&sb, "r0");
+    op.kill();
+    // While the operator is down: a spec edit, a deletion, a new resource and a remote edit.
+    sb.apply_ok(&acl_policy(
+        "r1",
+        r#"path "changed/*" { capabilities = ["list"] }"#,
+        "",
+    ));
+    sb.kubectl_ok(&["delete", "secretspolicy", "r2", "--wait=false"]);
+    sb.apply_ok(&acl_policy(
+        "r5",
+        r#"path "new/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    sb.secrets(
+        "PUT",
+        "/v1/sys/policies/acl/r3",
+        Some(json!({"policy": "tampered"})),
+    );
+    let _op = Operator::start(&sb, "3s");
+    for name in ["r0", "r1", "r3", "r4", "r5"] {
+        wait_ready(&sb, name);
+    }
+    wait_for("r1 updated", WAIT, || {
+        remote_policy(&sb, "acl", "r1")
+            .filter(|p| p["policy"].as_str().unwrap_or("").contains("changed/*"))
+    });
+    wait_for("r3 restored", WAIT, || {
+        remote_policy(&sb, "acl", "r3")
+            .filter(|p| p["policy"].as_str().unwrap_or("").contains("p3/*"))
+    });
+    wait_for("r2 deleted remotely and released", WAIT, || {
+        (remote_policy(&sb, "acl", "r2").is_none() && sb.get_json("secretspolicy", "r2").is_none())
+            .then_some(())
+    });
+}
+
+#[test]
+fn an_existing_policy_is_adopted_rather_than_failing() {
+    let (sb, _op) = ready_env("5m");
+    sb.secrets(
+        "PUT",
+        "/v1/sys/policies/acl/preexisting",
+        Some(json!({"policy": "old"})),
+    );
+    sb.apply_ok(&acl_policy(
+        "preexisting",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "preexisting");
+    assert!(remote_policy(&sb, "acl", "preexisting").unwrap()["policy"]
+        .as_str()
+        .unwrap()
+        .contains("a/*"));
+    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
+    assert!(events.contains("Adopted"), "no Adopted event");
+}
+
+#[test]
+fn in_sync_resyncs_make_no_writes() {
+    let (sb, _op) = ready_env("1s");
+    sb.apply_ok(&acl_policy(
+        "quiet",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "quiet");
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, since) = sb.requests("secrets", 0);
+    std::thread::sleep(Duration::from_secs(4));
+    let (reqs, _) = sb.requests("secrets", since);
+    let mine: Vec<_> = reqs
+        .iter()
+        .filter(|(_, p, _)| p.ends_with("/quiet"))
+        .collect();
+    assert!(
+        mine.iter().any(|(m, _, _)| m == "GET"),
+        "no resync read in 4s with a 1s interval: {mine:?}"
+    );
+    assert!(
+        mine.iter().all(|(m, _, _)| m == "GET"),
+        "writes while in sync: {mine:?}"
+    );
+}
+
+#[test]
+fn rgp_on_a_server_without_the_licence_is_reported_unsupported() {
+    let sb = Sandbox::start(&["--edition", "community"]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token.clone());
+    let _op = Operator::start(&sb, "5m");
+    sb.apply_ok("apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: gated, namespace: default}\nspec: {type: rgp, policy: \"main = rule { true }\", enforcementLevel: advisory}\n");
+    let obj = wait_for("Unsupported", WAIT, || {
+        sb.get_json("secretspolicy", "gated")
+            .filter(|o| condition_is(o, "Ready", "False"))
+    });
+    assert_eq!(condition(&obj, "Ready").unwrap()["reason"], "Unsupported");
+}
+
+#[test]
+fn no_token_or_secret_value_reaches_logs_events_status_or_errors() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    // One Connection with the right token, one with a wrong but equally secret token.
+    sb.connect_secrets(&sb.root_token.clone());
+    let wrong = unique_token();
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: wrong-token, namespace: default}}\nstringData: {{token: {wrong}}}\n---\n\
+         apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: wrong, namespace: default}}\n\
+         spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: wrong-token, key: token}}}}\n",
+        sb.url("secrets")
+    ));
+    let op = Operator::start(&sb, "2s");
+    sb.apply_ok(&acl_policy(
+        "fine",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    sb.apply_ok(&acl_policy("rejected", "path {", ""));
+    sb.apply_ok(&acl_policy(
+        "denied",
+        "x",
+        "  connectionRef: {name: wrong}\n",
+    ));
+    wait_ready(&sb, "fine");
+    wait_for("denied fails", WAIT, || {
+        sb.get_json("secretspolicy", "denied")
+            .filter(|o| condition_is(o, "Synced", "False"))
+    });
+    wait_for("rejected fails", WAIT, || {
+        sb.get_json("secretspolicy", "rejected")
+            .filter(|o| condition_is(o, "Synced", "False"))
+    });
+    sb.kubectl_ok(&[
+        "delete",
+        "secretspolicy",
+        "fine",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    std::thread::sleep(Duration::from_secs(3));
+    let log = op.stop();
+    assert!(
+        log.contains("reconcile"),
+        "operator log is unexpectedly empty"
+    );
+    let everything = [
+        log,
+        sb.kubectl_ok(&["get", "events", "-A", "-o", "json"]),
+        sb.kubectl_ok(&["get", "secretspolicies", "-A", "-o", "json"]),
+        sb.kubectl_ok(&["get", "connections", "-A", "-o", "json"]),
+    ];
+    for text in &everything {
+        assert!(!text.contains(&sb.root_token), "the root token leaked");
+        assert!(!text.contains(&wrong), "the wrong token leaked");
+    }
+}
+
+#[test]
+fn service_unavailable_and_throttling_are_retried_honouring_retry_after() {
+    let (sb, _op) = ready_env("5m");
+    // The next two writes of this policy fail: 503 then 429, each asking for a 1 s pause.
+    let faults = format!("{}/_sandbox/faults", sb.url("secrets"));
+    http(
+        "POST",
+        &faults,
+        None,
+        Some(
+            json!({"method": "PUT", "path": "/v1/sys/policies/acl/flaky", "status": 503, "retry_after": 1, "count": 1}),
+        ),
+    );
+    http(
+        "POST",
+        &faults,
+        None,
+        Some(
+            json!({"method": "PUT", "path": "/v1/sys/policies/acl/flaky", "status": 429, "retry_after": 1, "count": 1}),
+        ),
+    );
+    let (_, since) = sb.requests("secrets", 0);
+    sb.apply_ok(&acl_policy(
+        "flaky",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "flaky");
+    assert!(remote_policy(&sb, "acl", "flaky").is_some());
+    let (reqs, _) = sb.requests("secrets", since);
+    let puts: Vec<u16> = reqs
+        .iter()
+        .filter(|(m, p, _)| m == "PUT" && p.ends_with("/flaky"))
+        .map(|(_, _, s)| *s)
+        .collect();
+    assert_eq!(
+        &puts[..2],
+        &[503, 429],
+        "faults were not hit first: {puts:?}"
+    );
+    assert!(
+        puts[2..].iter().any(|s| *s == 204 || *s == 200),
+        "no successful write after the faults: {puts:?}"
+    );
+}
+
+#[test]
+fn a_connection_in_another_namespace_must_allow_the_resource_namespace() {
+    let (sb, _op) = ready_env("5m");
+    sb.apply_ok("apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n");
+    let policy = "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: shared, namespace: team-a}\n\
+                  spec: {type: acl, policy: \"path \\\"t/*\\\" { capabilities = [\\\"read\\\"] }\", connectionRef: {name: secrets, namespace: default}}\n";
+    sb.apply_ok(policy);
+    let obj = wait_for("not allowed", WAIT, || {
+        let out = sb.kubectl(&[
+            "get",
+            "secretspolicy",
+            "shared",
+            "-n",
+            "team-a",
+            "-o",
+            "json",
+        ]);
+        let o: Value = serde_json::from_slice(&out.stdout).ok()?;
+        condition_is(&o, "Synced", "False").then_some(o)
+    });
+    let c = condition(&obj, "Synced").unwrap();
+    assert_eq!(c["reason"], "ConnectionUnavailable");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not allow use from namespace team-a"),
+        "{c}"
+    );
+    assert!(remote_policy(&sb, "acl", "shared").is_none());
+    // Allowing the namespace on the Connection wakes the policy.
+    sb.kubectl_ok(&[
+        "patch",
+        "connection",
+        "secrets",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"allowedNamespaces":["team-a"]}}"#,
+    ]);
+    wait_for("allowed and written", WAIT, || {
+        remote_policy(&sb, "acl", "shared")
+    });
+}

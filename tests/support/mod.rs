@@ -1,0 +1,384 @@
+//! Test harness: the real `quartet` binary (`quartet sandbox --kubeconfig` for the dev API
+//! server and the emulated services, `quartet run` for the operator), the real `kubectl`, and
+//! the sandbox's services over HTTP. Every environment listens on ephemeral loopback ports, so
+//! tests run in parallel.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_quartet");
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A unique, recognisable token so tests can prove it never leaks.
+pub fn unique_token() -> String {
+    format!("tok-{:016x}", rand::random::<u64>())
+}
+
+/// A running `quartet sandbox --kubeconfig` process.
+pub struct Sandbox {
+    child: Child,
+    pub dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+    pub urls: std::collections::HashMap<String, String>,
+    pub root_token: String,
+}
+
+impl Sandbox {
+    pub fn start(extra: &[&str]) -> Sandbox {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let root_token = unique_token();
+        let mut args = vec![
+            "sandbox",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--secrets-addr",
+            "127.0.0.1:0",
+            "--workspaces-addr",
+            "127.0.0.1:0",
+            "--catalog-addr",
+            "127.0.0.1:0",
+            "--scheduler-addr",
+            "127.0.0.1:0",
+            "--kube-addr",
+            "127.0.0.1:0",
+            "--root-token",
+            &root_token,
+        ];
+        args.extend_from_slice(extra);
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.path().join("sandbox.log")).expect("log file"))
+            .spawn()
+            .expect("start quartet sandbox");
+        let urls = read_ready(&mut child, "Quartet sandbox is ready");
+        Sandbox {
+            child,
+            dir,
+            kubeconfig,
+            urls,
+            root_token,
+        }
+    }
+
+    pub fn url(&self, service: &str) -> &str {
+        self.urls
+            .get(service)
+            .unwrap_or_else(|| panic!("no {service} url in {:?}", self.urls))
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl(&self.kubeconfig, args, None)
+    }
+
+    /// Run kubectl and require success; returns stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    pub fn apply_yaml(&self, yaml: &str) -> Output {
+        kubectl(&self.kubeconfig, &["apply", "-f", "-"], Some(yaml))
+    }
+
+    pub fn apply_ok(&self, yaml: &str) {
+        let out = self.apply_yaml(yaml);
+        assert!(
+            out.status.success(),
+            "kubectl apply failed: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn get_json(&self, resource: &str, name: &str) -> Option<Value> {
+        let out = self.kubectl(&["get", resource, name, "-o", "json"]);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).expect("kubectl json"))
+    }
+
+    /// Install the CRDs from `crds/` with kubectl, as a user would, and wait until established.
+    pub fn install_crds(&self) {
+        let crds = repo_root().join("crds");
+        self.kubectl_ok(&["apply", "--server-side", "-f", crds.to_str().unwrap()]);
+        self.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd",
+            "--all",
+        ]);
+    }
+
+    /// The token Secret and a `secrets` Connection to the sandbox's secrets service.
+    pub fn connect_secrets(&self, token: &str) {
+        let yaml = format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: secrets-token, namespace: default}}\nstringData: {{token: {token}}}\n---\n\
+             apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: secrets, namespace: default}}\n\
+             spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n",
+            self.url("secrets")
+        );
+        self.apply_ok(&yaml);
+    }
+
+    /// A call to the secrets service with the root token.
+    pub fn secrets(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        http(
+            method,
+            &format!("{}{path}", self.url("secrets")),
+            Some(("X-Secrets-Token", &self.root_token)),
+            body,
+        )
+    }
+
+    /// Requests the sandbox logged for `service` since `since`: (method, path, status).
+    pub fn requests(&self, service: &str, since: u64) -> (Vec<(String, String, u16)>, u64) {
+        let (_, body) = http(
+            "GET",
+            &format!(
+                "{}/_sandbox/requests?service={service}&since={since}",
+                self.url(service)
+            ),
+            None,
+            None,
+        );
+        let list = body["requests"].as_array().cloned().unwrap_or_default();
+        let items = list
+            .iter()
+            .map(|r| {
+                (
+                    r["method"].as_str().unwrap_or("").to_string(),
+                    r["path"].as_str().unwrap_or("").to_string(),
+                    r["status"].as_u64().unwrap_or(0) as u16,
+                )
+            })
+            .collect();
+        (items, body["next"].as_u64().unwrap_or(0))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("sandbox.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running `quartet run` process against a sandbox.
+pub struct Operator {
+    child: Child,
+    pub log_path: PathBuf,
+    pub metrics_url: Option<String>,
+}
+
+impl Operator {
+    pub fn start(sandbox: &Sandbox, resync: &str) -> Operator {
+        Self::start_with(sandbox, resync, &[])
+    }
+
+    pub fn start_with(sandbox: &Sandbox, resync: &str, extra: &[&str]) -> Operator {
+        let n = std::fs::read_dir(sandbox.dir.path())
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let log_path = sandbox.dir.path().join(format!("operator-{n}.log"));
+        let mut args = vec![
+            "run",
+            "--kubeconfig",
+            sandbox.kubeconfig.to_str().unwrap(),
+            "--resync-interval",
+            resync,
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(extra);
+        let child = Command::new(BIN)
+            .args(&args)
+            .env(
+                "RUST_LOG",
+                "debug,hyper=info,h2=info,rustls=info,tower=info,kube_client=info",
+            )
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log_path).expect("log file"))
+            .spawn()
+            .expect("start quartet run");
+        let op = Operator {
+            child,
+            log_path,
+            metrics_url: None,
+        };
+        op
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The metrics address the operator logged (`serving metrics and health addr=...`).
+    pub fn metrics_addr(&self) -> String {
+        wait_for(
+            "metrics address in the operator log",
+            Duration::from_secs(30),
+            || {
+                let log = self.log();
+                let line = log
+                    .lines()
+                    .find(|l| l.contains("serving metrics and health"))?;
+                let at = line.find("addr=")? + 5;
+                Some(line[at..].split_whitespace().next()?.to_string())
+            },
+        )
+    }
+
+    /// Stop like Kubernetes does (SIGTERM), then wait.
+    pub fn stop(mut self) -> String {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.log()
+    }
+
+    /// Kill without warning (a crash).
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.log()
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Read stdout lines `  name   url` until `ready` appears.
+pub fn read_ready(child: &mut Child, ready: &str) -> std::collections::HashMap<String, String> {
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ready = ready.to_string();
+    std::thread::spawn(move || {
+        let mut urls = std::collections::HashMap::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let mut parts = line.split_whitespace();
+            if let (Some(name), Some(url)) = (parts.next(), parts.next()) {
+                if line.starts_with("  ") {
+                    urls.insert(name.to_string(), url.to_string());
+                }
+            }
+            if line.contains(&ready) {
+                let _ = tx.send(urls.clone());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("process did not become ready within 60s")
+}
+
+pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = Command::new("kubectl");
+    cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("kubectl on PATH");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+    }
+    child.wait_with_output().expect("kubectl output")
+}
+
+/// Blocking HTTP with an optional auth header; returns status and JSON body (Null if none).
+pub fn http(
+    method: &str,
+    url: &str,
+    header: Option<(&str, &str)>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let mut req = client.request(
+        reqwest::Method::from_bytes(method.as_bytes()).expect("method"),
+        url,
+    );
+    if let Some((k, v)) = header {
+        req = req.header(k, v);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().expect("http call");
+    let status = resp.status().as_u16();
+    let text = resp.text().unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Poll `f` until it returns Some, or panic with `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+pub fn condition_is(obj: &Value, type_: &str, status: &str) -> bool {
+    condition(obj, type_).is_some_and(|c| c["status"] == status)
+}
