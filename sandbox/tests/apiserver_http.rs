@@ -906,3 +906,51 @@ async fn secret_type_is_immutable() {
         "Secret \"s1\" is invalid: type: Invalid value: \"kubernetes.io/tls\": field is immutable"
     );
 }
+
+/// (schema part) defaults added to a CRD later show on reads without a write.
+#[tokio::test]
+async fn custom_resources_are_defaulted_on_read() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    h.post(WIDGETS, widget("w1")).await;
+    let crd_path =
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.test.quartet.dev";
+    let (_, mut crd) = h.get(crd_path).await;
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["color"] = json!({"type": "string", "default": "blue"});
+    let (code, v) = h.put(crd_path, crd).await;
+    assert_eq!(code, 200, "{v}");
+    let (_, w) = h.get(&format!("{WIDGETS}/w1")).await;
+    assert_eq!(w["spec"]["color"], "blue");
+    let (_, l) = h.get(WIDGETS).await;
+    assert_eq!(l["items"][0]["spec"]["color"], "blue");
+}
+
+/// (schema part) strict decoding fails before validation, as on a real server.
+#[tokio::test]
+async fn strict_unknown_field_error_comes_before_validation_errors() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let mut w = widget("w1");
+    w["spec"]["size"] = json!("huge");
+    w["spec"]["bogus"] = json!(1);
+    let (code, v) = h
+        .post(&format!("{WIDGETS}?fieldValidation=Strict"), w.clone())
+        .await;
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(
+        v["message"],
+        "Widget in version \"v1alpha1\" cannot be handled as a Widget: strict decoding error: unknown field \"spec.bogus\""
+    );
+    let (code, v) = h.post(WIDGETS, w).await;
+    assert_eq!(code, 422, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.size: Unsupported value: \"huge\""),
+        "{v}"
+    );
+}

@@ -3,9 +3,7 @@
 //! Tests marked "(schema part)" also depend on the schema module (validation, CEL, OpenAPI,
 //! Table rendering) owned by another engineer. Every `kubectl apply`/`create -f` also needs
 //! that module's `/openapi/v3` documents: kubectl's default validation looks the kind up
-//! there (and falls back to protobuf `/openapi/v2`, which this server does not speak), so with
-//! the stub `schema.rs` only `kubectl_version_talks_to_a_v1_33_server` and
-//! `kubectl_create_builtin_kinds_with_protobuf_bodies` pass; all pass once merged with it.
+//! there (and falls back to protobuf `/openapi/v2`, which this server does not speak).
 
 mod common;
 

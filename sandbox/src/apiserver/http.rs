@@ -487,7 +487,8 @@ fn resource(
             let obj = st
                 .get(&info.key(), &ctx.ns, name)
                 .ok_or_else(|| ApiError::not_found(&info.plural, &info.group, name))?;
-            let obj = ops::output(&info, version, obj);
+            let crd = ctx.info.crd.as_ref().and_then(|n| st.crd(n));
+            let obj = ops::read(&info, version, crd, obj);
             let body = match as_ {
                 As::Table => {
                     let crd = ctx.info.crd.as_ref().and_then(|n| st.crd(n)).cloned();

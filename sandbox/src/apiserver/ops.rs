@@ -104,6 +104,16 @@ impl Ctx {
     }
 }
 
+/// A stored object as a read (GET, LIST, WATCH) returns it: [`output`] plus, for custom
+/// resources, the schema defaults (kube-apiserver defaults on read from storage).
+pub fn read(info: &ResourceInfo, version: &str, crd: Option<&Value>, obj: &Value) -> Value {
+    let mut o = output(info, version, obj);
+    if let Some(crd) = crd {
+        schema::default_custom_resource(crd, version, &mut o);
+    }
+    o
+}
+
 /// The object as served at `version`: apiVersion and kind set.
 pub fn output(info: &ResourceInfo, version: &str, obj: &Value) -> Value {
     let mut o = obj.clone();
@@ -481,6 +491,10 @@ fn admit(
     let crd = crd.clone();
     obj["apiVersion"] = json!(ctx.api_version());
     obj["kind"] = json!(ctx.info.kind);
+    // Strict decoding rejects unknown fields before any validation error, as kube does.
+    if ctx.validation == FieldValidation::Strict {
+        unknown_fields(ctx, &schema::unknown_fields(&crd, &ctx.version, obj))?;
+    }
     match schema::admit_custom_resource(&crd, &ctx.version, obj, old) {
         Ok(adm) => unknown_fields(ctx, &adm.unknown_fields),
         Err(errors) => Err(ApiError::from_body(
@@ -698,7 +712,10 @@ pub fn create(
         }
     }
     let name = name_of(&obj);
-    validate_name(ctx, &name)?;
+    // Custom resources get their metadata errors (all of them) from the schema module.
+    if !ctx.info.is_custom() {
+        validate_name(ctx, &name)?;
+    }
     check_namespace(st, ctx, &name)?;
     if let Some(crd) = ctx.crd(st) {
         if !crd["metadata"]["deletionTimestamp"].is_null() {
@@ -1367,7 +1384,7 @@ pub fn list(st: &State, ctx: &Ctx) -> Result<(Vec<Value>, Value), ApiError> {
     let page: Vec<Value> = all
         .iter()
         .take(limit)
-        .map(|o| output(&ctx.info, &ctx.version, o))
+        .map(|o| read(&ctx.info, &ctx.version, ctx.crd(st), o))
         .collect();
     if all.len() > page.len() {
         if let Some(last) = page.last() {
