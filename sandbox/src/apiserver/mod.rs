@@ -15,8 +15,10 @@
 //!   shortNames, categories, status subresources), and aggregated discovery
 //!   (`apidiscovery.k8s.io/v2` and `v2beta1`) when the Accept header asks for it, as kubectl
 //!   1.30+ does. `/openapi/v2`, `/openapi/v3` and `/openapi/v3/{api/v1,apis/g/v}`,
-//!   custom-resource admission (pruning, defaulting, schema validation, CEL rules) and Table
-//!   rendering (`Accept: ...;as=Table;g=meta.k8s.io`) come from [`schema`].
+//!   custom-resource admission (pruning, defaulting, schema validation, CEL rules; defaults
+//!   also applied on reads, and with `fieldValidation=Strict` unknown fields are rejected
+//!   before any validation error, as kube decodes first) and Table rendering
+//!   (`Accept: ...;as=Table;g=meta.k8s.io`) come from [`schema`].
 //! * Built-in kinds: namespaces (`default`, `kube-system`, `kube-public`, `kube-node-lease`
 //!   exist at start; each namespace gets a `default` ServiceAccount), secrets (`stringData`
 //!   folded into `data`, `type` defaults to `Opaque`), configmaps, events (core/v1 and
