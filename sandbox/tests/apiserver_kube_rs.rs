@@ -403,11 +403,17 @@ async fn events_recorded_through_events_k8s_io_show_as_core_events() {
         secondary: None,
     };
     recorder.publish(&ev, &w.object_ref(&())).await.unwrap();
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let lp = ListParams::default().fields("involvedObject.name=w1,involvedObject.kind=Widget");
+    let first = core.list(&lp).await.unwrap();
+    assert_eq!(first.items.len(), 1);
+    assert_eq!(
+        first.items[0].message.as_deref(),
+        Some("remote object is in sync")
+    );
     // The second identical event becomes a series (a merge patch of the same Event).
     recorder.publish(&ev, &w.object_ref(&())).await.unwrap();
 
-    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
-    let lp = ListParams::default().fields("involvedObject.name=w1,involvedObject.kind=Widget");
     let list = core.list(&lp).await.unwrap();
     assert_eq!(list.items.len(), 1);
     let e = &list.items[0];

@@ -663,6 +663,9 @@ pub fn create(
     managed: bool,
 ) -> Result<Outcome, ApiError> {
     check_type(ctx, &obj)?;
+    if ctx.info.is_new_event() {
+        obj = super::events::to_core(&obj);
+    }
     let mut warnings = Vec::new();
     {
         let meta = meta_mut(&mut obj);
