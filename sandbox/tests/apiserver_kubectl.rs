@@ -1,7 +1,9 @@
 //! The dev API server driven by the real `kubectl` binary.
 //!
 //! Tests marked "(schema part)" also depend on the schema module (validation, CEL, OpenAPI,
-//! Table rendering) owned by another engineer.
+//! Table rendering) owned by another engineer. Every `kubectl apply`/`create -f` also needs
+//! that module's `/openapi/v3` documents: kubectl's default validation looks the kind up
+//! there (and falls back to protobuf `/openapi/v2`, which this server does not speak).
 
 mod common;
 
@@ -254,4 +256,57 @@ async fn kubectl_apply_rejects_invalid_object_naming_the_field() {
         "{}",
         o.stderr
     );
+}
+
+/// kubectl's typed clients send protobuf bodies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_builtin_kinds_with_protobuf_bodies() {
+    let s = server().await;
+    let k = Kubectl::new(&s);
+    k.ok(&["create", "namespace", "team"]);
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "-n",
+        "team",
+        "--from-literal=token=s3cr3t",
+        "--type=Opaque",
+    ]);
+    let out = k.ok(&[
+        "get",
+        "secret",
+        "creds",
+        "-n",
+        "team",
+        "-o",
+        "jsonpath={.data.token} {.type}",
+    ]);
+    assert_eq!(out, "czNjcjN0 Opaque");
+    k.ok(&[
+        "create",
+        "configmap",
+        "cfg",
+        "--from-literal=a=1",
+        "--from-literal=b=2",
+    ]);
+    let out = k.ok(&[
+        "get",
+        "configmap",
+        "cfg",
+        "-o",
+        "jsonpath={.data.a}{.data.b}",
+    ]);
+    assert_eq!(out, "12");
+    k.ok(&["create", "serviceaccount", "robot", "-n", "team"]);
+    let out = k.ok(&["get", "sa", "-n", "team", "-o", "name"]);
+    assert!(
+        out.contains("serviceaccount/robot") && out.contains("serviceaccount/default"),
+        "{out}"
+    );
+    let out = k.ok(&["delete", "namespace", "team"]);
+    assert!(out.contains("namespace \"team\" deleted"), "{out}");
+    let o = k.run(&["get", "secret", "creds", "-n", "team"]);
+    assert!(!o.ok);
 }

@@ -93,6 +93,36 @@ impl Shape {
         }
     }
 
+    /// A granular map (as opposed to a struct): its own path is a member of field sets, which
+    /// FieldsV1 shows as `".": {}` (labels, annotations, Secret/ConfigMap data,
+    /// `additionalProperties` objects of a CRD schema).
+    pub fn is_map(&self, path: &[Pe]) -> bool {
+        let f = |s: &str| Pe::Field(s.to_string());
+        if path.len() == 2 && path[0] == f("metadata") {
+            return path[1] == f("labels") || path[1] == f("annotations");
+        }
+        if path.first() == Some(&f("metadata")) {
+            return false;
+        }
+        if self.root.is_none() {
+            return path.len() == 1
+                && (path[0] == f("data")
+                    || path[0] == f("stringData")
+                    || path[0] == f("binaryData"));
+        }
+        match self.node(path) {
+            Some(n) => {
+                n.get("properties").is_none()
+                    && (n
+                        .get("additionalProperties")
+                        .is_some_and(|a| a.is_object() || a == &Value::Bool(true))
+                        || n.get("x-kubernetes-preserve-unknown-fields")
+                            == Some(&Value::Bool(true)))
+            }
+            None => false,
+        }
+    }
+
     pub fn atomic_map(&self, path: &[Pe]) -> bool {
         if path.first() == Some(&Pe::Field("metadata".into())) {
             return false;
@@ -190,6 +220,9 @@ fn collect(v: &Value, path: &mut Path, shape: &Shape, out: &mut FieldSet) {
             if !path.is_empty() && (m.is_empty() || shape.atomic_map(path)) {
                 out.insert(path.clone());
                 return;
+            }
+            if !path.is_empty() && shape.is_map(path) {
+                out.insert(path.clone());
             }
             for (k, c) in m {
                 path.push(Pe::Field(k.clone()));
@@ -312,6 +345,25 @@ pub fn remove_at(v: &mut Value, path: &[Pe]) {
     }
 }
 
+/// A key field of an associative-list item (`...[type=Ready].type`): never removed on its
+/// own, or the item would lose its identity.
+fn is_key_field(p: &[Pe]) -> bool {
+    match p {
+        [.., Pe::Key(k), Pe::Field(f)] => {
+            matches!(serde_json::from_str::<Value>(k), Ok(Value::Object(m)) if m.contains_key(f))
+        }
+        _ => false,
+    }
+}
+
+/// Whether `set` holds a path below `p` (descendants sort right after `p`).
+fn has_children(set: &FieldSet, p: &Path) -> bool {
+    use std::ops::Bound::{Excluded, Unbounded};
+    set.range::<Path, _>((Excluded(p), Unbounded))
+        .next()
+        .is_some_and(|q| q.starts_with(p))
+}
+
 /// Fields set or changed going from `old` to `new`, and fields removed.
 pub fn diff(old: &Value, new: &Value, shape: &Shape) -> (FieldSet, FieldSet) {
     let fo = field_set(old, shape);
@@ -322,8 +374,9 @@ pub fn diff(old: &Value, new: &Value, shape: &Shape) -> (FieldSet, FieldSet) {
             if !fo.contains(*p) {
                 return true;
             }
-            // A list item's own path changes only when the item appears; its fields say the rest.
-            if matches!(p.last(), Some(Pe::Key(_))) {
+            // A container's own path (list item, granular map) changes only when it appears;
+            // its fields say the rest.
+            if has_children(&fnew, p) {
                 return false;
             }
             get_at(old, p) != get_at(new, p)
@@ -681,12 +734,15 @@ pub fn apply(
         }
     }
     // Fields this manager applied before but no longer does, owned by no one else, go away.
+    // Containers first: an item or map nobody else has a stake in goes as a whole.
     let mut gone: Vec<&Path> = prev_a.difference(&set_a).collect();
-    gone.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    gone.sort_by_key(|p| p.len());
     for p in gone {
+        if is_key_field(p) {
+            continue;
+        }
         let owned_elsewhere = entries.iter().any(|e| {
-            !e.same(w.manager, "Apply", w.subresource)
-                && e.set.iter().any(|q| q.starts_with(p) || p.starts_with(q))
+            !e.same(w.manager, "Apply", w.subresource) && e.set.iter().any(|q| q.starts_with(p))
         });
         if !owned_elsewhere {
             remove_at(&mut merged, p);
@@ -798,6 +854,89 @@ mod tests {
         // m no longer owns spec.a, so dropping it from m's config keeps n's value.
         let c = apply(&b, &json!({"spec": {}}), &w("m"), false, &shape).unwrap();
         assert_eq!(c["spec"]["a"], 2);
+    }
+
+    #[test]
+    fn managers_share_a_map_and_keep_their_own_keys() {
+        let shape = Shape::default();
+        let live = json!({"metadata": {"name": "x"}});
+        let a = apply(
+            &live,
+            &json!({"metadata": {"labels": {"a": "1"}}}),
+            &w("m"),
+            false,
+            &shape,
+        )
+        .unwrap();
+        let b = apply(
+            &a,
+            &json!({"metadata": {"labels": {"b": "2"}}}),
+            &w("n"),
+            false,
+            &shape,
+        )
+        .unwrap();
+        assert_eq!(b["metadata"]["labels"], json!({"a": "1", "b": "2"}));
+        let mf = &b["metadata"]["managedFields"];
+        assert_eq!(
+            mf[0]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}}})
+        );
+        // m stops applying labels: its key goes, the other one stays.
+        let c = apply(&b, &json!({"metadata": {}}), &w("m"), false, &shape).unwrap();
+        assert_eq!(c["metadata"]["labels"], json!({"b": "2"}));
+    }
+
+    #[test]
+    fn associative_lists_merge_by_key_and_items_belong_to_their_appliers() {
+        let schema = json!({"type": "object", "properties": {"status": {"type": "object", "properties": {
+            "conditions": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+                "items": {"type": "object", "properties": {"type": {"type": "string"}, "status": {"type": "string"}}}}}}}});
+        let shape = Shape::new(Some(schema));
+        let live = json!({"metadata": {"name": "x"}});
+        let cond = |t: &str, s: &str| json!({"type": t, "status": s});
+        let a = apply(
+            &live,
+            &json!({"status": {"conditions": [cond("Ready", "True")]}}),
+            &w("m"),
+            false,
+            &shape,
+        )
+        .unwrap();
+        let b = apply(
+            &a,
+            &json!({"status": {"conditions": [cond("Synced", "False")]}}),
+            &w("n"),
+            false,
+            &shape,
+        )
+        .unwrap();
+        assert_eq!(
+            b["status"]["conditions"],
+            json!([cond("Ready", "True"), cond("Synced", "False")])
+        );
+        assert_eq!(
+            b["metadata"]["managedFields"][1]["fieldsV1"],
+            json!({"f:status": {"f:conditions": {"k:{\"type\":\"Synced\"}": {".": {}, "f:status": {}, "f:type": {}}}}})
+        );
+        // n changing m's item conflicts; dropping its own item removes only that one.
+        assert!(apply(
+            &b,
+            &json!({"status": {"conditions": [cond("Ready", "False")]}}),
+            &w("n"),
+            false,
+            &shape
+        )
+        .is_err());
+        let c = apply(
+            &b,
+            &json!({"status": {"conditions": []}}),
+            &w("n"),
+            false,
+            &shape,
+        )
+        .unwrap();
+        assert_eq!(c["status"]["conditions"], json!([cond("Ready", "True")]));
     }
 
     #[test]

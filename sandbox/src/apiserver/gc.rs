@@ -2,9 +2,9 @@
 //! (background, foreground, orphan), namespace termination, and CRD instance cleanup. Runs
 //! synchronously after every write, so tests see a settled state.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::ops::{delete_object, DeleteOpts, Propagation};
 use super::registry::ResourceInfo;
@@ -31,14 +31,57 @@ fn deleting(obj: &Value) -> bool {
     !obj["metadata"]["deletionTimestamp"].is_null()
 }
 
-fn all_objects(st: &State) -> Vec<(ResourceInfo, Value)> {
+/// The objects GC must look at: those being deleted and those with owners (cloned), plus the
+/// set of all uids and an owner-uid → dependents index. Cheap when few objects have owners.
+struct View {
+    interesting: Vec<(ResourceInfo, Value)>,
+    uids: HashSet<String>,
+    dependents: HashMap<String, Vec<(ResourceInfo, Value)>>,
+}
+
+fn view(st: &State) -> View {
+    let mut v = View {
+        interesting: Vec::new(),
+        uids: HashSet::new(),
+        dependents: HashMap::new(),
+    };
+    for (key, m) in &st.objects {
+        let Some(info) = st.registry.resources.get(key) else {
+            continue;
+        };
+        for o in m.values() {
+            if let Some(u) = o["metadata"]["uid"].as_str() {
+                v.uids.insert(u.to_string());
+            }
+            let owners = owner_uids(o);
+            if deleting(o) || !owners.is_empty() {
+                v.interesting.push((info.clone(), o.clone()));
+            }
+            for u in owners {
+                v.dependents
+                    .entry(u)
+                    .or_default()
+                    .push((info.clone(), o.clone()));
+            }
+        }
+    }
+    v
+}
+
+/// Objects of a namespace, or of a CRD's kind (only when such a deletion is pending).
+fn objects_where(
+    st: &State,
+    pred: impl Fn(&ResourceInfo, &Value) -> bool,
+) -> Vec<(ResourceInfo, Value)> {
     let mut out = Vec::new();
     for (key, m) in &st.objects {
         let Some(info) = st.registry.resources.get(key) else {
             continue;
         };
         for o in m.values() {
-            out.push((info.clone(), o.clone()));
+            if pred(info, o) {
+                out.push((info.clone(), o.clone()));
+            }
         }
     }
     out
@@ -79,23 +122,17 @@ fn drop_finalizer(st: &mut State, info: &ResourceInfo, obj: &Value, f: &str) {
 
 /// One pass; returns whether anything changed.
 fn pass(st: &mut State) -> bool {
-    let objs = all_objects(st);
-    let uids: HashSet<String> = objs
-        .iter()
-        .filter_map(|(_, o)| o["metadata"]["uid"].as_str().map(String::from))
-        .collect();
+    let v = view(st);
     let mut changed = false;
-    for (info, o) in &objs {
+    for (info, o) in &v.interesting {
         let uid = o["metadata"]["uid"]
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let dependents: Vec<&(ResourceInfo, Value)> = objs
-            .iter()
-            .filter(|(_, d)| owner_uids(d).contains(&uid))
-            .collect();
+        let no_deps = Vec::new();
+        let dependents = v.dependents.get(&uid).unwrap_or(&no_deps);
         if deleting(o) && has_finalizer(o, "orphan") {
-            for (dinfo, d) in &dependents {
+            for (dinfo, d) in dependents {
                 let mut d2 = d.clone();
                 if let Some(a) = d2["metadata"]["ownerReferences"].as_array_mut() {
                     a.retain(|r| r["uid"] != uid.as_str());
@@ -110,7 +147,7 @@ fn pass(st: &mut State) -> bool {
                 drop_finalizer(st, info, o, "foregroundDeletion");
                 return true;
             }
-            for (dinfo, d) in &dependents {
+            for (dinfo, d) in dependents {
                 if !deleting(d) {
                     let opts = DeleteOpts {
                         propagation: Propagation::Foreground,
@@ -126,20 +163,15 @@ fn pass(st: &mut State) -> bool {
         }
         // Dependents whose owners are all gone are deleted (background propagation).
         let owners = owner_uids(o);
-        if !owners.is_empty() && !deleting(o) && owners.iter().all(|u| !uids.contains(u)) {
+        if !owners.is_empty() && !deleting(o) && owners.iter().all(|u| !v.uids.contains(u)) {
             let _ = delete_object(st, info, &ns_of(o), &name_of(o), &background(), false);
             return true;
         }
         // Namespace termination: delete the contents, then the namespace.
         if deleting(o) && info.key() == (String::new(), "namespaces".to_string()) {
             let ns = name_of(o);
-            let contents: Vec<&(ResourceInfo, Value)> = objs
-                .iter()
-                .filter(|(i, c)| i.namespaced && ns_of(c) == ns)
-                .collect();
+            let contents = objects_where(st, |i, c| i.namespaced && ns_of(c) == ns);
             if contents.is_empty() {
-                let mut o2 = o.clone();
-                o2["spec"]["finalizers"] = json!([]);
                 if has_finalizer(o, "kubernetes") {
                     drop_finalizer(st, info, o, "kubernetes");
                     return true;
@@ -152,7 +184,7 @@ fn pass(st: &mut State) -> bool {
                     return true;
                 }
             } else {
-                for (ci, c) in contents {
+                for (ci, c) in &contents {
                     if !deleting(c) {
                         let _ = delete_object(st, ci, &ns_of(c), &name_of(c), &background(), false);
                         changed = true;
@@ -169,15 +201,12 @@ fn pass(st: &mut State) -> bool {
             && has_finalizer(o, "customresourcecleanup.apiextensions.k8s.io")
         {
             let crd_name = name_of(o);
-            let instances: Vec<&(ResourceInfo, Value)> = objs
-                .iter()
-                .filter(|(i, _)| i.crd.as_deref() == Some(crd_name.as_str()))
-                .collect();
+            let instances = objects_where(st, |i, _| i.crd.as_deref() == Some(crd_name.as_str()));
             if instances.is_empty() {
                 drop_finalizer(st, info, o, "customresourcecleanup.apiextensions.k8s.io");
                 return true;
             }
-            for (ci, c) in instances {
+            for (ci, c) in &instances {
                 if !deleting(c) {
                     let _ = delete_object(st, ci, &ns_of(c), &name_of(c), &background(), false);
                     changed = true;

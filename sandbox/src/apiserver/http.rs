@@ -15,6 +15,7 @@ use super::error::{json_response, ApiError};
 use super::gc;
 use super::ops::{self, Ctx, DeleteOpts, FieldValidation, Outcome};
 use super::patch::{self, PatchType};
+use super::protobuf;
 use super::registry::ResourceInfo;
 use super::schema;
 use super::store::State;
@@ -28,6 +29,9 @@ pub struct Shared {
     pub state_dir: Option<PathBuf>,
     /// Bumped to end every open watch.
     pub stop: tokio::sync::watch::Sender<u64>,
+    /// Set by shutdown: connections kept alive from before answer 503 and close, so clients
+    /// reconnect (to a restarted server on the same port).
+    pub stopped: std::sync::atomic::AtomicBool,
 }
 
 const BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -131,14 +135,21 @@ fn user_agent_manager(headers: &HeaderMap) -> String {
     }
 }
 
+/// The state lock. A panic while holding it (a bug) must not take the server down for good,
+/// so a poisoned lock is recovered: every write leaves the state consistent before it can fail.
 fn lock(sh: &Shared) -> Result<std::sync::MutexGuard<'_, State>, ApiError> {
-    sh.state
-        .lock()
-        .map_err(|_| ApiError::internal("state lock poisoned"))
+    Ok(sh.state.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// The single entry point: every path goes through here.
 pub async fn handle(AxState(sh): AxState<Arc<Shared>>, req: Request) -> Response {
+    if sh.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+        let mut r =
+            ApiError::new(503, "ServiceUnavailable", "apiserver is shutting down").into_response();
+        r.headers_mut()
+            .insert("connection", HeaderValue::from_static("close"));
+        return r;
+    }
     match handle_inner(&sh, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -175,6 +186,16 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
     }
     if !authorized(sh, &headers) {
         return Err(ApiError::unauthorized());
+    }
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    if content_type.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        ));
     }
     let body = axum::body::to_bytes(req.into_body(), BODY_LIMIT)
         .await
@@ -250,8 +271,23 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
                 schema::openapi_v3_group_version(&crds, &gv).ok_or_else(ApiError::no_route)?;
             Ok(json_response(StatusCode::OK, &doc))
         }
-        ["api", "v1", rest @ ..] => resource(sh, &method, "", "v1", rest, query, &headers, &body),
-        ["apis", g, v, rest @ ..] => resource(sh, &method, g, v, rest, query, &headers, &body),
+        ["api", "v1", rest @ ..] | ["apis", _, _, rest @ ..] => {
+            let (g, v) = match segs.as_slice() {
+                ["apis", g, v, ..] => (*g, *v),
+                _ => ("", "v1"),
+            };
+            // Typed clients of kubectl send protobuf; decode it to JSON (responses stay JSON).
+            let body = if content_type.starts_with("application/vnd.kubernetes.protobuf")
+                && !body.is_empty()
+            {
+                bytes::Bytes::from(
+                    serde_json::to_vec(&protobuf::decode(&body)?).unwrap_or_default(),
+                )
+            } else {
+                body
+            };
+            resource(sh, &method, g, v, rest, query, &headers, &body)
+        }
         _ => Err(ApiError::no_route()),
     }
 }
@@ -379,6 +415,7 @@ fn resource(
         dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
         validation,
         query: query.clone(),
+        apply: false,
     };
     let as_ = wanted(headers);
     let crd = ctx.info.crd.as_ref().and_then(|n| st.crd(n)).cloned();
@@ -450,7 +487,8 @@ fn resource(
             let obj = st
                 .get(&info.key(), &ctx.ns, name)
                 .ok_or_else(|| ApiError::not_found(&info.plural, &info.group, name))?;
-            let obj = ops::output(&info, version, obj);
+            let crd = ctx.info.crd.as_ref().and_then(|n| st.crd(n));
+            let obj = ops::read(&info, version, crd, obj);
             let body = match as_ {
                 As::Table => {
                     let crd = ctx.info.crd.as_ref().and_then(|n| st.crd(n)).cloned();

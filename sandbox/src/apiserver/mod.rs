@@ -1,72 +1,92 @@
 //! A development Kubernetes API server, in the spirit of controller-runtime's envtest.
 //!
-//! **It is not a production server**: no TLS, one bearer token, no RBAC, no admission webhooks,
-//! no conversion webhooks, state in memory (optionally snapshotted to a directory). It exists so
-//! Quartet's controllers and manifests can be tested with the real `kubectl` and kube-rs.
+//! **It is a development and test server, never a production one**: a throwaway self-signed
+//! CA, one bearer token, no RBAC, no admission or conversion webhooks, state in memory
+//! (optionally snapshotted to a directory). It exists so Quartet's controllers and manifests
+//! can be tested the way they run, with the real `kubectl` and kube-rs.
 //!
 //! # What is implemented
-//! * HTTPS on loopback (a throwaway CA per start, in the kubeconfig) with bearer-token auth (401 `Status` when the token is missing or wrong;
-//!   `/version`, `/healthz`, `/livez`, `/readyz` are public as on a real cluster).
+//! * HTTPS on loopback with bearer-token auth (401 `Status` when the token is missing or
+//!   wrong; `/version`, `/healthz`, `/livez`, `/readyz` are public as on a real cluster). HTTPS
+//!   because kubectl (client-go) never sends a token over plain HTTP; the CA is generated at
+//!   start and embedded in the kubeconfig ([`ApiServer::ca_pem`] for other clients).
 //! * Discovery: `/version` (v1.33, so Google's kubectl dispatcher picks kubectl 1.33), `/api`,
-//!   `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}`, and aggregated discovery
-//!   (`apidiscovery.k8s.io/v2` and `v2beta1`) when the Accept header asks for it.
-//!   OpenAPI v2/v3 documents, custom-resource validation and Table rendering come from
-//!   [`schema`].
+//!   `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}` (verbs, namespaced, kind, singularName,
+//!   shortNames, categories, status subresources), and aggregated discovery
+//!   (`apidiscovery.k8s.io/v2` and `v2beta1`) when the Accept header asks for it, as kubectl
+//!   1.30+ does. `/openapi/v2`, `/openapi/v3` and `/openapi/v3/{api/v1,apis/g/v}`,
+//!   custom-resource admission (pruning, defaulting, schema validation, CEL rules; defaults
+//!   also applied on reads, and with `fieldValidation=Strict` unknown fields are rejected
+//!   before any validation error, as kube decodes first) and Table rendering
+//!   (`Accept: ...;as=Table;g=meta.k8s.io`) come from [`schema`].
 //! * Built-in kinds: namespaces (`default`, `kube-system`, `kube-public`, `kube-node-lease`
-//!   exist at start; each gets a `default` ServiceAccount), secrets, configmaps, events (core/v1
-//!   and events.k8s.io/v1, stored separately), serviceaccounts, leases, and
+//!   exist at start; each namespace gets a `default` ServiceAccount), secrets (`stringData`
+//!   folded into `data`, `type` defaults to `Opaque`), configmaps, events (core/v1 and
+//!   events.k8s.io/v1 share storage and are converted, so events recorded with kube-rs'
+//!   `Recorder` show in `kubectl describe`), serviceaccounts, leases, and
 //!   customresourcedefinitions. A CRD is served as soon as it is created (its status gets the
-//!   `NamesAccepted` and `Established` conditions); deleting it deletes its objects, then stops
-//!   serving the kind.
+//!   `NamesAccepted` and `Established` conditions); deleting it deletes its objects (waiting
+//!   for their finalizers), then stops serving the kind.
 //! * Verbs: get; list with `labelSelector`, `fieldSelector` (metadata.name, metadata.namespace
-//!   and a few per-kind fields), `limit`/`continue`; watch (`?watch=true` and `/watch/` paths)
-//!   with `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`, `sendInitialEvents`, and a
-//!   410 `Expired` ERROR event for a resourceVersion older than the kept history; create
-//!   (generateName, uid, creationTimestamp, generation, resourceVersion); update with 409 on a
-//!   stale resourceVersion; patch: merge, JSON patch, strategic merge (built-ins only, as on a
-//!   real server: custom resources answer 415) and server-side apply with `managedFields`,
-//!   conflicts and `force`; delete with finalizers, preconditions, `propagationPolicy`, and
-//!   garbage collection through ownerReferences; deletecollection; `dryRun=All`;
-//!   `fieldValidation` (Strict/Warn/Ignore) for unknown fields.
+//!   and the per-kind fields of the real server, e.g. secrets' `type`, events'
+//!   `involvedObject.*`), `limit`/`continue`; watch (`?watch=true` and `/watch/` paths) with
+//!   `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`, `sendInitialEvents`, selector
+//!   transitions (an object leaving the selector is DELETED), and a 410 `Expired` ERROR event
+//!   for a resourceVersion older than the kept history; create (generateName, uid,
+//!   creationTimestamp, generation, resourceVersion); update with 409 on a stale
+//!   resourceVersion; patch: merge, JSON patch, strategic merge (built-ins only; custom
+//!   resources answer 415 as on a real server) and server-side apply (`managedFields` per
+//!   manager and subresource, conflicts unless `force=true`, fields a manager stops applying are
+//!   removed); delete with finalizers (`deletionTimestamp`, no new finalizers while deleting),
+//!   preconditions, `propagationPolicy` (Background, Foreground, Orphan) and garbage collection
+//!   through ownerReferences; deletecollection; `dryRun=All`; `fieldValidation`
+//!   (Strict/Warn/Ignore) for unknown fields; protobuf request bodies for the built-in kinds
+//!   (kubectl's typed clients send them: `kubectl create secret generic ...`).
 //! * Status subresource semantics: writes to the main resource ignore `status`, writes to
 //!   `/status` change only `status`; `metadata.generation` is bumped only by changes outside
 //!   metadata and status. No-op writes do not bump the resourceVersion.
+//! * Persistence: with `state_dir`, a snapshot (`apiserver.json`) is written within 300 ms of a
+//!   change and on [`ApiServer::shutdown`], and loaded at start; resourceVersions continue from
+//!   the snapshot (watches from before the restart get 410 and relist).
 //!
 //! # What differs from a real kube-apiserver
-//! * One resourceVersion counter for everything, kept history of 20 000 events; list
-//!   `continue` tokens resume from the last key with current data (no snapshot reads);
-//!   `resourceVersionMatch` is ignored.
+//! * One resourceVersion counter for everything and a kept history of 20 000 events; list
+//!   `continue` tokens resume after the last key with current data (no snapshot reads);
+//!   `resourceVersionMatch` is ignored; watches without `timeoutSeconds` last 30 minutes.
 //! * Garbage collection, namespace termination and CRD instance cleanup run synchronously
-//!   after each write instead of in a controller manager.
-//! * Structured merge for server-side apply follows the CRD schema's list types; built-in kinds
-//!   know only the metadata list types (`ownerReferences`, `finalizers`). Field sets mark
-//!   `"."` for every non-leaf member, which real servers do only for maps and list items.
-//! * Strategic merge patch knows the merge keys of our built-in kinds only.
-//! * core/v1 and events.k8s.io/v1 events are stored separately (no conversion between them).
-//! * No authorization: the one token may do everything. No pods, services or other kinds.
+//!   after each write instead of in a controller manager, so tests see a settled state.
+//! * Structured merge for server-side apply follows the CRD schema's list and map types; the
+//!   built-in kinds know only the metadata list types (`ownerReferences` keyed by uid,
+//!   `finalizers` a set) and their string maps; other built-in lists are atomic. Strategic
+//!   merge patch knows the merge keys of our built-in kinds only.
+//! * No authorization (the one token may do everything), no pods, services or other kinds,
+//!   no protobuf or CBOR responses (JSON only), no HTTP/2, no `/scale`.
 //!
 //! # Using it from a test
 //! ```no_run
 //! # async fn t() -> anyhow::Result<()> {
 //! use quartet_sandbox::apiserver::{ApiServer, ApiServerOptions};
-//! let server = ApiServer::start(ApiServerOptions::default()).await?;
+//! let server = ApiServer::start(ApiServerOptions::default()).await?; // ephemeral port
 //! let client: kube::Client = server.client().await?;
 //! let dir = std::env::temp_dir().join("kc");
 //! std::fs::create_dir_all(&dir)?;
 //! server.write_kubeconfig(&dir.join("config"))?; // for `kubectl --kubeconfig ...`
-//! server.expire_watches(); // make every watcher relist (410 Gone)
+//! server.expire_watches(); // compaction: every watcher re-watches, gets 410 Gone, relists
 //! server.shutdown().await;
 //! # Ok(()) }
 //! ```
 //! Give each kubectl invocation its own `--cache-dir` (ports get reused between tests and
-//! kubectl caches discovery per host:port).
+//! kubectl caches discovery per host:port). The listener also serves the sandbox admin API
+//! (`/_sandbox/requests`, `/_sandbox/faults`, see [`crate::admin`]) without a token.
 
 mod error;
+mod events;
 mod fields;
 mod gc;
 mod http;
 mod ops;
 mod patch;
+mod protobuf;
 mod registry;
 pub mod schema;
 mod selector;
@@ -160,6 +180,7 @@ impl ApiServer {
             addr: local.to_string(),
             state_dir: opts.state_dir.clone(),
             stop,
+            stopped: std::sync::atomic::AtomicBool::new(false),
         });
         let admin = Arc::new(Admin::default());
         let router = axum::Router::new()
@@ -243,19 +264,37 @@ impl ApiServer {
     /// Simulate etcd compaction: forget the watch history and end every open watch, so clients
     /// re-watch from their last resourceVersion, get 410 Gone, and relist.
     pub fn expire_watches(&self) {
-        if let Ok(mut st) = self.shared.state.lock() {
-            st.compact();
-        }
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .compact();
         self.shared.stop.send_modify(|g| *g += 1);
+    }
+
+    /// How many watch requests were answered with 410 Gone so far.
+    pub fn expired_watch_count(&self) -> u64 {
+        self.shared
+            .state
+            .lock()
+            .map(|s| s.expired_watches)
+            .unwrap_or_default()
     }
 
     /// The current resourceVersion of the whole store.
     pub fn resource_version(&self) -> u64 {
-        self.shared.state.lock().map(|s| s.rv).unwrap_or_default()
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .rv
     }
 
     /// Stop serving, end watches, and write a final snapshot.
     pub async fn shutdown(self) {
+        self.shared
+            .stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.shared.stop.send_modify(|g| *g += 1);
         for t in &self.tasks {
             t.abort();
@@ -268,7 +307,7 @@ impl ApiServer {
 fn save(sh: &Shared) {
     let Some(dir) = &sh.state_dir else { return };
     let snap = {
-        let Ok(mut st) = sh.state.lock() else { return };
+        let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
         if !st.dirty {
             return;
         }

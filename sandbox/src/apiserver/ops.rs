@@ -35,6 +35,8 @@ pub struct Ctx {
     pub dry_run: bool,
     pub validation: FieldValidation,
     pub query: HashMap<String, String>,
+    /// Server-side apply (strict errors are worded as structured-merge-diff's).
+    pub apply: bool,
 }
 
 /// A successful write: HTTP code, the object to return, `Warning` headers.
@@ -102,6 +104,16 @@ impl Ctx {
     }
 }
 
+/// A stored object as a read (GET, LIST, WATCH) returns it: [`output`] plus, for custom
+/// resources, the schema defaults (kube-apiserver defaults on read from storage).
+pub fn read(info: &ResourceInfo, version: &str, crd: Option<&Value>, obj: &Value) -> Value {
+    let mut o = output(info, version, obj);
+    if let Some(crd) = crd {
+        schema::default_custom_resource(crd, version, &mut o);
+    }
+    o
+}
+
 /// The object as served at `version`: apiVersion and kind set.
 pub fn output(info: &ResourceInfo, version: &str, obj: &Value) -> Value {
     let mut o = obj.clone();
@@ -109,8 +121,8 @@ pub fn output(info: &ResourceInfo, version: &str, obj: &Value) -> Value {
         m.insert("apiVersion".into(), json!(info.api_version(version)));
         m.insert("kind".into(), json!(info.kind));
     }
-    if info.key() == ("events.k8s.io".to_string(), "events".to_string()) {
-        return o;
+    if info.is_new_event() {
+        return super::events::from_core(&o);
     }
     o
 }
@@ -186,6 +198,85 @@ fn validate_name(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
     ))
 }
 
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+const NAME_PART_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, at most 63 characters.
+fn is_name_part(s: &str) -> bool {
+    let ok_end = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    !s.is_empty()
+        && s.len() <= 63
+        && ok_end(s.chars().next())
+        && ok_end(s.chars().last())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// The errors `ValidateLabels`/`ValidateAnnotations` give for the built-in kinds (custom
+/// resources get theirs from the schema module).
+fn validate_meta_maps(ctx: &Ctx, obj: &Value) -> Result<(), ApiError> {
+    let name = name_of(obj);
+    let key_error = |k: &str| -> Option<String> {
+        let (prefix, part) = match k.split_once('/') {
+            Some((p, n)) => (Some(p), n),
+            None => (None, k),
+        };
+        if let Some(p) = prefix {
+            if p.is_empty() || !is_subdomain(p) {
+                return Some(format!(
+                    "Invalid value: \"{k}\": prefix part {SUBDOMAIN_MSG}"
+                ));
+            }
+        }
+        if part.len() > 63 {
+            return Some(format!(
+                "Invalid value: \"{k}\": name part must be no more than 63 characters"
+            ));
+        }
+        if !is_name_part(part) {
+            return Some(format!("Invalid value: \"{k}\": {NAME_PART_MSG}"));
+        }
+        None
+    };
+    for field in ["labels", "annotations"] {
+        let Some(m) = obj["metadata"][field].as_object() else {
+            continue;
+        };
+        for (k, v) in m {
+            if let Some(msg) = key_error(k) {
+                return Err(ctx.invalid(
+                    &name,
+                    &format!("metadata.{field}"),
+                    "FieldValueInvalid",
+                    &msg,
+                ));
+            }
+            let Some(v) = v.as_str() else {
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{ver}\" cannot be handled as a {kind}: json: cannot unmarshal {} into Go struct field ObjectMeta.metadata.{field} of type string",
+                    if v.is_number() { "number" } else if v.is_boolean() { "bool" } else { "object" },
+                    kind = ctx.info.kind,
+                    ver = ctx.version
+                )));
+            };
+            if field == "labels" && !v.is_empty() && !is_name_part(v) {
+                let msg = if v.len() > 63 {
+                    "must be no more than 63 characters"
+                } else {
+                    LABEL_VALUE_MSG
+                };
+                return Err(ctx.invalid(
+                    &name,
+                    "metadata.labels",
+                    "FieldValueInvalid",
+                    &format!("Invalid value: \"{v}\": {msg}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 const GENERATE_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 fn generate_suffix() -> String {
@@ -218,6 +309,9 @@ fn check_namespace(st: &State, ctx: &Ctx, name: &str) -> Result<(), ApiError> {
 
 /// Per-kind preparation of a new or updated object (the registry "strategies").
 fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    if !ctx.info.is_custom() {
+        validate_meta_maps(ctx, obj)?;
+    }
     match (ctx.info.group.as_str(), ctx.info.plural.as_str()) {
         ("", "secrets") => {
             if let Some(Value::Object(sd)) =
@@ -250,6 +344,15 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
                 }
             }
             if let Some(o) = old {
+                if o["type"] != obj["type"] {
+                    let t = obj["type"].as_str().unwrap_or_default();
+                    return Err(ctx.invalid(
+                        &name_of(obj),
+                        "type",
+                        "FieldValueInvalid",
+                        &format!("Invalid value: \"{t}\": field is immutable"),
+                    ));
+                }
                 if o["immutable"] == json!(true)
                     && (o["data"] != obj["data"] || obj["immutable"] != json!(true))
                 {
@@ -262,13 +365,14 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
                 }
             }
         }
-        ("", "namespaces") => {
-            if old.is_none() {
-                if obj["spec"]["finalizers"].is_null() {
-                    obj["spec"]["finalizers"] = json!(["kubernetes"]);
-                }
-                obj["status"] = json!({"phase": "Active"});
+        ("", "namespaces") if old.is_none() => {
+            if !obj["spec"].is_object() {
+                obj["spec"] = json!({});
             }
+            if obj["spec"]["finalizers"].is_null() {
+                obj["spec"]["finalizers"] = json!(["kubernetes"]);
+            }
+            obj["status"] = json!({"phase": "Active"});
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             if let Err(errors) = schema::validate_crd(obj) {
@@ -298,6 +402,36 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
                         name_of(obj)
                     ),
                 ));
+            }
+            if let Some(o) = old {
+                if o["spec"]["names"] != obj["spec"]["names"] && obj["status"].is_object() {
+                    let mut accepted = obj["spec"]["names"].clone();
+                    if accepted["singular"].is_null() {
+                        accepted["singular"] =
+                            json!(accepted["kind"].as_str().unwrap_or_default().to_lowercase());
+                    }
+                    if accepted["listKind"].is_null() {
+                        accepted["listKind"] = json!(format!(
+                            "{}List",
+                            accepted["kind"].as_str().unwrap_or_default()
+                        ));
+                    }
+                    obj["status"]["acceptedNames"] = accepted;
+                }
+                let storage = obj["spec"]["versions"]
+                    .as_array()
+                    .and_then(|vs| vs.iter().find(|v| v["storage"] == json!(true)))
+                    .map(|v| v["name"].clone());
+                if let (Some(sv), true) = (storage, obj["status"].is_object()) {
+                    if !obj["status"]["storedVersions"].is_array() {
+                        obj["status"]["storedVersions"] = json!([]);
+                    }
+                    if let Some(a) = obj["status"]["storedVersions"].as_array_mut() {
+                        if !a.contains(&sv) {
+                            a.push(sv);
+                        }
+                    }
+                }
             }
             if old.is_none() {
                 let names = obj["spec"]["names"].clone();
@@ -357,6 +491,10 @@ fn admit(
     let crd = crd.clone();
     obj["apiVersion"] = json!(ctx.api_version());
     obj["kind"] = json!(ctx.info.kind);
+    // Strict decoding rejects unknown fields before any validation error, as kube does.
+    if ctx.validation == FieldValidation::Strict {
+        unknown_fields(ctx, &schema::unknown_fields(&crd, &ctx.version, obj))?;
+    }
     match schema::admit_custom_resource(&crd, &ctx.version, obj, old) {
         Ok(adm) => unknown_fields(ctx, &adm.unknown_fields),
         Err(errors) => Err(ApiError::from_body(
@@ -377,6 +515,17 @@ fn unknown_fields(ctx: &Ctx, unknown: &[String]) -> Result<Vec<String>, ApiError
     match ctx.validation {
         FieldValidation::Ignore => Ok(vec![]),
         FieldValidation::Warn => Ok(msgs),
+        FieldValidation::Strict if ctx.apply => Err(ApiError::bad_request(format!(
+            "failed to create typed patch object ({}/{}, Kind={}): {}",
+            ctx.info.group,
+            ctx.version,
+            ctx.info.kind,
+            unknown
+                .iter()
+                .map(|f| format!(".{f}: field not declared in schema"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))),
         FieldValidation::Strict => Err(ApiError::bad_request(format!(
             "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
             msgs.join(", "),
@@ -419,6 +568,13 @@ fn builtin_unknown(ctx: &Ctx, obj: &mut Value) -> Result<Vec<String>, ApiError> 
             "reportingInstance",
         ],
         ("events.k8s.io", "events") => &[
+            "involvedObject",
+            "message",
+            "source",
+            "firstTimestamp",
+            "lastTimestamp",
+            "count",
+            "reportingComponent",
             "eventTime",
             "series",
             "reportingController",
@@ -507,6 +663,9 @@ pub fn create(
     managed: bool,
 ) -> Result<Outcome, ApiError> {
     check_type(ctx, &obj)?;
+    if ctx.info.is_new_event() {
+        obj = super::events::to_core(&obj);
+    }
     let mut warnings = Vec::new();
     {
         let meta = meta_mut(&mut obj);
@@ -556,14 +715,17 @@ pub fn create(
         }
     }
     let name = name_of(&obj);
-    validate_name(ctx, &name)?;
+    // Custom resources get their metadata errors (all of them) from the schema module.
+    if !ctx.info.is_custom() {
+        validate_name(ctx, &name)?;
+    }
     check_namespace(st, ctx, &name)?;
     if let Some(crd) = ctx.crd(st) {
         if !crd["metadata"]["deletionTimestamp"].is_null() {
             return Err(ApiError::new(
                 405,
                 "MethodNotAllowed",
-                format!("create not allowed while custom resource definition is terminating"),
+                "create not allowed while custom resource definition is terminating",
             ));
         }
     }
@@ -690,6 +852,9 @@ fn finish_update(
     let mut warnings = Vec::new();
     if !new.is_object() {
         return Err(ApiError::bad_request("the request body must be an object"));
+    }
+    if ctx.info.is_new_event() {
+        new = super::events::to_core(&new);
     }
     // Server-managed metadata comes from the stored object.
     {
@@ -949,12 +1114,25 @@ pub fn apply(st: &mut State, ctx: &Ctx, name: &str, body: &[u8]) -> Result<Outco
             ));
         }
     }
+    let mut actx = ctx.clone();
+    actx.apply = true;
+    let ctx = &actx;
     let force = ctx.query.get("force").is_some_and(|f| f == "true");
     let shape = ctx.shape(st);
     let av = ctx.api_version();
     let t = now();
     let writer = ctx.writer(&av, &t);
     let old = st.get(&ctx.key(), &ctx.ns, name).cloned();
+    // A resourceVersion in an apply configuration is a precondition, as for updates.
+    if let Some(rv) = applied["metadata"]["resourceVersion"]
+        .as_str()
+        .filter(|r| !r.is_empty())
+    {
+        let current = old.as_ref().map(rv_of).unwrap_or_default().to_string();
+        if rv != current {
+            return Err(ApiError::conflict(&ctx.info.plural, &ctx.info.group, name));
+        }
+    }
     let live = match &old {
         Some(o) => output(&ctx.info, &ctx.version, o),
         None => {
@@ -1150,18 +1328,24 @@ pub struct Filter {
 
 impl Filter {
     pub fn parse(info: &ResourceInfo, q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let mut allowed: Vec<&str> = allowed_fields(&info.group, &info.plural).to_vec();
+        allowed.extend(info.selectable.iter().map(String::as_str));
+        let mut fields = FieldSelector::parse(
+            q.get("fieldSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+            &allowed,
+        )?;
+        if info.is_new_event() {
+            fields.rename(super::events::field_to_core);
+        }
         Ok(Self {
             labels: LabelSelector::parse(
                 q.get("labelSelector")
                     .map(String::as_str)
                     .unwrap_or_default(),
             )?,
-            fields: FieldSelector::parse(
-                q.get("fieldSelector")
-                    .map(String::as_str)
-                    .unwrap_or_default(),
-                allowed_fields(&info.group, &info.plural),
-            )?,
+            fields,
         })
     }
 
@@ -1203,7 +1387,7 @@ pub fn list(st: &State, ctx: &Ctx) -> Result<(Vec<Value>, Value), ApiError> {
     let page: Vec<Value> = all
         .iter()
         .take(limit)
-        .map(|o| output(&ctx.info, &ctx.version, o))
+        .map(|o| read(&ctx.info, &ctx.version, ctx.crd(st), o))
         .collect();
     if all.len() > page.len() {
         if let Some(last) = page.last() {

@@ -48,16 +48,24 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     json_patch::merge(target, patch);
 }
 
+/// RFC 6902, with Go json-patch's leniency that clients rely on: `test` of `null` succeeds on
+/// a missing path (kube-rs' finalizer helper sends exactly that before adding the first one).
+/// Operations apply in order; any failure leaves the object untouched.
 pub fn json_patch(target: &mut Value, patch_body: &Value) -> Result<(), ApiError> {
-    let mut p: json_patch::Patch = serde_json::from_value(patch_body.clone())
+    let p: json_patch::Patch = serde_json::from_value(patch_body.clone())
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-    // kube-apiserver's JSON patch (evanphx/json-patch) lets `test` with a null value pass when
-    // the path is absent; kube-rs's finalizer helper relies on it to add the first finalizer.
-    p.0.retain(|op| {
-        !matches!(op, json_patch::PatchOperation::Test(t)
-            if t.value.is_null() && target.pointer(t.path.as_str()).is_none())
-    });
-    json_patch::patch(target, &p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))
+    let mut doc = target.clone();
+    for op in p.0 {
+        if let json_patch::PatchOperation::Test(t) = &op {
+            if t.value.is_null() && doc.pointer(t.path.as_str()).is_none() {
+                continue;
+            }
+        }
+        json_patch::patch(&mut doc, &[op])
+            .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+    }
+    *target = doc;
+    Ok(())
 }
 
 /// Merge key of a list at `path` (dotted) in the built-in kinds, or `None` for atomic lists.

@@ -26,14 +26,30 @@ pub struct ResourceInfo {
     pub has_generation: bool,
     /// DELETE answers with the object rather than a `Success` Status.
     pub return_deleted_object: bool,
+    /// Where objects live when another resource owns the storage (events.k8s.io events are
+    /// stored as core/v1 events).
+    pub storage: Option<ResKey>,
+    /// Extra field-selector paths (a CRD's `selectableFields`, without the leading dot).
+    pub selectable: Vec<String>,
 }
 
 /// Storage key of a resource: `(group, plural)`.
 pub type ResKey = (String, String);
 
 impl ResourceInfo {
+    /// Storage key: where the objects live.
     pub fn key(&self) -> ResKey {
+        self.storage.clone().unwrap_or_else(|| self.id())
+    }
+
+    /// Identity in the registry: `(group, plural)`.
+    pub fn id(&self) -> ResKey {
         (self.group.clone(), self.plural.clone())
+    }
+
+    /// events.k8s.io/v1 events (stored as core/v1 events).
+    pub fn is_new_event(&self) -> bool {
+        self.group == "events.k8s.io" && self.plural == "events"
     }
 
     pub fn api_version(&self, version: &str) -> String {
@@ -93,6 +109,8 @@ fn builtin(
         crd: None,
         has_generation: kind == "CustomResourceDefinition",
         return_deleted_object: matches!(kind, "Namespace" | "CustomResourceDefinition"),
+        storage: (group == "events.k8s.io").then(|| (String::new(), "events".to_string())),
+        selectable: Vec::new(),
     }
 }
 
@@ -240,7 +258,16 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
     let mut versions = Vec::new();
     let mut storage = None;
     let mut status = false;
+    let mut selectable = Vec::new();
     for v in spec["versions"].as_array()? {
+        for f in v["selectableFields"].as_array().into_iter().flatten() {
+            if let Some(p) = f["jsonPath"].as_str() {
+                let p = p.trim_start_matches('.').to_string();
+                if !selectable.contains(&p) {
+                    selectable.push(p);
+                }
+            }
+        }
         let name = v["name"].as_str()?.to_string();
         if v["storage"].as_bool() == Some(true) {
             storage = Some(name.clone());
@@ -272,6 +299,8 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
         crd: crd["metadata"]["name"].as_str().map(String::from),
         has_generation: true,
         return_deleted_object: true,
+        storage: None,
+        selectable,
     })
 }
 
@@ -285,7 +314,7 @@ impl Registry {
     pub fn new() -> Self {
         let mut r = Self::default();
         for b in builtins() {
-            r.resources.insert(b.key(), b);
+            r.resources.insert(b.id(), b);
         }
         r
     }

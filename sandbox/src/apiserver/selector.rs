@@ -134,6 +134,13 @@ impl FieldSelector {
         Ok(Self(terms))
     }
 
+    /// Map field paths to where they are stored.
+    pub fn rename(&mut self, f: impl Fn(&str) -> String) {
+        for t in &mut self.0 {
+            t.0 = f(&t.0);
+        }
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, neg, want)| {
             let mut cur = obj;

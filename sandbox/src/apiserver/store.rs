@@ -38,6 +38,8 @@ pub struct State {
     pub registry: Registry,
     pub tx: broadcast::Sender<Arc<Event>>,
     pub dirty: bool,
+    /// How many watches were refused with 410 Gone (tests check clients really relisted).
+    pub expired_watches: u64,
 }
 
 pub fn ns_of(obj: &Value) -> String {
@@ -72,6 +74,7 @@ impl State {
             registry: Registry::new(),
             tx,
             dirty: false,
+            expired_watches: 0,
         }
     }
 
@@ -173,9 +176,7 @@ impl State {
         for crd in self.crds() {
             if let Some(info) = super::registry::from_crd(&crd) {
                 // Never let a CRD shadow a built-in.
-                if !reg.resources.contains_key(&info.key()) {
-                    reg.resources.insert(info.key(), info);
-                }
+                reg.resources.entry(info.id()).or_insert(info);
             }
         }
         // Objects of resources no longer served are dropped (their CRD is gone).

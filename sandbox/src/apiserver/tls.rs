@@ -69,7 +69,12 @@ impl TlsListener {
         let acceptor = TlsAcceptor::from(config);
         tokio::spawn(async move {
             loop {
-                let (sock, addr) = match tcp.accept().await {
+                // Stop (and free the port) once the server dropped the listener.
+                let accepted = tokio::select! {
+                    a = tcp.accept() => a,
+                    _ = tx.closed() => return,
+                };
+                let (sock, addr) = match accepted {
                     Ok(x) => x,
                     Err(_) => {
                         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -85,9 +90,6 @@ impl TlsListener {
                         let _ = conn_tx.send((tls, addr)).await;
                     }
                 });
-                if tx.is_closed() {
-                    return;
-                }
             }
         });
         Ok(Self { rx, local })

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
 use super::error::ApiError;
-use super::ops::{output, Ctx, Filter};
+use super::ops::{read, Ctx, Filter};
 use super::store::{Event, State};
 
 /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK when nothing happens.
@@ -38,7 +38,12 @@ fn bookmark(ctx: &Ctx, rv: u64, initial_end: bool) -> bytes::Bytes {
 }
 
 /// The event as this watch sees it: selector transitions turn into ADDED/DELETED.
-fn project(ctx: &Ctx, filter: &Filter, ev: &Event) -> Option<(&'static str, Value)> {
+fn project(
+    ctx: &Ctx,
+    crd: Option<&Value>,
+    filter: &Filter,
+    ev: &Event,
+) -> Option<(&'static str, Value)> {
     if ev.key != ctx.info.key() || (!ctx.ns.is_empty() && ev.ns != ctx.ns) {
         return None;
     }
@@ -53,7 +58,7 @@ fn project(ctx: &Ctx, filter: &Filter, ev: &Event) -> Option<(&'static str, Valu
         ("MODIFIED", false, Some(true)) => "DELETED",
         _ => return None,
     };
-    Some((etype, output(&ctx.info, &ctx.version, &ev.obj)))
+    Some((etype, read(&ctx.info, &ctx.version, crd, &ev.obj)))
 }
 
 /// Start a watch; the response streams until timeout, client disconnect, or server shutdown.
@@ -78,10 +83,9 @@ pub fn watch(
 
     let (tx, rx) = mpsc::channel::<bytes::Bytes>(256);
     let mut initial: Vec<bytes::Bytes> = Vec::new();
-    let (mut live, start_rv) = {
-        let st = state
-            .lock()
-            .map_err(|_| ApiError::internal("state lock poisoned"))?;
+    let (mut live, start_rv, crd) = {
+        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+        let crd: Option<Value> = ctx.info.crd.as_ref().and_then(|n| st.crd(n)).cloned();
         let from: Option<u64> = if rv_param.is_empty() || rv_param == "0" {
             None
         } else {
@@ -99,7 +103,10 @@ pub fn watch(
                 };
                 for o in st.list(&ctx.info.key(), ns) {
                     if filter.matches(o) {
-                        initial.push(line("ADDED", render(&output(&ctx.info, &ctx.version, o))));
+                        initial.push(line(
+                            "ADDED",
+                            render(&read(&ctx.info, &ctx.version, crd.as_ref(), o)),
+                        ));
                     }
                 }
                 if send_initial == Some(true) {
@@ -108,6 +115,7 @@ pub fn watch(
             }
             (Some(r), _) if r < st.compacted => {
                 expired = true;
+                st.expired_watches += 1;
                 let status =
                     ApiError::gone(format!("too old resource version: {r} ({})", st.compacted))
                         .status();
@@ -115,7 +123,7 @@ pub fn watch(
             }
             (Some(r), _) => {
                 for ev in st.history.iter().filter(|e| e.rv > r) {
-                    if let Some((t, o)) = project(&ctx, &filter, ev) {
+                    if let Some((t, o)) = project(&ctx, crd.as_ref(), &filter, ev) {
                         initial.push(line(t, render(&o)));
                     }
                 }
@@ -126,7 +134,7 @@ pub fn watch(
         } else {
             Some(st.tx.subscribe())
         };
-        (rx, st.rv)
+        (rx, st.rv, crd)
     };
 
     tokio::spawn(async move {
@@ -146,7 +154,7 @@ pub fn watch(
                 ev = live.recv() => match ev {
                     Ok(ev) => {
                         last_rv = last_rv.max(ev.rv);
-                        if let Some((t, o)) = project(&ctx, &filter, &ev) {
+                        if let Some((t, o)) = project(&ctx, crd.as_ref(), &filter, &ev) {
                             if tx.send(line(t, render(&o))).await.is_err() {
                                 return;
                             }

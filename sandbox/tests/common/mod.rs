@@ -28,6 +28,8 @@ spec:
     storage: true
     subresources:
       status: {}
+    selectableFields:
+    - jsonPath: .spec.size
     additionalPrinterColumns:
     - name: Size
       type: string
@@ -151,5 +153,88 @@ impl Kubectl {
 impl Drop for Kubectl {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A reqwest client trusting the server's CA, and helpers sending the bearer token.
+pub struct Http {
+    pub base: String,
+    pub token: String,
+    pub client: reqwest::Client,
+}
+
+impl Http {
+    pub fn new(s: &ApiServer) -> Self {
+        let ca = reqwest::Certificate::from_pem(s.ca_pem().as_bytes()).unwrap();
+        let client = reqwest::Client::builder()
+            .add_root_certificate(ca)
+            .build()
+            .unwrap();
+        Self {
+            base: s.url().to_string(),
+            token: s.token().to_string(),
+            client,
+        }
+    }
+
+    pub fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}{}", self.base, path))
+            .bearer_auth(&self.token)
+    }
+
+    /// Send and return (status, JSON body).
+    pub async fn send(&self, rb: reqwest::RequestBuilder) -> (u16, serde_json::Value) {
+        let r = rb.send().await.unwrap();
+        let code = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (
+            code,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+        )
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, serde_json::Value) {
+        self.send(self.req(reqwest::Method::GET, path)).await
+    }
+
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        self.send(self.req(reqwest::Method::POST, path).json(&body))
+            .await
+    }
+
+    pub async fn put(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        self.send(self.req(reqwest::Method::PUT, path).json(&body))
+            .await
+    }
+
+    pub async fn patch(
+        &self,
+        path: &str,
+        ct: &str,
+        body: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        self.send(
+            self.req(reqwest::Method::PATCH, path)
+                .header("content-type", ct)
+                .body(body.to_string()),
+        )
+        .await
+    }
+
+    pub async fn delete(&self, path: &str) -> (u16, serde_json::Value) {
+        self.send(self.req(reqwest::Method::DELETE, path)).await
+    }
+
+    /// Install the Widget CRD.
+    pub async fn install_widget_crd(&self) {
+        let crd: serde_json::Value = serde_yaml::from_str(WIDGET_CRD).unwrap();
+        let (code, body) = self
+            .post(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                crd,
+            )
+            .await;
+        assert_eq!(code, 201, "{body}");
     }
 }

@@ -1,0 +1,956 @@
+//! Wire-level behaviour of the dev API server, over HTTPS with reqwest.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{server, Http};
+use quartet_sandbox::apiserver::{ApiServer, ApiServerOptions};
+use serde_json::{json, Value};
+
+const MERGE: &str = "application/merge-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
+
+fn secret(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": {"k": "v"}})
+}
+
+fn widget(name: &str) -> Value {
+    json!({"apiVersion": "test.quartet.dev/v1alpha1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": "small", "replicas": 1}})
+}
+
+const WIDGETS: &str = "/apis/test.quartet.dev/v1alpha1/namespaces/default/widgets";
+const SECRETS: &str = "/api/v1/namespaces/default/secrets";
+
+#[tokio::test]
+async fn missing_or_wrong_token_is_401_unauthorized_status() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let r = h
+        .client
+        .get(format!("{}/api/v1/namespaces", h.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+    );
+    let r = h
+        .client
+        .get(format!("{}/api/v1/namespaces", h.base))
+        .bearer_auth("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    // /version is public, as on a real cluster.
+    let r = h
+        .client
+        .get(format!("{}/version", h.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn version_reports_kubernetes_1_33() {
+    let s = server().await;
+    let (code, v) = Http::new(&s).get("/version").await;
+    assert_eq!(code, 200);
+    assert_eq!(v["major"], "1");
+    assert_eq!(v["minor"], "33");
+    assert!(v["gitVersion"].as_str().unwrap().starts_with("v1.33."));
+}
+
+#[tokio::test]
+async fn discovery_lists_builtin_kinds_with_verbs_and_short_names() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, v) = h.get("/api/v1").await;
+    let rs = v["resources"].as_array().unwrap();
+    let cm = rs.iter().find(|r| r["name"] == "configmaps").unwrap();
+    assert_eq!(cm["kind"], "ConfigMap");
+    assert_eq!(cm["namespaced"], true);
+    assert_eq!(cm["shortNames"], json!(["cm"]));
+    assert!(cm["verbs"].as_array().unwrap().contains(&json!("watch")));
+    assert!(rs.iter().any(|r| r["name"] == "namespaces/status"));
+    let (_, g) = h.get("/apis").await;
+    let names: Vec<&str> = g["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    for want in [
+        "apiextensions.k8s.io",
+        "coordination.k8s.io",
+        "events.k8s.io",
+    ] {
+        assert!(names.contains(&want), "{names:?}");
+    }
+    let (_, l) = h.get("/apis/coordination.k8s.io/v1").await;
+    assert_eq!(l["resources"][0]["name"], "leases");
+    let (code, _) = h.get("/apis/nope.example.com/v1").await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn aggregated_discovery_is_served_when_asked_for() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let r = h
+        .req(reqwest::Method::GET, "/apis")
+        .header(
+            "accept",
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["content-type"].to_str().unwrap(),
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["kind"], "APIGroupDiscoveryList");
+    let g = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "test.quartet.dev")
+        .unwrap();
+    let res = &g["versions"][0]["resources"][0];
+    assert_eq!(res["resource"], "widgets");
+    assert_eq!(res["scope"], "Namespaced");
+    assert_eq!(res["categories"], json!(["quartet"]));
+    assert_eq!(res["shortNames"], json!(["wg"]));
+    assert_eq!(res["subresources"][0]["subresource"], "status");
+}
+
+#[tokio::test]
+async fn default_namespaces_exist_at_start() {
+    let s = server().await;
+    let h = Http::new(&s);
+    for ns in ["default", "kube-system"] {
+        let (code, v) = h.get(&format!("/api/v1/namespaces/{ns}")).await;
+        assert_eq!(code, 200);
+        assert_eq!(v["status"]["phase"], "Active");
+    }
+}
+
+#[tokio::test]
+async fn absent_secret_is_404_not_found_status() {
+    let s = server().await;
+    let (code, v) = Http::new(&s).get(&format!("{SECRETS}/x")).await;
+    assert_eq!(code, 404);
+    assert_eq!(v["message"], "secrets \"x\" not found");
+    assert_eq!(v["reason"], "NotFound");
+    assert_eq!(v["details"], json!({"name": "x", "kind": "secrets"}));
+}
+
+#[tokio::test]
+async fn create_sets_metadata_and_duplicate_is_already_exists() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (code, v) = h.post(SECRETS, secret("s1")).await;
+    assert_eq!(code, 201, "{v}");
+    assert!(v["metadata"]["uid"].is_string());
+    assert!(v["metadata"]["creationTimestamp"].is_string());
+    assert!(v["metadata"]["resourceVersion"].is_string());
+    assert_eq!(v["data"]["k"], "dg==", "stringData is folded into data");
+    assert!(v.get("stringData").is_none());
+    assert_eq!(v["type"], "Opaque");
+    let (code, v) = h.post(SECRETS, secret("s1")).await;
+    assert_eq!(code, 409);
+    assert_eq!(v["reason"], "AlreadyExists");
+    assert_eq!(v["message"], "secrets \"s1\" already exists");
+}
+
+#[tokio::test]
+async fn generate_name_gets_a_random_suffix() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (code, v) = h
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"generateName": "cm-"}}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let name = v["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("cm-") && name.len() == 8, "{name}");
+}
+
+#[tokio::test]
+async fn create_in_missing_namespace_is_404() {
+    let s = server().await;
+    let (code, v) = Http::new(&s)
+        .post("/api/v1/namespaces/nope/secrets", secret("s"))
+        .await;
+    assert_eq!(code, 404);
+    assert_eq!(v["message"], "namespaces \"nope\" not found");
+}
+
+#[tokio::test]
+async fn update_with_stale_resource_version_is_409_conflict() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let (_, v) = h.post(WIDGETS, widget("w1")).await;
+    let mut a = v.clone();
+    a["spec"]["replicas"] = json!(2);
+    let (code, updated) = h.put(&format!("{WIDGETS}/w1"), a).await;
+    assert_eq!(code, 200);
+    assert_eq!(updated["metadata"]["generation"], 2);
+    let mut stale = v.clone();
+    stale["spec"]["replicas"] = json!(3);
+    let (code, e) = h.put(&format!("{WIDGETS}/w1"), stale).await;
+    assert_eq!(code, 409);
+    assert_eq!(e["reason"], "Conflict");
+    assert_eq!(
+        e["message"],
+        "Operation cannot be fulfilled on widgets.test.quartet.dev \"w1\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+}
+
+#[tokio::test]
+async fn status_subresource_separates_spec_and_status_and_generation() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let mut w = widget("w1");
+    w["status"] = json!({"observedGeneration": 7});
+    let (_, v) = h.post(WIDGETS, w).await;
+    assert!(
+        v.get("status").is_none(),
+        "status is ignored on create: {v}"
+    );
+    // A status write ignores spec changes and does not bump generation.
+    let (code, v) = h
+        .patch(
+            &format!("{WIDGETS}/w1/status"),
+            MERGE,
+            json!({"spec": {"replicas": 5}, "status": {"observedGeneration": 1}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["spec"]["replicas"], 1);
+    assert_eq!(v["status"]["observedGeneration"], 1);
+    assert_eq!(v["metadata"]["generation"], 1);
+    // A main-resource write ignores status; metadata-only changes do not bump generation.
+    let (_, v) = h
+        .patch(
+            &format!("{WIDGETS}/w1"),
+            MERGE,
+            json!({"metadata": {"labels": {"a": "b"}}, "status": {"observedGeneration": 9}}),
+        )
+        .await;
+    assert_eq!(v["status"]["observedGeneration"], 1);
+    assert_eq!(v["metadata"]["generation"], 1);
+    let (_, v) = h
+        .patch(
+            &format!("{WIDGETS}/w1"),
+            MERGE,
+            json!({"spec": {"replicas": 2}}),
+        )
+        .await;
+    assert_eq!(v["metadata"]["generation"], 2);
+}
+
+#[tokio::test]
+async fn no_op_write_keeps_resource_version() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, v) = h.post(SECRETS, secret("s1")).await;
+    let (_, v2) = h
+        .patch(
+            &format!("{SECRETS}/s1"),
+            MERGE,
+            json!({"data": {"k": "dg=="}}),
+        )
+        .await;
+    assert_eq!(
+        v["metadata"]["resourceVersion"],
+        v2["metadata"]["resourceVersion"]
+    );
+}
+
+#[tokio::test]
+async fn strategic_merge_patch_works_for_builtins_and_is_415_for_custom_resources() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "c", "finalizers": ["a/b"]}, "data": {"x": "1"}}),
+    )
+    .await;
+    let (code, v) = h
+        .patch(
+            "/api/v1/namespaces/default/configmaps/c",
+            "application/strategic-merge-patch+json",
+            json!({"metadata": {"finalizers": ["c/d"]}, "data": {"y": "2"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["metadata"]["finalizers"], json!(["a/b", "c/d"]));
+    assert_eq!(v["data"], json!({"x": "1", "y": "2"}));
+    h.install_widget_crd().await;
+    h.post(WIDGETS, widget("w1")).await;
+    let (code, v) = h
+        .patch(
+            &format!("{WIDGETS}/w1"),
+            "application/strategic-merge-patch+json",
+            json!({"spec": {}}),
+        )
+        .await;
+    assert_eq!(code, 415);
+    assert_eq!(v["reason"], "UnsupportedMediaType");
+}
+
+#[tokio::test]
+async fn json_patch_test_failure_leaves_object_unchanged() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(SECRETS, secret("s1")).await;
+    let (code, _) = h
+        .patch(
+            &format!("{SECRETS}/s1"),
+            "application/json-patch+json",
+            json!([{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}, {"op": "test", "path": "/type", "value": "Other"}]),
+        )
+        .await;
+    assert_eq!(code, 422);
+    let (_, v) = h.get(&format!("{SECRETS}/s1")).await;
+    assert!(v["metadata"]["labels"].is_null());
+}
+
+#[tokio::test]
+async fn list_filters_by_label_and_field_selectors_and_pages() {
+    let s = server().await;
+    let h = Http::new(&s);
+    for (n, l) in [("a", "x"), ("b", "y"), ("c", "x"), ("d", "x")] {
+        let mut sec = secret(n);
+        sec["metadata"]["labels"] = json!({"app": l});
+        h.post(SECRETS, sec).await;
+    }
+    let names = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, v) = h.get(&format!("{SECRETS}?labelSelector=app%3Dx")).await;
+    assert_eq!(names(&v), ["a", "c", "d"]);
+    let (_, v) = h
+        .get(&format!("{SECRETS}?labelSelector=app%20in%20(y)"))
+        .await;
+    assert_eq!(names(&v), ["b"]);
+    let (_, v) = h
+        .get(&format!("{SECRETS}?fieldSelector=metadata.name%3Dc"))
+        .await;
+    assert_eq!(names(&v), ["c"]);
+    let (_, v) = h
+        .get("/api/v1/secrets?fieldSelector=metadata.namespace%21%3Ddefault")
+        .await;
+    assert_eq!(names(&v), Vec::<String>::new());
+    let (code, v) = h
+        .get(&format!("{SECRETS}?fieldSelector=spec.foo%3Dbar"))
+        .await;
+    assert_eq!(code, 400);
+    assert_eq!(v["message"], "field label not supported: spec.foo");
+    // Paging.
+    let (_, p1) = h.get(&format!("{SECRETS}?limit=3")).await;
+    assert_eq!(names(&p1), ["a", "b", "c"]);
+    assert_eq!(p1["metadata"]["remainingItemCount"], 1);
+    let cont = p1["metadata"]["continue"].as_str().unwrap();
+    let (_, p2) = h.get(&format!("{SECRETS}?limit=3&continue={cont}")).await;
+    assert_eq!(names(&p2), ["d"]);
+    assert!(p2["metadata"].get("continue").is_none());
+}
+
+/// Read watch events until `n` arrive or the stream ends.
+async fn read_events(r: &mut reqwest::Response, n: usize) -> Vec<Value> {
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    while out.len() < n {
+        let chunk = match tokio::time::timeout(Duration::from_secs(5), r.chunk()).await {
+            Ok(Ok(Some(c))) => c,
+            _ => break,
+        };
+        buf.extend_from_slice(&chunk);
+        while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=i).collect();
+            out.push(serde_json::from_slice(&line).unwrap());
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn watch_streams_changes_after_a_resource_version() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, list) = h.get(SECRETS).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut r = h
+        .req(
+            reqwest::Method::GET,
+            &format!("{SECRETS}?watch=true&resourceVersion={rv}"),
+        )
+        .send()
+        .await
+        .unwrap();
+    h.post(SECRETS, secret("s1")).await;
+    h.patch(
+        &format!("{SECRETS}/s1"),
+        MERGE,
+        json!({"metadata": {"labels": {"a": "b"}}}),
+    )
+    .await;
+    h.delete(&format!("{SECRETS}/s1")).await;
+    let evs = read_events(&mut r, 3).await;
+    let types: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ADDED", "MODIFIED", "DELETED"]);
+    assert_eq!(evs[1]["object"]["metadata"]["labels"]["a"], "b");
+}
+
+#[tokio::test]
+async fn watch_sends_bookmarks_when_allowed() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let mut r = h
+        .req(reqwest::Method::GET, &format!("{SECRETS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"))
+        .send()
+        .await
+        .unwrap();
+    let evs = read_events(&mut r, 1).await;
+    assert_eq!(evs[0]["type"], "BOOKMARK");
+    assert_eq!(
+        evs[0]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+}
+
+#[tokio::test]
+async fn watch_ends_after_timeout_seconds() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let start = std::time::Instant::now();
+    let r = h
+        .req(
+            reqwest::Method::GET,
+            &format!("{SECRETS}?watch=true&timeoutSeconds=1&resourceVersion=1"),
+        )
+        .send()
+        .await
+        .unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(10), r.bytes())
+        .await
+        .expect("stream ends");
+    assert!(start.elapsed() >= Duration::from_millis(900));
+}
+
+#[tokio::test]
+async fn watch_from_compacted_resource_version_is_410_expired() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, v) = h.post(SECRETS, secret("s1")).await;
+    let rv = v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.expire_watches();
+    let mut r = h
+        .req(
+            reqwest::Method::GET,
+            &format!("{SECRETS}?watch=true&resourceVersion={rv}"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let evs = read_events(&mut r, 1).await;
+    assert_eq!(evs[0]["type"], "ERROR");
+    assert_eq!(evs[0]["object"]["code"], 410);
+    assert_eq!(evs[0]["object"]["reason"], "Expired");
+    assert!(evs[0]["object"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("too old resource version: "));
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let mut w = widget("w1");
+    w["metadata"]["finalizers"] = json!(["x/y"]);
+    h.post(WIDGETS, w).await;
+    let (code, v) = h.delete(&format!("{WIDGETS}/w1")).await;
+    assert_eq!(code, 200);
+    assert!(v["metadata"]["deletionTimestamp"].is_string());
+    let (code, v) = h.get(&format!("{WIDGETS}/w1")).await;
+    assert_eq!(code, 200);
+    assert!(v["metadata"]["deletionTimestamp"].is_string());
+    // No new finalizers while deleting.
+    let (code, _) = h
+        .patch(
+            &format!("{WIDGETS}/w1"),
+            MERGE,
+            json!({"metadata": {"finalizers": ["x/y", "z/w"]}}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    let (code, _) = h
+        .patch(
+            &format!("{WIDGETS}/w1"),
+            MERGE,
+            json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let (code, _) = h.get(&format!("{WIDGETS}/w1")).await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn owner_references_garbage_collect_dependents() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let (_, owner) = h.post(WIDGETS, widget("owner")).await;
+    let oref = json!([{"apiVersion": "test.quartet.dev/v1alpha1", "kind": "Widget", "name": "owner", "uid": owner["metadata"]["uid"], "controller": true}]);
+    let mut dep = secret("dep");
+    dep["metadata"]["ownerReferences"] = oref.clone();
+    h.post(SECRETS, dep).await;
+    // Orphan keeps the dependent (and strips the reference).
+    let (_, owner2) = h.post(WIDGETS, widget("owner2")).await;
+    let mut dep2 = secret("dep2");
+    dep2["metadata"]["ownerReferences"] = json!([{"apiVersion": "test.quartet.dev/v1alpha1", "kind": "Widget", "name": "owner2", "uid": owner2["metadata"]["uid"]}]);
+    h.post(SECRETS, dep2).await;
+
+    h.delete(&format!("{WIDGETS}/owner")).await;
+    let (code, _) = h.get(&format!("{SECRETS}/dep")).await;
+    assert_eq!(code, 404, "background propagation deletes the dependent");
+
+    let (code, _) = h
+        .send(
+            h.req(reqwest::Method::DELETE, &format!("{WIDGETS}/owner2"))
+                .json(&json!({"propagationPolicy": "Orphan"})),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let (code, v) = h.get(&format!("{SECRETS}/dep2")).await;
+    assert_eq!(code, 200);
+    assert!(v["metadata"]["ownerReferences"]
+        .as_array()
+        .is_none_or(|a| a.is_empty()));
+    let (code, _) = h.get(&format!("{WIDGETS}/owner2")).await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn deleting_a_crd_stops_serving_its_kind() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let (code, v) = h
+        .get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.test.quartet.dev")
+        .await;
+    assert_eq!(code, 200);
+    let conds: Vec<&str> = v["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert!(conds.contains(&"Established") && conds.contains(&"NamesAccepted"));
+    h.post(WIDGETS, widget("w1")).await;
+    let (code, _) = h.get(WIDGETS).await;
+    assert_eq!(code, 200);
+    h.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.test.quartet.dev")
+        .await;
+    let (code, _) = h.get(WIDGETS).await;
+    assert_eq!(code, 404);
+    let (code, _) = h.get("/apis/test.quartet.dev/v1alpha1").await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_its_contents() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
+        .await;
+    let (code, _) = h
+        .get("/api/v1/namespaces/team/serviceaccounts/default")
+        .await;
+    assert_eq!(code, 200);
+    h.post("/api/v1/namespaces/team/secrets", secret("s")).await;
+    h.delete("/api/v1/namespaces/team").await;
+    let (code, _) = h.get("/api/v1/namespaces/team/secrets/s").await;
+    assert_eq!(code, 404);
+    let (code, _) = h.get("/api/v1/namespaces/team").await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn server_side_apply_removes_fields_a_manager_stops_applying() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let cm = |data: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data})
+            .to_string()
+    };
+    let path = "/api/v1/namespaces/default/configmaps/c?fieldManager=m";
+    let (code, v) = h
+        .send(
+            h.req(reqwest::Method::PATCH, path)
+                .header("content-type", APPLY)
+                .body(cm(json!({"a": "1", "b": "2"}))),
+        )
+        .await;
+    assert_eq!(code, 201, "apply creates: {v}");
+    // Another manager sets a field of its own.
+    h.patch(
+        "/api/v1/namespaces/default/configmaps/c?fieldManager=other",
+        MERGE,
+        json!({"data": {"c": "3"}}),
+    )
+    .await;
+    let (code, v) = h
+        .send(
+            h.req(reqwest::Method::PATCH, path)
+                .header("content-type", APPLY)
+                .body(cm(json!({"a": "1"}))),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(v["data"], json!({"a": "1", "c": "3"}));
+    let mf = v["metadata"]["managedFields"].as_array().unwrap();
+    let m = mf.iter().find(|e| e["manager"] == "m").unwrap();
+    assert_eq!(m["operation"], "Apply");
+    assert_eq!(m["fieldsV1"], json!({"f:data": {".": {}, "f:a": {}}}));
+    // YAML bodies work too, and fieldManager is required.
+    let (code, _) = h
+        .send(
+            h.req(
+                reqwest::Method::PATCH,
+                "/api/v1/namespaces/default/configmaps/c",
+            )
+            .header("content-type", APPLY)
+            .body("apiVersion: v1\nkind: ConfigMap\n"),
+        )
+        .await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn unknown_fields_follow_field_validation() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}, "bogus": 1});
+    let (code, v) = h
+        .post(
+            "/api/v1/namespaces/default/configmaps?fieldValidation=Strict",
+            body.clone(),
+        )
+        .await;
+    assert_eq!(code, 400);
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("strict decoding error: unknown field \"bogus\""),
+        "{v}"
+    );
+    let r = h
+        .req(
+            reqwest::Method::POST,
+            "/api/v1/namespaces/default/configmaps?fieldValidation=Warn",
+        )
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    assert_eq!(
+        r.headers()["warning"].to_str().unwrap(),
+        "299 - \"unknown field \\\"bogus\\\"\""
+    );
+    let v: Value = r.json().await.unwrap();
+    assert!(v.get("bogus").is_none(), "unknown fields are dropped");
+    // Server-side apply words it like structured-merge-diff.
+    let (code, v) = h
+        .send(
+            h.req(reqwest::Method::PATCH, "/api/v1/namespaces/default/configmaps/d?fieldManager=m&fieldValidation=Strict")
+                .header("content-type", APPLY)
+                .body(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}, "bogus": 1}).to_string()),
+        )
+        .await;
+    assert_eq!(code, 400);
+    assert_eq!(v["message"], "failed to create typed patch object (/v1, Kind=ConfigMap): .bogus: field not declared in schema");
+}
+
+#[tokio::test]
+async fn table_is_returned_when_kubectl_asks_for_it() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(SECRETS, secret("s1")).await;
+    let (code, v) = h
+        .send(h.req(reqwest::Method::GET, SECRETS).header(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        ))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(v["kind"], "Table");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn restart_with_state_dir_keeps_objects_and_resource_versions_grow() {
+    let dir = std::env::temp_dir().join(format!("quartet-apiserver-{}", uuid::Uuid::new_v4()));
+    let opts = ApiServerOptions {
+        state_dir: Some(dir.clone()),
+        ..Default::default()
+    };
+    let s = ApiServer::start(opts.clone()).await.unwrap();
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let (_, w) = h.post(WIDGETS, widget("w1")).await;
+    let rv: u64 = w["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    s.shutdown().await;
+
+    let s = ApiServer::start(opts).await.unwrap();
+    let h = Http::new(&s);
+    let (code, v) = h.get(&format!("{WIDGETS}/w1")).await;
+    assert_eq!(code, 200, "the CRD and its objects survive a restart");
+    assert_eq!(v["metadata"]["uid"], w["metadata"]["uid"]);
+    let (_, w2) = h.post(WIDGETS, widget("w2")).await;
+    let rv2: u64 = w2["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv2 > rv);
+    s.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn dry_run_does_not_store() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (code, _) = h.post(&format!("{SECRETS}?dryRun=All"), secret("s1")).await;
+    assert_eq!(code, 201);
+    let (code, _) = h.get(&format!("{SECRETS}/s1")).await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn crd_selectable_fields_work_in_field_selectors() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    h.post(WIDGETS, widget("w1")).await;
+    let mut big = widget("w2");
+    big["spec"]["size"] = json!("large");
+    h.post(WIDGETS, big).await;
+    let (code, v) = h
+        .get(&format!("{WIDGETS}?fieldSelector=spec.size%3Dlarge"))
+        .await;
+    assert_eq!(code, 200, "{v}");
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["metadata"]["name"], "w2");
+    let (code, _) = h
+        .get(&format!("{WIDGETS}?fieldSelector=spec.replicas%3D1"))
+        .await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn partial_object_metadata_is_returned_when_asked_for() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(SECRETS, secret("s1")).await;
+    let accept =
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let (_, v) = h
+        .send(
+            h.req(reqwest::Method::GET, SECRETS)
+                .header("accept", accept),
+        )
+        .await;
+    assert_eq!(v["kind"], "PartialObjectMetadataList");
+    assert_eq!(v["items"][0]["kind"], "PartialObjectMetadata");
+    assert_eq!(v["items"][0]["metadata"]["name"], "s1");
+    assert!(v["items"][0].get("data").is_none());
+}
+
+#[tokio::test]
+async fn watch_with_label_selector_sees_objects_enter_and_leave() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, list) = h.get(SECRETS).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut r = h
+        .req(
+            reqwest::Method::GET,
+            &format!("{SECRETS}?watch=true&labelSelector=app%3Dx&resourceVersion={rv}"),
+        )
+        .send()
+        .await
+        .unwrap();
+    h.post(SECRETS, secret("s1")).await;
+    h.patch(
+        &format!("{SECRETS}/s1"),
+        MERGE,
+        json!({"metadata": {"labels": {"app": "x"}}}),
+    )
+    .await;
+    h.patch(
+        &format!("{SECRETS}/s1"),
+        MERGE,
+        json!({"metadata": {"labels": {"app": "y"}}}),
+    )
+    .await;
+    let evs = read_events(&mut r, 2).await;
+    let types: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ADDED", "DELETED"]);
+}
+
+#[tokio::test]
+async fn foreground_deletion_waits_for_dependents() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let (_, owner) = h.post(WIDGETS, widget("owner")).await;
+    let mut dep = widget("dep");
+    dep["metadata"]["ownerReferences"] = json!([{"apiVersion": "test.quartet.dev/v1alpha1", "kind": "Widget", "name": "owner", "uid": owner["metadata"]["uid"], "blockOwnerDeletion": true}]);
+    dep["metadata"]["finalizers"] = json!(["x/hold"]);
+    h.post(WIDGETS, dep).await;
+    let (code, v) = h
+        .send(
+            h.req(reqwest::Method::DELETE, &format!("{WIDGETS}/owner"))
+                .json(&json!({"propagationPolicy": "Foreground"})),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(v["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    // The dependent is being deleted but held by its finalizer, so the owner stays.
+    let (_, d) = h.get(&format!("{WIDGETS}/dep")).await;
+    assert!(d["metadata"]["deletionTimestamp"].is_string());
+    let (code, _) = h.get(&format!("{WIDGETS}/owner")).await;
+    assert_eq!(code, 200);
+    h.patch(
+        &format!("{WIDGETS}/dep"),
+        MERGE,
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    let (code, _) = h.get(&format!("{WIDGETS}/owner")).await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn invalid_label_value_is_422_naming_the_field() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let mut sec = secret("s1");
+    sec["metadata"]["labels"] = json!({"app": "not valid!"});
+    let (code, v) = h.post(SECRETS, sec).await;
+    assert_eq!(code, 422);
+    assert_eq!(v["reason"], "Invalid");
+    assert!(
+        v["message"].as_str().unwrap().starts_with("Secret \"s1\" is invalid: metadata.labels: Invalid value: \"not valid!\": a valid label must be"),
+        "{v}"
+    );
+    assert_eq!(v["details"]["causes"][0]["field"], "metadata.labels");
+}
+
+#[tokio::test]
+async fn secret_type_is_immutable() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(SECRETS, secret("s1")).await;
+    let (code, v) = h
+        .patch(
+            &format!("{SECRETS}/s1"),
+            MERGE,
+            json!({"type": "kubernetes.io/tls"}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        v["message"],
+        "Secret \"s1\" is invalid: type: Invalid value: \"kubernetes.io/tls\": field is immutable"
+    );
+}
+
+/// (schema part) defaults added to a CRD later show on reads without a write.
+#[tokio::test]
+async fn custom_resources_are_defaulted_on_read() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    h.post(WIDGETS, widget("w1")).await;
+    let crd_path =
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.test.quartet.dev";
+    let (_, mut crd) = h.get(crd_path).await;
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["color"] = json!({"type": "string", "default": "blue"});
+    let (code, v) = h.put(crd_path, crd).await;
+    assert_eq!(code, 200, "{v}");
+    let (_, w) = h.get(&format!("{WIDGETS}/w1")).await;
+    assert_eq!(w["spec"]["color"], "blue");
+    let (_, l) = h.get(WIDGETS).await;
+    assert_eq!(l["items"][0]["spec"]["color"], "blue");
+}
+
+/// (schema part) strict decoding fails before validation, as on a real server.
+#[tokio::test]
+async fn strict_unknown_field_error_comes_before_validation_errors() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let mut w = widget("w1");
+    w["spec"]["size"] = json!("huge");
+    w["spec"]["bogus"] = json!(1);
+    let (code, v) = h
+        .post(&format!("{WIDGETS}?fieldValidation=Strict"), w.clone())
+        .await;
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(
+        v["message"],
+        "Widget in version \"v1alpha1\" cannot be handled as a Widget: strict decoding error: unknown field \"spec.bogus\""
+    );
+    let (code, v) = h.post(WIDGETS, w).await;
+    assert_eq!(code, 422, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.size: Unsupported value: \"huge\""),
+        "{v}"
+    );
+}
