@@ -19,6 +19,9 @@ fn every_example_manifest_is_accepted_by_the_api_server() {
     }
     assert!(count >= 2, "no examples found");
     let out = sb.kubectl_ok(&["get", "quartet", "-A", "-o", "name"]);
-    assert!(out.contains("secretspolicy.secrets.quartet.dev/app-read"), "{out}");
+    assert!(
+        out.contains("secretspolicy.secrets.quartet.dev/app-read"),
+        "{out}"
+    );
     assert!(out.contains("connection.quartet.dev/secrets"), "{out}");
 }

@@ -381,11 +381,12 @@ fn restarting_the_operator_midway_loses_nothing() {
 #[test]
 fn an_existing_policy_is_adopted_rather_than_failing() {
     let (sb, _op) = ready_env("5m");
-    sb.secrets(
+    let (status, _) = sb.secrets(
         "PUT",
         "/v1/sys/policies/acl/preexisting",
-        Some(json!({"policy": "old"})),
+        Some(json!({"policy": "path \"old/*\" { capabilities = [\"read\"] }"})),
     );
+    assert_eq!(status, 204, "could not seed the pre-existing policy");
     sb.apply_ok(&acl_policy(
         "preexisting",
         r#"path "a/*" { capabilities = ["read"] }"#,
