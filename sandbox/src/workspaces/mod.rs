@@ -162,6 +162,9 @@ async fn fallback() -> Response {
     jsonapi::ApiError::not_found().into_response()
 }
 
+/// Largest request body read (configuration-version uploads included).
+const MAX_BODY: usize = 512 * 1024 * 1024;
+
 /// Adds the headers every real response carries (`TFP-API-Version`, rate limit, app name) and
 /// snapshots the state after every write.
 async fn headers_and_persistence(
@@ -170,6 +173,18 @@ async fn headers_and_persistence(
     next: Next,
 ) -> Response {
     let write = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    // Read the whole request body before routing. Handlers that ignore a body (lock with a
+    // reason, unlock, actions, GET or DELETE with a body) would otherwise leave it unread, and
+    // hyper then closes the keep-alive connection after answering: pooled clients (python-tfe's
+    // httpx, go-tfe) see "server disconnected" on their next request.
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return jsonapi::ApiError::bad_request("request body could not be read").into_response()
+        }
+    };
+    let req = Request::from_parts(parts, Body::from(bytes));
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
     h.insert("tfp-api-version", HeaderValue::from_static(API_VERSION));

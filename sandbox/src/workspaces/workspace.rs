@@ -308,7 +308,6 @@ const WORKSPACE_INCLUDES: &[&str] = &[
     "current_run.plan",
     "current_run.configuration_version",
     "current_run.configuration_version.ingress_attributes",
-    "current-state-version",
     "current_state_version",
     "effective_tag_bindings",
     "locked_by",
