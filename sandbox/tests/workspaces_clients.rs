@@ -253,3 +253,119 @@ async fn ignored_request_bodies_keep_the_connection_usable() {
         assert!(std::time::Instant::now() < deadline, "no second answer");
     }
 }
+
+/// go-tfe embeds whole resource nodes (attributes, null relationships) in relationship data:
+/// the registry module as `registry-modules`, variable options, `vars` with every `Variable`
+/// field and the project; the workspace body's type is `no-code-module-workspace`. The no-code
+/// enable → create workspace → upgrade flow accepts those shapes.
+#[tokio::test]
+async fn no_code_flow_accepts_go_tfe_full_node_payloads() {
+    let ws = Ws::start().await;
+    let m = ws
+        .admin(
+            Method::POST,
+            "/registry-modules",
+            json!({"organization": ORG, "name": "gonet", "provider": "aws",
+                "versions": [{"version": "1.0.0", "variables": [{"name": "region", "type": "string", "required": true}]}]}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let enable = json!({"data": {"type": "no-code-modules",
+        "attributes": {"enabled": true, "version-pin": "1.0.0"},
+        "relationships": {
+            "registry-module": {"data": {"type": "registry-modules", "id": m,
+                "attributes": {"name": "", "provider": "", "namespace": "", "registry-name": "",
+                    "status": "", "created-at": "0001-01-01T00:00:00Z"},
+                "relationships": {"organization": {"data": null}}}},
+            "variable-options": {"data": [{"type": "variable-options",
+                "attributes": {"variable-name": "region", "variable-type": "string",
+                    "options": ["eu-west-1", "us-east-1"]}}]}}}});
+    let r = ws
+        .post(
+            &format!("/api/v2/organizations/{ORG}/no-code-modules"),
+            enable,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let nc = r.body["data"]["id"].as_str().unwrap().to_string();
+    let read = ws
+        .get(&format!(
+            "/api/v2/no-code-modules/{nc}?include=variable_options"
+        ))
+        .await;
+    assert_eq!(read.body["included"][0]["type"], "variable-options");
+    assert_eq!(
+        read.body["data"]["relationships"]["registry-module"]["data"]["type"],
+        "registry-modules"
+    );
+
+    let prj = ws
+        .get(&format!("/api/v2/organizations/{ORG}/projects"))
+        .await
+        .body["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let go_var = |value: &str| {
+        json!({"type": "vars", "attributes": {"key": "region", "value": value, "description": "",
+            "category": "terraform", "hcl": false, "sensitive": false, "version-id": ""},
+            "relationships": {"configurable": {"data": null}}})
+    };
+    let create = json!({"data": {"type": "no-code-module-workspace",
+        "attributes": {"name": "go-nc", "auto-apply": false},
+        "relationships": {
+            "project": {"data": {"type": "projects", "id": prj, "attributes": {"name": ""}}},
+            "vars": {"data": [go_var("eu-west-1")]}}}});
+    let r = ws
+        .post(&format!("/api/v2/no-code-modules/{nc}/workspaces"), create)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let w = r.body["data"]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        r.body["data"]["relationships"]["project"]["data"]["id"],
+        json!(prj)
+    );
+
+    let up = ws
+        .post(
+            &format!("/api/v2/no-code-modules/{nc}/workspaces/{w}/upgrade"),
+            json!({"data": {"type": "no-code-module-workspace",
+                "relationships": {"vars": {"data": [go_var("us-east-1")]}}}}),
+        )
+        .await;
+    assert_eq!(up.status, 200, "{}", up.body);
+    assert!(up.body["data"]["attributes"]["status"].is_string());
+    assert!(up.body["data"]["attributes"]["plan-url"].is_string());
+}
+
+/// python-tfe dumps its whole `RunCreateOptions` into `attributes` (so they hold `type` and a
+/// `workspace` object next to the documented keys), and go-tfe sends full nodes as the
+/// workspace relationship; both create the run with the documented attributes.
+#[tokio::test]
+async fn run_create_bodies_of_python_tfe_and_go_tfe_are_accepted() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws("client-runs", json!({})).await;
+    let py = json!({"data": {"type": "runs", "attributes": {
+            "type": "runs", "message": "py", "refresh": true, "allow-empty-apply": true,
+            "target-addrs": ["a.b"], "replace-addrs": ["c.d"],
+            "variables": [{"key": "k", "value": "\"v\""}],
+            "workspace": {"id": w, "trigger-prefixes": [], "outputs": [], "tags": []}},
+        "relationships": {"workspace": {"data": {"type": "workspaces", "id": w}}}}});
+    let r = ws.post("/api/v2/runs", py).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let a = &r.body["data"]["attributes"];
+    assert_eq!(a["message"], "py");
+    assert_eq!(a["target-addrs"], json!(["a.b"]));
+    assert_eq!(a["variables"], json!([{"key": "k", "value": "\"v\""}]));
+    let go = json!({"data": {"type": "runs", "attributes": {"message": "go", "plan-only": true,
+            "terraform-version": "1.9.8", "save-plan": false},
+        "relationships": {"workspace": {"data": {"type": "workspaces", "id": w,
+            "attributes": {"name": "", "allow-destroy-plan": false, "created-at": "0001-01-01T00:00:00Z"},
+            "relationships": {"organization": {"data": null}}}}}}});
+    let r = ws.post("/api/v2/runs", go).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["data"]["attributes"]["plan-only"], true);
+    assert_eq!(r.body["data"]["attributes"]["terraform-version"], "1.9.8");
+}
