@@ -369,3 +369,60 @@ async fn run_create_bodies_of_python_tfe_and_go_tfe_are_accepted() {
     assert_eq!(r.body["data"]["attributes"]["plan-only"], true);
     assert_eq!(r.body["data"]["attributes"]["terraform-version"], "1.9.8");
 }
+
+/// Clients send PUT where POST is documented; the real services accept it. PUT on a POST-only
+/// path is the POST, PUT on remote-state-consumers replaces like PATCH, and a method a path
+/// serves in no form stays the JSON:API 404.
+#[tokio::test]
+async fn put_where_post_or_patch_is_documented_is_served() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws("put-post", json!({})).await;
+    let c1 = ws.create_ws("put-post-c1", json!({})).await;
+    let c2 = ws.create_ws("put-post-c2", json!({})).await;
+    let put = |path: String, body: Option<Value>| {
+        let ws = &ws;
+        async move { ws.call(Method::PUT, &path, Some(ROOT), body).await }
+    };
+    // create a run with PUT /runs
+    let r = put(
+        "/api/v2/runs".into(),
+        Some(json!({"data": {"type": "runs", "attributes": {},
+            "relationships": {"workspace": {"data": {"type": "workspaces", "id": w}}}}})),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let run = r.body["data"]["id"].as_str().unwrap().to_string();
+    ws.wait_status(&run, "planned").await;
+    let r = put(format!("/api/v2/runs/{run}/actions/discard"), None).await;
+    assert_eq!(r.status, 202);
+    ws.wait_status(&run, "discarded").await;
+    // lock with PUT
+    let r = put(
+        format!("/api/v2/workspaces/{w}/actions/lock"),
+        Some(json!({"reason": "put"})),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["attributes"]["locked"], true);
+    // consumers: POST adds, PUT replaces like PATCH
+    let path = format!("/api/v2/workspaces/{w}/relationships/remote-state-consumers");
+    let add = json!({"data": [{"type": "workspaces", "id": c1}]});
+    assert_eq!(ws.post(&path, add).await.status, 204);
+    let r = put(
+        path.clone(),
+        Some(json!({"data": [{"type": "workspaces", "id": c2}]})),
+    )
+    .await;
+    assert_eq!(r.status, 204);
+    let ids: Vec<Value> = ws.get(&path).await.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].clone())
+        .collect();
+    assert_eq!(ids, vec![json!(c2)]);
+    // a GET-only path does not take PUT
+    let r = put("/api/v2/ping".into(), None).await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.body["errors"][0]["status"], "404");
+}

@@ -68,6 +68,7 @@ pub fn routes() -> Router<Svc> {
             "/api/v2/workspaces/{id}/relationships/remote-state-consumers",
             get(list_consumers)
                 .patch(replace_consumers)
+                .put(replace_consumers)
                 .post(add_consumers)
                 .delete(remove_consumers),
         )
