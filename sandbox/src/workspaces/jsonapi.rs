@@ -136,11 +136,15 @@ impl QueryParams {
     }
 
     /// Comma-separated `include` values.
+    /// The `include` values, each spelled with underscores: the real service accepts the
+    /// relationship names with dashes too (python-tfe sends `created-by`,
+    /// `configuration-version`, `cost-estimate`, `task-stages`; go-tfe `current-state-version`),
+    /// so `-` and `_` are one spelling here.
     pub fn includes(&self) -> Vec<String> {
         self.get("include")
             .map(|s| {
                 s.split(',')
-                    .map(|p| p.trim().to_string())
+                    .map(|p| p.trim().replace('-', "_"))
                     .filter(|p| !p.is_empty())
                     .collect()
             })

@@ -122,7 +122,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
     svc.save();
     backend::spawn(Arc::downgrade(&svc));
 
-    let api = Router::new()
+    let routes: Router = Router::new()
         .route("/.well-known/terraform.json", get(well_known))
         .merge(orgs::routes())
         .merge(workspace::routes())
@@ -132,8 +132,13 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .merge(nocode::routes())
         .merge(admin_api::routes())
         .fallback(fallback)
-        .method_not_allowed_fallback(fallback)
         .with_state(svc.clone());
+    // A method a path does not serve: PUT where only POST is documented is served as the POST
+    // (clients of these services send PUT for POST, and the brief requires accepting it);
+    // anything else is the JSON:API 404.
+    let inner = routes.clone();
+    let api = routes
+        .method_not_allowed_fallback(move |req: Request<Body>| put_as_post(inner.clone(), req));
     Ok(api.layer(middleware::from_fn_with_state(svc, headers_and_persistence)))
 }
 
@@ -155,12 +160,39 @@ async fn well_known() -> Response {
     r
 }
 
+/// PUT on a path that serves POST (and no PUT/PATCH) is answered by the POST handler; any
+/// other unserved method is the JSON:API 404.
+async fn put_as_post(inner: Router, req: Request<Body>) -> Response {
+    use tower::ServiceExt;
+    if req.method() == Method::PUT {
+        // A fresh request (no extensions): the first routing left its path parameters in the
+        // extensions, which would confuse the second routing's `Path` extractors.
+        let (parts, body) = req.into_parts();
+        let mut fresh = Request::new(body);
+        *fresh.method_mut() = Method::POST;
+        *fresh.uri_mut() = parts.uri;
+        *fresh.version_mut() = parts.version;
+        *fresh.headers_mut() = parts.headers;
+        let resp = match inner.oneshot(fresh).await {
+            Ok(r) => r,
+            Err(never) => match never {},
+        };
+        if resp.status() != StatusCode::METHOD_NOT_ALLOWED {
+            return resp;
+        }
+    }
+    fallback().await
+}
+
 /// Unknown paths and methods a path does not serve: the real service's JSON:API 404 (its
 /// router answers an unrouted method like an unknown path). PUT is accepted wherever PATCH
 /// updates a resource, as the real (Rails) router maps both to update.
 async fn fallback() -> Response {
     jsonapi::ApiError::not_found().into_response()
 }
+
+/// Largest request body read (configuration-version uploads included).
+const MAX_BODY: usize = 512 * 1024 * 1024;
 
 /// Adds the headers every real response carries (`TFP-API-Version`, rate limit, app name) and
 /// snapshots the state after every write.
@@ -170,6 +202,18 @@ async fn headers_and_persistence(
     next: Next,
 ) -> Response {
     let write = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    // Read the whole request body before routing. Handlers that ignore a body (lock with a
+    // reason, unlock, actions, GET or DELETE with a body) would otherwise leave it unread, and
+    // hyper then closes the keep-alive connection after answering: pooled clients (python-tfe's
+    // httpx, go-tfe) see "server disconnected" on their next request.
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return jsonapi::ApiError::bad_request("request body could not be read").into_response()
+        }
+    };
+    let req = Request::from_parts(parts, Body::from(bytes));
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
     h.insert("tfp-api-version", HeaderValue::from_static(API_VERSION));

@@ -56,6 +56,20 @@ pub fn routes() -> Router<Svc> {
             "/api/v2/no-code-modules/{id}/workspaces/{ws}/upgrade/{run}",
             get(upgrade_status).post(confirm_upgrade),
         )
+        // terrasnek's no-code client addresses the upgrade under the organization (and starts it
+        // without the `/upgrade` suffix); served as aliases so that client works.
+        .route(
+            "/api/v2/organizations/{org}/no-code-modules/{id}/workspaces/{ws}",
+            post(start_upgrade_org_alias),
+        )
+        .route(
+            "/api/v2/organizations/{org}/no-code-modules/{id}/workspaces/{ws}/upgrade",
+            post(start_upgrade_org_alias),
+        )
+        .route(
+            "/api/v2/organizations/{org}/no-code-modules/{id}/workspaces/{ws}/upgrade/{run}",
+            get(upgrade_status_org_alias).post(confirm_upgrade_org_alias),
+        )
         .route(
             "/api/v2/organizations/{org}/registry-modules",
             get(list_modules),
@@ -466,7 +480,7 @@ async fn read(
     svc.call(&headers, |state, caller| {
         let nc = visible_nocode(state, caller, &id)?;
         let includes = params.includes();
-        check_includes(&includes, &["variable_options", "variable-options"])?;
+        check_includes(&includes, &["variable_options"])?;
         let mut doc = json!({"data": nocode_json(&nc)});
         if !includes.is_empty() {
             doc["included"] = Value::Array(
@@ -928,6 +942,59 @@ fn upgrade_run(state: &State, ws: &Workspace, run: &str) -> ApiResult<Run> {
         .filter(|r| r.workspace == ws.id && r.upgrade_to.is_some())
         .cloned()
         .ok_or_else(ApiError::not_found)
+}
+
+/// Alias of [`start_upgrade`] under the organization (terrasnek's path). The organization must
+/// be the module's.
+async fn start_upgrade_org_alias(
+    svc: AxState<Svc>,
+    headers: HeaderMap,
+    Path((org, id, ws_id)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    if let Some(resp) = org_mismatch(&svc, &org, &id) {
+        return resp;
+    }
+    start_upgrade(svc, headers, Path((id, ws_id)), body).await
+}
+
+/// Alias of [`upgrade_status`] under the organization (terrasnek's path).
+async fn upgrade_status_org_alias(
+    svc: AxState<Svc>,
+    headers: HeaderMap,
+    Path((org, id, ws_id, run)): Path<(String, String, String, String)>,
+) -> Response {
+    if let Some(resp) = org_mismatch(&svc, &org, &id) {
+        return resp;
+    }
+    upgrade_status(svc, headers, Path((id, ws_id, run))).await
+}
+
+/// Alias of [`confirm_upgrade`] under the organization (terrasnek's path). terrasnek decodes
+/// every 200 body as JSON, so this alias answers the same message as a JSON document
+/// `{"data": {"status": "Workspace update completed"}}`.
+async fn confirm_upgrade_org_alias(
+    svc: AxState<Svc>,
+    headers: HeaderMap,
+    Path((org, id, ws_id, run)): Path<(String, String, String, String)>,
+) -> Response {
+    if let Some(resp) = org_mismatch(&svc, &org, &id) {
+        return resp;
+    }
+    let resp = confirm_upgrade(svc, headers, Path((id, ws_id, run))).await;
+    if resp.status() != axum::http::StatusCode::OK {
+        return resp;
+    }
+    ok(json!({"data": {"status": "Workspace update completed"}}))
+}
+
+/// 404 when the no-code module does not belong to the organization named in an alias path.
+fn org_mismatch(svc: &Svc, org: &str, id: &str) -> Option<Response> {
+    let state = svc.lock();
+    match state.no_code_modules.get(id) {
+        Some(m) if m.organization != org => Some(ApiError::not_found().into_response()),
+        _ => None,
+    }
 }
 
 async fn upgrade_status(

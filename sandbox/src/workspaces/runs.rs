@@ -52,6 +52,10 @@ const RUN_INCLUDES: &[&str] = &[
     "configuration_version",
     "configuration_version.ingress_attributes",
     "workspace",
+    // go-tfe's RunTaskStages and RunTFPolicyEvaluation: accepted; the sandbox has no task stages
+    // or policy evaluations, so they add no records.
+    "task_stages",
+    "tf_policy_evaluations",
 ];
 
 /// A new configuration version of the workspace, made current.

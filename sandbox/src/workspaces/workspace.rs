@@ -68,6 +68,7 @@ pub fn routes() -> Router<Svc> {
             "/api/v2/workspaces/{id}/relationships/remote-state-consumers",
             get(list_consumers)
                 .patch(replace_consumers)
+                .put(replace_consumers)
                 .post(add_consumers)
                 .delete(remove_consumers),
         )
@@ -308,7 +309,6 @@ const WORKSPACE_INCLUDES: &[&str] = &[
     "current_run.plan",
     "current_run.configuration_version",
     "current_run.configuration_version.ingress_attributes",
-    "current-state-version",
     "current_state_version",
     "effective_tag_bindings",
     "locked_by",
