@@ -177,7 +177,7 @@ pub fn wrap(service: &'static str, router: Router, admin: Arc<Admin>) -> Router 
 
 async fn log_and_inject(
     State((service, admin)): State<(&'static str, Arc<Admin>)>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
     let method = req.method().clone();
@@ -188,15 +188,13 @@ async fn log_and_inject(
     if let Some(fault) = admin.take_fault(service, &method, &path) {
         let answers_itself =
             fault.drop || fault.status == 0 || (fault.delay_ms > 0 && fault.status == 200);
-        let req = if answers_itself {
-            req
-        } else {
+        if !answers_itself {
             // Read the body before answering, or hyper closes the keep-alive connection and the
             // client's next call fails with a dropped connection the fault did not ask for.
             let (parts, body) = req.into_parts();
             let _ = axum::body::to_bytes(body, 64 << 20).await;
-            Request::from_parts(parts, Body::empty())
-        };
+            req = Request::from_parts(parts, Body::empty());
+        }
         if fault.delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(fault.delay_ms)).await;
         }
