@@ -52,9 +52,17 @@ async fn token_renew_accessor_renews_without_revealing_the_token() {
 #[tokio::test]
 async fn token_revoke_orphan_needs_sudo_and_leaves_children_as_orphans() {
     let s = start().await;
-    let (parent, _) = child_token(&s, &s.root, &["default"]).await;
-    let (child, _) = child_token(&s, &parent, &["default"]).await;
-    // Without sudo (the parent only has `default`): refused.
+    let r = s
+        .root(
+            Method::PUT,
+            "sys/policies/acl/maker",
+            Some(json!({"policy": "path \"auth/token/create\" { capabilities = [\"update\"] }"})),
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    let (parent, _) = child_token(&s, &s.root, &["maker"]).await;
+    let (child, _) = child_token(&s, &parent, &["maker"]).await;
+    // Without sudo: refused.
     let r = s
         .call(
             Method::POST,
