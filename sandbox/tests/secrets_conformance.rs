@@ -274,3 +274,102 @@ async fn check_in_without_names_checks_in_the_only_borrowed_account() {
     assert_eq!(r.status, 200, "{:?}", r.body);
     assert_eq!(r.body["data"]["check_ins"], json!([]));
 }
+
+/// The identity-provider method configured with `extra` config fields and a provider user
+/// `alice` (password `pw`); returns the login answer.
+async fn idp_login_with(s: &S, extra: serde_json::Value) -> R {
+    let mut cfg = json!({"org_name": "acme"});
+    if let (Some(c), Some(e)) = (cfg.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            c.insert(k.clone(), v.clone());
+        }
+    }
+    let r = s.root(Method::POST, "auth/idp/config", Some(cfg)).await;
+    assert!(r.status < 300, "{:?}", r.body);
+    let r = s
+        .admin(
+            Method::PUT,
+            "idp/users/alice",
+            Some(json!({"password": "pw"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    s.call(
+        Method::POST,
+        "auth/idp/login/alice",
+        None,
+        Some(json!({"password": "pw"})),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn idp_token_period_makes_periodic_login_tokens() {
+    let s = start().await;
+    let r = idp_login_with(&s, json!({"token_period": "10m"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["auth"]["lease_duration"], 600);
+    let tok = r.body["auth"]["client_token"].as_str().unwrap().to_string();
+    let r = s
+        .call(Method::GET, "auth/token/lookup-self", Some(&tok), None)
+        .await;
+    assert_eq!(r.body["data"]["period"], 600);
+}
+
+#[tokio::test]
+async fn idp_token_explicit_max_ttl_caps_renewal() {
+    let s = start().await;
+    let r = idp_login_with(
+        &s,
+        json!({"token_ttl": 60, "token_max_ttl": "10h", "token_explicit_max_ttl": "2m"}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["auth"]["lease_duration"], 60);
+    let tok = r.body["auth"]["client_token"].as_str().unwrap().to_string();
+    let r = s
+        .call(
+            Method::POST,
+            "auth/token/renew-self",
+            Some(&tok),
+            Some(json!({"increment": "5h"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let d = r.body["auth"]["lease_duration"].as_i64().unwrap();
+    assert!(d <= 120, "capped by token_explicit_max_ttl, got {d}");
+}
+
+#[tokio::test]
+async fn idp_token_num_uses_limits_login_tokens() {
+    let s = start().await;
+    let r = idp_login_with(&s, json!({"token_num_uses": 2})).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let tok = r.body["auth"]["client_token"].as_str().unwrap().to_string();
+    let r = s
+        .call(Method::GET, "auth/token/lookup-self", Some(&tok), None)
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["num_uses"], 1, "this call used one");
+    let r = s
+        .call(Method::GET, "auth/token/lookup-self", Some(&tok), None)
+        .await;
+    assert_eq!(r.status, 200, "the last use still works");
+    let r = s
+        .call(Method::GET, "auth/token/lookup-self", Some(&tok), None)
+        .await;
+    assert_eq!(r.status, 403, "then the token is gone");
+}
+
+#[tokio::test]
+async fn idp_token_bound_cidrs_refuse_logins_from_other_addresses() {
+    let s = start().await;
+    let r = idp_login_with(&s, json!({"token_bound_cidrs": "10.0.0.0/8"})).await;
+    assert_eq!(r.status, 403, "{:?}", r.body);
+    let r = idp_login_with(
+        &s,
+        json!({"token_bound_cidrs": ["10.0.0.0/8", "127.0.0.0/8"]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+}
