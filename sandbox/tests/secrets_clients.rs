@@ -215,3 +215,56 @@ async fn entity_lookup_by_name_or_id_answers_204_when_absent() {
         .await;
     assert_eq!(r.status, 400);
 }
+
+#[tokio::test]
+async fn queued_revocations_answer_202_with_an_empty_body() {
+    let s = start().await;
+    let r = s
+        .admin(
+            Method::POST,
+            "leases",
+            Some(json!({"prefix": "ad/library/q/check-out/", "count": 2, "ttl": 3600})),
+        )
+        .await;
+    assert!(r.status < 300, "{:?}", r.body);
+    let ids: Vec<String> = serde_json::from_value(r.body["lease_ids"].clone()).unwrap();
+    for (path, body) in [
+        ("sys/leases/revoke", json!({"lease_id": ids[0]})),
+        ("sys/leases/revoke-prefix/ad/library/q", json!({})),
+    ] {
+        let resp = s
+            .client
+            .put(format!("{}/v1/{path}", s.url))
+            .header("X-Secrets-Token", &s.root)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 202, "{path}");
+        assert_eq!(
+            resp.text().await.unwrap(),
+            "",
+            "{path}: no body, not `null`"
+        );
+    }
+}
+
+#[tokio::test]
+async fn list_query_parameter_is_parsed_like_go_booleans() {
+    let s = start().await;
+    for v in ["true", "T", "1"] {
+        let r = s
+            .root(Method::GET, &format!("sys/policies/acl?list={v}"), None)
+            .await;
+        assert_eq!(r.status, 200, "list={v}");
+        assert!(r.body["data"]["keys"].is_array(), "list={v}");
+    }
+    // `list=false` is a plain read (the collection path has no read handler).
+    let r = s
+        .root(Method::GET, "sys/policies/acl?list=false", None)
+        .await;
+    assert_ne!(r.status, 200);
+    let r = s.root(Method::GET, "sys/policies/acl?list=yes", None).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body, json!({"errors": []}));
+}
