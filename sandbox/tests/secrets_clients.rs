@@ -128,6 +128,17 @@ async fn capabilities_of_another_token_and_of_an_accessor() {
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     assert_eq!(r.body["data"]["sys/mounts"], json!(["deny"]));
+    // Several paths: one key per path, and no backwards-compatible `capabilities` key.
+    let r = s
+        .root(
+            Method::POST,
+            "sys/capabilities",
+            Some(json!({"token": tok, "paths": ["transform/a", "sys/mounts"]})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["data"]["transform/a"], json!(["list", "read"]));
+    assert!(r.body["data"].get("capabilities").is_none(), "{:?}", r.body);
     let r = s
         .root(
             Method::POST,

@@ -258,9 +258,11 @@ fn capabilities_for(c: &mut Ctx, t: &super::TokenEntry) -> Result<Resp, ApiError
         all.extend(caps.iter().cloned());
         d.insert(p.to_string(), json!(caps));
     }
-    all.sort();
-    all.dedup();
-    d.insert("capabilities".into(), json!(all));
+    // As in the real service, the backwards-compatible `capabilities` key is only set when
+    // exactly one path is asked about (and is that path's list).
+    if paths.len() == 1 {
+        d.insert("capabilities".into(), json!(all));
+    }
     Ok(Resp::data(Value::Object(d)))
 }
 
