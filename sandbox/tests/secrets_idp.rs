@@ -445,12 +445,37 @@ async fn mfa_enrolled_user_without_a_usable_factor_fails() {
         json!({"password": "pw", "totp": {"provider": "OKTA"}}),
     )
     .await;
+    // A TOTP factor without a passcode: the real method asks for the passcode.
     let r = login(&s, "u", json!({"password": "pw"})).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body["errors"][0],
+        "'totp' passcode parameter is required to perform MFA"
+    );
+    // Only factors of another provider than the preferred one: no usable factor.
+    let r = login(
+        &s,
+        "u",
+        json!({"password": "pw", "provider": "GOOGLE", "totp": "123456"}),
+    )
+    .await;
     assert_eq!(r.status, 400);
     assert!(r.body["errors"][0]
         .as_str()
         .unwrap()
         .contains("required in order to perform MFA"));
+}
+
+#[tokio::test]
+async fn unsupported_provider_is_named_with_the_supported_ones() {
+    let s = configured().await;
+    provider_user(&s, "u", json!({"password": "pw"})).await;
+    let r = login(&s, "u", json!({"password": "pw", "provider": "duo"})).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body["errors"][0],
+        "provider DUO is not among the supported ones [GOOGLE OKTA]"
+    );
 }
 
 #[tokio::test]

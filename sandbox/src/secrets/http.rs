@@ -102,6 +102,18 @@ impl Resp {
 
     pub fn into_response(self, mount_type: &str) -> Response {
         if let Some((status, v)) = self.raw {
+            // A raw answer without a body (the real service's `RespondWithStatusCode(nil, ..)`,
+            // e.g. 202 for a queued revocation) has an empty body, not `null`.
+            if v.is_null() {
+                return (
+                    status,
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    )],
+                )
+                    .into_response();
+            }
             return (status, json_body(&v)).into_response();
         }
         let empty = self.data.is_none()

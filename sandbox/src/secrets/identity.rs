@@ -48,9 +48,15 @@ pub fn routes() -> Vec<Route> {
         Route::new("entity/name")
             .list(list_names)
             .doc("List entity names.", ""),
+        // hvac's `create_or_update_entity_by_name` / `delete_entity_by_name` use these.
         Route::new("entity/name/:name")
             .read(read_by_name)
-            .doc("Read an entity by name.", ""),
+            .write(write_by_name)
+            .delete(delete_by_name)
+            .doc("Manage an entity by name.", ""),
+        Route::new("lookup/entity")
+            .write(lookup_entity)
+            .doc("Look up an entity by id or name.", ""),
     ];
     r.extend(super::mfa::routes());
     r
@@ -176,6 +182,46 @@ fn read_by_name(c: &mut Ctx) -> Result<Resp, ApiError> {
         .find(|e| e.name == n)
         .map(|e| Resp::data(entity_json(e)))
         .ok_or_else(ApiError::not_found)
+}
+
+/// Creates (200 with `id` and `name`) or updates (204) the entity of that name, as the real
+/// service does.
+fn write_by_name(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let name = c.param("name");
+    c.data.insert("name".into(), Value::String(name));
+    c.data.remove("id");
+    create_entity(c)
+}
+
+fn delete_by_name(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let n = c.param("name");
+    c.store().entities.retain(|_, e| e.name != n);
+    Ok(Resp::no_content())
+}
+
+/// `identity/lookup/entity`: by `id` or `name` (exactly one); nothing found answers 204 as in
+/// the real service.
+fn lookup_entity(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let id = fields::string_or(&c.data, "id", "")?;
+    let name = fields::string_or(&c.data, "name", "")?;
+    let found = match (id.is_empty(), name.is_empty()) {
+        (false, true) => c.store().entities.get(&id).cloned(),
+        (true, false) => c
+            .store()
+            .entities
+            .values()
+            .find(|e| e.name == name)
+            .cloned(),
+        (true, true) => return Err(ApiError::bad_request("missing type of lookup")),
+        (false, false) => {
+            return Err(ApiError::bad_request(
+                "only one of 'id' or 'name' can be given",
+            ))
+        }
+    };
+    Ok(found
+        .map(|e| Resp::data(entity_json(&e)))
+        .unwrap_or_else(Resp::no_content))
 }
 
 fn update_by_id(c: &mut Ctx) -> Result<Resp, ApiError> {

@@ -408,6 +408,15 @@ fn request_token(headers: &HeaderMap) -> Option<String> {
         .then(|| tok.trim().to_string())
 }
 
+/// Go's `strconv.ParseBool`.
+fn go_parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
 fn parse_query(q: Option<&str>) -> Vec<(String, String)> {
     let Some(q) = q else { return vec![] };
     q.split('&')
@@ -473,9 +482,23 @@ async fn dispatch(
         return ApiError::not_found().into_response();
     };
     let query = parse_query(uri.query());
-    let list_q = query
-        .iter()
-        .any(|(k, v)| k == "list" && matches!(v.as_str(), "true" | "1" | "t" | "True" | "TRUE"));
+    // `?list=` is read with Go's `strconv.ParseBool` on GET; a value it rejects is a 400 with
+    // an empty `errors` array, as in the real service.
+    let mut list_q = false;
+    if method == Method::GET {
+        if let Some((_, v)) = query.iter().find(|(k, v)| k == "list" && !v.is_empty()) {
+            match go_parse_bool(v) {
+                Some(b) => list_q = b,
+                None => {
+                    return ApiError {
+                        status: StatusCode::BAD_REQUEST,
+                        errors: vec![],
+                    }
+                    .into_response()
+                }
+            }
+        }
+    }
     let op = match method.as_str() {
         "GET" if list_q => Op::List,
         "GET" => Op::Read,

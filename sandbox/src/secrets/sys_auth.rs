@@ -38,6 +38,13 @@ pub fn routes() -> Vec<Route> {
         Route::new("capabilities-self")
             .write(capabilities_self)
             .doc("Capabilities of the calling token on paths.", ""),
+        // hvac's `get_capabilities(paths, token=...)` and `(paths, accessor=...)` call these.
+        Route::new("capabilities")
+            .write(capabilities_of_token)
+            .doc("Capabilities of a given token on paths.", ""),
+        Route::new("capabilities-accessor")
+            .write(capabilities_of_accessor)
+            .doc("Capabilities of the token of an accessor on paths.", ""),
     ]
 }
 
@@ -190,6 +197,42 @@ fn capabilities_self(c: &mut Ctx) -> Result<Resp, ApiError> {
     let Some(t) = c.token.clone() else {
         return Err(ApiError::permission_denied());
     };
+    capabilities_for(c, &t)
+}
+
+/// `sys/capabilities`: the token is in the body; an unknown one answers 400 like the real
+/// service (`invalid token`).
+fn capabilities_of_token(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let id = fields::string(&c.data, "token")?.unwrap_or_default();
+    if id.is_empty() {
+        return Err(ApiError::bad_request("missing token"));
+    }
+    let Some(t) = c.store().token(&id).cloned() else {
+        return Err(ApiError::bad_request("invalid token"));
+    };
+    capabilities_for(c, &t)
+}
+
+/// `sys/capabilities-accessor`: the token is named by its accessor.
+fn capabilities_of_accessor(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let acc = fields::string(&c.data, "accessor")?.unwrap_or_default();
+    if acc.is_empty() {
+        return Err(ApiError::bad_request("missing accessor"));
+    }
+    let now = super::now();
+    let Some(t) = c
+        .store()
+        .tokens
+        .values()
+        .find(|t| t.accessor == acc && t.expire_time.is_none_or(|e| e > now))
+        .cloned()
+    else {
+        return Err(ApiError::bad_request("invalid accessor"));
+    };
+    capabilities_for(c, &t)
+}
+
+fn capabilities_for(c: &mut Ctx, t: &super::TokenEntry) -> Result<Resp, ApiError> {
     let mut paths = fields::comma_list(&c.data, "paths")?.unwrap_or_default();
     if let Some(p) = fields::string(&c.data, "path")? {
         paths.push(p);
@@ -197,7 +240,7 @@ fn capabilities_self(c: &mut Ctx) -> Result<Resp, ApiError> {
     if paths.is_empty() {
         return Err(ApiError::bad_request("missing paths"));
     }
-    let a = c.store().acl_for(&t);
+    let a = c.store().acl_for(t);
     let mut d = Map::new();
     let mut all: Vec<String> = Vec::new();
     for p in &paths {
@@ -215,9 +258,11 @@ fn capabilities_self(c: &mut Ctx) -> Result<Resp, ApiError> {
         all.extend(caps.iter().cloned());
         d.insert(p.to_string(), json!(caps));
     }
-    all.sort();
-    all.dedup();
-    d.insert("capabilities".into(), json!(all));
+    // As in the real service, the backwards-compatible `capabilities` key is only set when
+    // exactly one path is asked about (and is that path's list).
+    if paths.len() == 1 {
+        d.insert("capabilities".into(), json!(all));
+    }
     Ok(Resp::data(Value::Object(d)))
 }
 

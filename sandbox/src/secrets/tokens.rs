@@ -54,6 +54,16 @@ pub fn routes() -> Vec<Route> {
         Route::new("revoke-accessor")
             .write(revoke_accessor)
             .doc("Revoke a token by accessor.", ""),
+        // hvac's `renew_accessor` and the Go client's `RenewAccessor` call this.
+        Route::new("renew-accessor")
+            .write(renew_accessor)
+            .doc("Renew a token by accessor.", ""),
+        // The real service lists `auth/token/revoke-orphan` among its sudo paths; hvac's
+        // `revoke_and_orphan_children` calls it.
+        Route::new("revoke-orphan")
+            .write(revoke_orphan)
+            .sudo()
+            .doc("Revoke a token, leaving its children as orphans.", ""),
         Route::new("accessors")
             .list(accessors)
             .sudo()
@@ -444,6 +454,37 @@ fn revoke(c: &mut Ctx) -> Result<Resp, ApiError> {
 fn revoke_accessor(c: &mut Ctx) -> Result<Resp, ApiError> {
     let e = by_accessor(c)?;
     revoke_tree(c.store(), &e.id);
+    Ok(Resp::no_content())
+}
+
+/// Renews the token behind an accessor. As in the real service the answer carries the `auth`
+/// block without the token itself (`client_token` is empty).
+fn renew_accessor(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let e = by_accessor(c)?;
+    let inc = fields::duration(&c.data, "increment")?.unwrap_or(0);
+    let mut auth = renew_token(c.store(), &e.id, inc)?;
+    if let Some(m) = auth.as_object_mut() {
+        m.insert("client_token".into(), Value::String(String::new()));
+    }
+    Ok(Resp {
+        auth: Some(auth),
+        ..Resp::default()
+    })
+}
+
+/// Revokes only the token and its leases; its children become orphans (no parent).
+fn revoke_orphan(c: &mut Ctx) -> Result<Resp, ApiError> {
+    let t = token_arg(c)?;
+    let store = c.store();
+    if store.token(&t).is_none() {
+        return Ok(Resp::no_content());
+    }
+    for child in store.tokens.values_mut().filter(|x| x.parent == t) {
+        child.parent.clear();
+        child.orphan = true;
+    }
+    store.tokens.remove(&t);
+    super::leases::revoke_for_token(store, &t);
     Ok(Resp::no_content())
 }
 
