@@ -422,13 +422,35 @@ async fn agent_self_reports_the_datacenter_to_a_management_token() {
     assert_eq!(v["Config"]["Datacenter"], "dc1");
     assert!(v["Config"]["NodeName"].is_string());
     assert!(v["Member"]["Port"].is_u64());
+}
+
+#[tokio::test]
+async fn agent_self_uses_the_agents_default_token_without_one_and_checks_given_tokens() {
+    let t = T::new().await;
     let r = t.call("GET", "/v1/agent/self", None, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["Config"]["Datacenter"], "dc1");
+    let tok = t
+        .ok("PUT", "/v1/acl/token", Some(json!({"Description": "none"})))
+        .await;
+    let r = t
+        .call("GET", "/v1/agent/self", tok["SecretID"].as_str(), None)
+        .await;
     assert_eq!(r.status, 403);
     assert!(
         r.body.contains("lacks permission 'agent:read'"),
         "{}",
         r.body
     );
+    let r = t
+        .call(
+            "GET",
+            "/v1/agent/self",
+            Some("6a1f5c0e-9c1d-4c43-a0a8-5d4ce0b1dfff"),
+            None,
+        )
+        .await;
+    assert_eq!((r.status, r.body.as_str()), (403, "ACL not found"));
 }
 
 #[tokio::test]

@@ -22,7 +22,7 @@ use axum::routing::any;
 use axum::Router;
 use serde_json::{json, Map, Value};
 
-use super::model::{AuthMethod, BindingRule, Link, Policy, Role, ANONYMOUS_ACCESSOR};
+use super::model::{AuthMethod, BindingRule, Link, Policy, Role};
 use super::{decode_body, field, json_response, run, str_field, ApiError, Catalog, Ctx};
 
 pub fn routes() -> Router<Catalog> {
@@ -1098,8 +1098,10 @@ async fn binding_rule_by_id(
 const NODE_NAME: &str = "sandbox";
 
 /// GET /v1/agent/self: the agent's configuration and member (`agent:read`). Clients read
-/// `Config.Datacenter` and `Config.NodeName` from it. The sandbox grants `agent:read` to
-/// management tokens and to tokens whose policies have `agent`/`agent_prefix` rules.
+/// `Config.Datacenter` and `Config.NodeName` from it, often without a token. The sandbox agent
+/// is configured as if its `acl.tokens.default` held `agent_prefix "" { policy = "read" }`, so a
+/// request without a token may read it (while ACL reads stay denied to it); a given token needs
+/// management or a policy with `agent`/`agent_prefix` rules, an unknown one is `ACL not found`.
 async fn agent_self(
     State(c): State<Catalog>,
     method: Method,
@@ -1113,7 +1115,7 @@ async fn agent_self(
         let st = c.lock();
         let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
         let accessor = match ctx.token.as_deref() {
-            None => ANONYMOUS_ACCESSOR.to_string(),
+            None => String::new(),
             Some(secret) => {
                 let t = st
                     .token_by_secret(secret, &ctx.dc)
