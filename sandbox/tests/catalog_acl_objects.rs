@@ -1,6 +1,7 @@
 //! The ACL objects real clients manage over `/v1` before a login (policies, roles, auth
 //! methods, binding rules) and the agent calls they make on start (`agent/self`,
-//! `status/peers`), through HTTP, with the real service's shapes and texts.
+//! `status/peers`), through HTTP, with the real service's shapes and texts; and the wire types
+//! of §2.3 that typed clients (the Go API structs) decode.
 
 use quartet_sandbox::{start, Sandbox, SandboxOptions};
 use serde_json::{json, Value};
@@ -459,4 +460,154 @@ async fn status_peers_lists_the_server() {
     let r = t.call("GET", "/v1/status/peers", None, None).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json(), json!(["127.0.0.1:8300"]));
+}
+
+/// A login through a `/v1`-configured Kubernetes method; returns the token JSON.
+async fn login(t: &T) -> Value {
+    let config: Value = serde_json::from_str(K8S_CONFIG).unwrap();
+    t.ok(
+        "PUT",
+        "/v1/acl/auth-method",
+        Some(json!({"Name": "k8s", "Type": "kubernetes", "Config": config})),
+    )
+    .await;
+    t.ok(
+        "PUT",
+        "/v1/acl/binding-rule",
+        Some(json!({"AuthMethod": "k8s", "BindType": "service", "BindName": "${serviceaccount.name}"})),
+    )
+    .await;
+    let r = t
+        .call(
+            "POST",
+            "/v1/acl/login",
+            None,
+            Some(json!({"AuthMethod": "k8s", "BearerToken": sa_jwt("default", "web", 600)})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+#[tokio::test]
+async fn login_token_fields_have_the_types_go_clients_decode() {
+    use base64::Engine;
+    let t = T::new().await;
+    let tok = login(&t).await;
+    for k in ["AccessorID", "SecretID"] {
+        assert!(
+            uuid::Uuid::parse_str(tok[k].as_str().unwrap()).is_ok(),
+            "{k}"
+        );
+    }
+    assert!(tok["Description"].is_string());
+    assert_eq!(tok["Local"], true);
+    assert_eq!(tok["AuthMethod"], "k8s");
+    assert_eq!(tok["ServiceIdentities"], json!([{"ServiceName": "web"}]));
+    // Empty link lists are omitted (omitempty), never null.
+    assert!(tok.get("Policies").is_none() && tok.get("Roles").is_none());
+    chrono::DateTime::parse_from_rfc3339(tok["CreateTime"].as_str().unwrap()).unwrap();
+    base64::engine::general_purpose::STANDARD
+        .decode(tok["Hash"].as_str().unwrap())
+        .unwrap();
+    assert!(tok["CreateIndex"].is_u64() && tok["ModifyIndex"].is_u64());
+}
+
+#[tokio::test]
+async fn replication_status_fields_have_the_types_go_clients_decode() {
+    let t = T::new().await;
+    let r = t.call("GET", "/v1/acl/replication", None, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    for k in ["Enabled", "Running"] {
+        assert!(v[k].is_boolean(), "{k}");
+    }
+    for k in ["SourceDatacenter", "ReplicationType", "LastErrorMessage"] {
+        assert!(v[k].is_string(), "{k}");
+    }
+    for k in [
+        "ReplicatedIndex",
+        "ReplicatedRoleIndex",
+        "ReplicatedTokenIndex",
+    ] {
+        assert!(v[k].is_u64(), "{k}");
+    }
+    for k in ["LastSuccess", "LastError"] {
+        chrono::DateTime::parse_from_rfc3339(v[k].as_str().unwrap()).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn acl_endpoints_do_not_block_on_an_index() {
+    let t = T::new().await;
+    let started = std::time::Instant::now();
+    let r = t
+        .call(
+            "GET",
+            "/v1/acl/replication?index=100000&wait=10s",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let r = t
+        .call("PUT", "/v1/acl/bootstrap?index=100000&wait=10s", None, None)
+        .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn login_without_a_bearer_token_is_refused() {
+    let t = T::new().await;
+    login(&t).await;
+    let r = t
+        .call(
+            "POST",
+            "/v1/acl/login",
+            None,
+            Some(json!({"AuthMethod": "k8s"})),
+        )
+        .await;
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert!(
+        r.body.starts_with("failed to parse and validate JWT"),
+        "{}",
+        r.body
+    );
+    let r = t
+        .call(
+            "POST",
+            "/v1/acl/login",
+            None,
+            Some(json!({"BearerToken": sa_jwt("default", "web", 600)})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (403, "ACL not found: auth method \"\" not found")
+    );
+}
+
+#[tokio::test]
+async fn catalog_acl_responses_are_application_json() {
+    let t = T::new().await;
+    let tok = login(&t).await;
+    let secret = tok["SecretID"].as_str().unwrap();
+    for (method, path, token) in [
+        ("GET", "/v1/acl/replication", None),
+        ("GET", "/v1/acl/token/self", Some(secret)),
+        ("POST", "/v1/acl/logout", Some(secret)),
+    ] {
+        let mut rb = t.http.request(
+            method.parse().unwrap(),
+            format!("{}{}", t.sandbox.catalog_url, path),
+        );
+        if let Some(tk) = token {
+            rb = rb.header("X-Catalog-Token", tk);
+        }
+        let r = rb.send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(r.headers()["content-type"], "application/json", "{path}");
+    }
 }

@@ -98,3 +98,117 @@ async fn allocation_task_state_times_are_go_zero_times_not_null() {
     assert_eq!(state["LastRestart"], "0001-01-01T00:00:00Z");
     assert!(state["StartedAt"].is_string());
 }
+
+/// A running deployment of a one-group job.
+async fn deployment(t: &T) -> String {
+    let r = t
+        .http
+        .post(format!(
+            "{}/_sandbox/scheduler/jobs",
+            t.sandbox.scheduler_url
+        ))
+        .json(&json!({"ID": "web", "TaskGroups": [{"Name": "g", "Count": 1, "Tasks": ["app"]}]}))
+        .send()
+        .await
+        .unwrap();
+    r.json::<Value>().await.unwrap()["DeploymentID"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn controls_do_not_block_and_answer_typed_fields_with_the_index_header() {
+    let t = T::new().await;
+    let id = deployment(&t).await;
+    let started = std::time::Instant::now();
+    let r = t
+        .http
+        .put(format!(
+            "{}/v1/deployment/pause/{id}?index=100000&wait=10s",
+            t.sandbox.scheduler_url
+        ))
+        .header("X-Nomad-Token", "root")
+        .body(json!({"DeploymentID": id, "Pause": true}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let index: u64 = r.headers()["x-nomad-index"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert!(v["EvalID"].is_string());
+    for k in ["EvalCreateIndex", "DeploymentModifyIndex", "Index"] {
+        assert!(v[k].is_u64(), "{k}");
+    }
+    assert_eq!(v["Index"], index);
+    assert!(v["RevertedJobVersion"].is_null());
+}
+
+#[tokio::test]
+async fn task_event_fields_have_the_types_go_clients_decode() {
+    let t = T::new().await;
+    let id = deployment(&t).await;
+    let (s, h, body) = t
+        .get(&format!("/v1/deployment/allocations/{id}"), Some("root"))
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(h["content-type"], "application/json");
+    let allocs: Value = serde_json::from_str(&body).unwrap();
+    let a = &allocs[0];
+    for k in [
+        "ID",
+        "EvalID",
+        "Name",
+        "NodeID",
+        "JobID",
+        "TaskGroup",
+        "DesiredStatus",
+        "DesiredDescription",
+        "ClientStatus",
+        "ClientDescription",
+    ] {
+        assert!(a[k].is_string(), "{k}");
+    }
+    for k in ["CreateIndex", "ModifyIndex"] {
+        assert!(a[k].is_u64(), "{k}");
+    }
+    for k in ["CreateTime", "ModifyTime"] {
+        assert!(a[k].is_i64(), "{k}");
+    }
+    let ev = &a["TaskStates"]["app"]["Events"][0];
+    for k in [
+        "Type",
+        "RestartReason",
+        "SetupError",
+        "DriverError",
+        "Message",
+        "KillError",
+        "KillReason",
+        "DownloadError",
+        "ValidationError",
+        "FailedSibling",
+        "VaultError",
+        "TaskSignalReason",
+        "TaskSignal",
+        "DriverMessage",
+    ] {
+        assert!(ev[k].is_string(), "{k}");
+    }
+    for k in [
+        "Time",
+        "ExitCode",
+        "Signal",
+        "KillTimeout",
+        "StartDelay",
+        "DiskLimit",
+    ] {
+        assert!(ev[k].is_i64(), "{k}");
+    }
+    assert!(ev["FailsTask"].is_boolean());
+}
