@@ -24,6 +24,7 @@
 //! Jobs, deployments and allocations are driven by the admin API in [`admin_api`].
 
 pub mod acl;
+mod acl_api;
 mod admin_api;
 pub mod model;
 pub mod wire;
@@ -192,6 +193,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/job/{job_id}/deployments", any(job_deployments))
         .route("/v1/job/{job_id}/deployment", any(job_latest_deployment))
         .route("/v1/acl/token/self", any(token_self))
+        .merge(acl_api::routes())
         .route("/v1/status/leader", any(status_leader))
         .route("/v1/status/peers", any(status_peers))
         .route("/v1/regions", any(regions))
