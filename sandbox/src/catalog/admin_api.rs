@@ -204,6 +204,9 @@ async fn role(State(c): State<Catalog>, body: Bytes) -> Response {
                 .into_iter()
                 .map(|s| s.service_name)
                 .collect(),
+            description: String::new(),
+            create_index: index,
+            modify_index: index,
         });
         st.roles_index = index;
         id
@@ -256,6 +259,8 @@ async fn auth_method(State(c): State<Catalog>, body: Bytes) -> Response {
             max_token_ttl_secs: None,
             token_locality: String::new(),
             config: b.config.clone(),
+            create_index: 0,
+            modify_index: 0,
         })
         .is_none()
     {
@@ -279,6 +284,8 @@ async fn auth_method(State(c): State<Catalog>, body: Bytes) -> Response {
                 b.token_locality
             },
             config: b.config,
+            create_index: st.index + 1,
+            modify_index: st.index + 1,
         });
         st.bump();
     });
@@ -306,9 +313,12 @@ async fn binding_rule(State(c): State<Catalog>, body: Bytes) -> Response {
         ));
     }
     let id = c.mutate(|st| {
-        st.bump();
+        let index = st.bump();
         let id = uuid::Uuid::new_v4().to_string();
         st.binding_rules.push(BindingRule {
+            description: String::new(),
+            create_index: index,
+            modify_index: index,
             id: id.clone(),
             auth_method: b.auth_method,
             namespace: b.namespace,

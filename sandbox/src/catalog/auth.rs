@@ -45,6 +45,26 @@ pub fn decoding_key(method: &AuthMethod) -> Option<(DecodingKey, Vec<Algorithm>)
     ))
 }
 
+/// The claims of a JWT for a method configured the real way (`Host`, `CACert`,
+/// `ServiceAccountJWT`, no sandbox `ValidationKey`): the sandbox cannot ask that cluster's
+/// TokenReview API, so it accepts a well-formed JWT that has not expired, as a review of a
+/// token the cluster issued would.
+fn unverified_claims(jwt: &str) -> Result<serde_json::Map<String, Value>, ApiError> {
+    use base64::Engine;
+    let payload = jwt.split('.').nth(1).unwrap_or("");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .map_err(|_| lookup_failed())?;
+    let claims: serde_json::Map<String, Value> =
+        serde_json::from_slice(&bytes).map_err(|_| lookup_failed())?;
+    if let Some(exp) = claims.get("exp").and_then(Value::as_i64) {
+        if exp <= Utc::now().timestamp() {
+            return Err(lookup_failed());
+        }
+    }
+    Ok(claims)
+}
+
 /// Validate a bearer JWT's signature and expiry with the method's key; return its claims.
 fn verified_claims(
     method: &AuthMethod,
@@ -61,6 +81,9 @@ fn verified_claims(
             "failed to parse and validate JWT: go-jose/go-jose: {e}"
         ))
     })?;
+    if !method.config.contains_key("ValidationKey") {
+        return unverified_claims(jwt);
+    }
     let (key, algs) = decoding_key(method).ok_or_else(lookup_failed)?;
     if !algs.contains(&header.alg) {
         return Err(lookup_failed());

@@ -25,6 +25,7 @@
 
 mod admin_api;
 pub mod auth;
+mod crud;
 pub mod model;
 mod oidc;
 
@@ -180,6 +181,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/acl/token/{id}", any(token_by_accessor))
         .route("/v1/acl/token/{id}/clone", any(token_clone))
         .route("/v1/status/leader", get(status_leader))
+        .merge(crud::routes())
         .merge(admin_api::routes())
         .merge(oidc::provider_routes())
         .with_state(catalog))
@@ -738,6 +740,8 @@ async fn token_create(
             let (policies, services) = token_links(st, &obj)?;
             let expiration_time = token_expiration(&obj)?;
             let local = matches!(field(&obj, "Local"), Some(Value::Bool(true)));
+            let namespace = ctx.namespace(st, &str_field(&obj, "Namespace", WHAT)?)?;
+            let roles = crud::role_links(st, &obj, &namespace)?;
             let secret = str_field(&obj, "SecretID", WHAT)?;
             let accessor = str_field(&obj, "AccessorID", WHAT)?;
             for (field_name, given) in [("SecretID", &secret), ("AccessorID", &accessor)] {
@@ -772,14 +776,14 @@ async fn token_create(
                 },
                 description: str_field(&obj, "Description", WHAT)?,
                 policies,
-                roles: Vec::new(),
+                roles,
                 service_identities: services,
                 node_identities: Vec::new(),
                 local,
                 datacenter: ctx.dc.clone(),
                 auth_method: String::new(),
                 auth_method_namespace: String::new(),
-                namespace: ctx.namespace(st, &str_field(&obj, "Namespace", WHAT)?)?,
+                namespace,
                 expiration_time,
                 create_time: chrono::Utc::now(),
                 create_index: index,
@@ -903,6 +907,8 @@ fn token_update(
         ));
     }
     let (policies, services) = token_links(st, obj)?;
+    let ns = ctx.namespace(st, &str_field(obj, "Namespace", WHAT)?)?;
+    let roles = crud::role_links(st, obj, &ns)?;
     let description = str_field(obj, "Description", WHAT)?;
     let local = field(obj, "Local").and_then(Value::as_bool);
     let index = st.bump();
@@ -919,6 +925,7 @@ fn token_update(
     }
     t.description = description;
     t.policies = policies;
+    t.roles = roles;
     t.service_identities = services;
     t.modify_index = index;
     let t = t.clone();

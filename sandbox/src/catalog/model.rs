@@ -195,6 +195,12 @@ pub struct Role {
     pub namespace: String,
     pub policies: Vec<String>,
     pub service_identities: Vec<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub create_index: u64,
+    #[serde(default)]
+    pub modify_index: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -209,6 +215,10 @@ pub struct AuthMethod {
     /// `local` (default) or `global`.
     pub token_locality: String,
     pub config: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub create_index: u64,
+    #[serde(default)]
+    pub modify_index: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -220,6 +230,12 @@ pub struct BindingRule {
     /// `service`, `role`, `policy` or `node`.
     pub bind_type: String,
     pub bind_name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub create_index: u64,
+    #[serde(default)]
+    pub modify_index: u64,
 }
 
 /// An OIDC flow started by auth-url, waiting for its callback.

@@ -48,6 +48,11 @@ pub struct Policy {
     pub description: String,
     pub namespaces: BTreeMap<String, NamespaceRule>,
     pub create_index: u64,
+    /// The HCL rules as written through `/v1/acl/policy` (empty for admin-API policies).
+    #[serde(default)]
+    pub rules: String,
+    #[serde(default)]
+    pub modify_index: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -281,6 +281,8 @@ async fn create_policy(State(s): State<Scheduler>, body: Bytes) -> Response {
                 description: b.description,
                 namespaces: b.namespaces,
                 create_index: idx,
+                rules: String::new(),
+                modify_index: idx,
             },
         );
     });

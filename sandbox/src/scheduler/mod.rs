@@ -24,6 +24,7 @@
 //! Jobs, deployments and allocations are driven by the admin API in [`admin_api`].
 
 pub mod acl;
+mod acl_api;
 mod admin_api;
 pub mod model;
 pub mod wire;
@@ -192,7 +193,11 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/job/{job_id}/deployments", any(job_deployments))
         .route("/v1/job/{job_id}/deployment", any(job_latest_deployment))
         .route("/v1/acl/token/self", any(token_self))
+        .merge(acl_api::routes())
         .route("/v1/status/leader", any(status_leader))
+        .route("/v1/status/peers", any(status_peers))
+        .route("/v1/regions", any(regions))
+        .route("/v1/agent/self", any(agent_self))
         .merge(admin_api::routes())
         .with_state(sched))
 }
@@ -540,6 +545,56 @@ async fn status_leader(State(s): State<Scheduler>, method: Method) -> Response {
     }
     let index = s.lock().index;
     json_response(&Value::String("127.0.0.1:4647".into()), Some(index), true)
+}
+
+/// GET /v1/status/peers: the raft peers (this single server); no ACL, as status endpoints.
+async fn status_peers(State(s): State<Scheduler>, method: Method) -> Response {
+    if method != Method::GET {
+        return ApiError::invalid_method().into_response();
+    }
+    let index = s.lock().index;
+    json_response(&serde_json::json!(["127.0.0.1:4647"]), Some(index), true)
+}
+
+/// GET /v1/regions: the known regions (only `global`); no ACL needed.
+async fn regions(State(s): State<Scheduler>, method: Method) -> Response {
+    if method != Method::GET {
+        return ApiError::invalid_method().into_response();
+    }
+    let index = s.lock().index;
+    json_response(&serde_json::json!(["global"]), Some(index), true)
+}
+
+/// GET /v1/agent/self: the agent's configuration (`config`), member (`member`) and stats
+/// (`stats`), lower-case keys as the real agent answers; clients read `config.Region`,
+/// `config.Datacenter` and `member.Name`. It needs `agent:read`, which the sandbox grants to
+/// management tokens only (agent rules are not emulated): others get 403 `Permission denied`.
+async fn agent_self(State(s): State<Scheduler>, method: Method, headers: HeaderMap) -> Response {
+    if method != Method::GET {
+        return ApiError::invalid_method().into_response();
+    }
+    match s.acl(&headers) {
+        Ok(acl::Acl::Management) => {}
+        Ok(_) => return ApiError::permission_denied().into_response(),
+        Err(e) => return e.into_response(),
+    }
+    let v = serde_json::json!({
+        "config": {
+            "Region": "global", "Datacenter": "dc1", "NodeName": "sandbox",
+            "Version": {"Version": "1.9.0", "VersionPrerelease": "", "VersionMetadata": "", "Revision": "sandbox"},
+            "ACL": {"Enabled": true},
+            "Server": {"Enabled": true, "AuthoritativeRegion": "global"},
+            "Client": {"Enabled": true},
+        },
+        "member": {
+            "Name": "sandbox.global", "Addr": "127.0.0.1", "Port": 4648,
+            "Tags": {"region": "global", "dc": "dc1", "role": "nomad", "build": "1.9.0", "port": "4647"},
+            "Status": "alive", "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2,
+            "DelegateMin": 2, "DelegateMax": 5, "DelegateCur": 4,
+        },
+        "stats": {"nomad": {"leader": "true", "known_regions": "1", "server": "true"}},
+    });
+    json_response(&v, None, false)
 }
 
 /// GET /v1/acl/token/self: the caller's token, as clients check a token with it. The root

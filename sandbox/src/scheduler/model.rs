@@ -230,8 +230,10 @@ impl Alloc {
                 (
                     t.clone(),
                     json!({
-                        "State": "running", "Failed": false, "Restarts": 0, "LastRestart": null,
-                        "StartedAt": started, "FinishedAt": null,
+                        "State": "running", "Failed": false, "Restarts": 0,
+                        // time.Time fields: Go encodes the zero value, never null.
+                        "LastRestart": "0001-01-01T00:00:00Z",
+                        "StartedAt": started, "FinishedAt": "0001-01-01T00:00:00Z",
                         "Events": [
                             task_event("Received", self.create_time_ns, "Task received by client"),
                             task_event("Task Setup", self.create_time_ns, "Building Task Directory"),
