@@ -496,10 +496,14 @@ fn no_token_or_secret_value_reaches_logs_events_status_or_errors() {
         sb.kubectl_ok(&["get", "connections", "-A", "-o", "json"]),
     ];
     // The operator's own secret (the key of the keyed hashes) is a value read from a Secret too.
-    let key_secret: Value = serde_json::from_str(&sb.kubectl_ok(&["get", "secret", "quartet-hash-key", "-o", "json"])).unwrap();
+    let key_secret: Value =
+        serde_json::from_str(&sb.kubectl_ok(&["get", "secret", "quartet-hash-key", "-o", "json"]))
+            .unwrap();
     use base64::Engine;
     let hash_key = String::from_utf8(
-        base64::engine::general_purpose::STANDARD.decode(key_secret["data"]["key"].as_str().unwrap()).unwrap(),
+        base64::engine::general_purpose::STANDARD
+            .decode(key_secret["data"]["key"].as_str().unwrap())
+            .unwrap(),
     )
     .unwrap();
     assert!(hash_key.len() >= 32);

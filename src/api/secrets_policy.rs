@@ -91,7 +91,8 @@ impl PolicyType {
     }
 }
 
-/// Sentinel enforcement level.
+// Sentinel enforcement level. (A `//` comment: on an optional field schemars would show the
+// type's doc instead of the field's in `kubectl explain`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EnforcementLevel {
