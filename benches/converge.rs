@@ -173,7 +173,7 @@ async fn run(n: usize, concurrency: usize) {
         let d = v - kube_before.get(k).copied().unwrap_or(0.0);
         if d > 0.0 {
             let verb = k.split('"').nth(1).unwrap_or(k).to_string();
-            kube.insert(verb, d as usize);
+            *kube.entry(verb).or_insert(0) += d as usize;
         }
     }
 

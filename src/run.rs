@@ -33,13 +33,12 @@ pub async fn client_from(
         None => Config::infer().await?,
     };
     let count = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
-        let query = req.uri().query().unwrap_or("");
-        let verb = match req.method().as_str() {
-            "GET" if query.contains("watch=true") || query.contains("watch=1") => "WATCH",
-            "GET" if is_collection(req.uri().path()) => "LIST",
-            other => other,
-        };
-        metrics.kube_call(verb);
+        let (verb, resource) = classify(
+            req.method().as_str(),
+            req.uri().path(),
+            req.uri().query().unwrap_or(""),
+        );
+        metrics.kube_call(verb, &resource);
         req
     });
     Ok(kube::client::ClientBuilder::try_from(config)?
@@ -47,15 +46,51 @@ pub async fn client_from(
         .build())
 }
 
-/// `/api/v1/namespaces/ns/secrets` or `/apis/g/v/kind` (no object name): a collection.
-fn is_collection(path: &str) -> bool {
+/// The RBAC verb and resource (`resource.group[/subresource]`, core group empty) of a request,
+/// e.g. `("patch", "secretspolicies.secrets.quartet.dev/status")`.
+pub fn classify(method: &str, path: &str, query: &str) -> (&'static str, String) {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let rest = match segs.first() {
-        Some(&"api") => &segs[segs.len().min(2)..],
-        Some(&"apis") => &segs[segs.len().min(3)..],
-        _ => return false,
+    let (group, rest) = match segs.first() {
+        Some(&"api") => ("", &segs[segs.len().min(2)..]),
+        Some(&"apis") if segs.len() >= 3 => (segs[1], &segs[3..]),
+        _ => return ("other", path.to_string()),
     };
-    matches!(rest, [_] | ["namespaces", _, _])
+    let rest = match rest {
+        ["namespaces", _ns, more @ ..] if !more.is_empty() => more,
+        other => other,
+    };
+    let (resource, named, sub) = match rest {
+        [plural] => (*plural, false, None),
+        [plural, _name] => (*plural, true, None),
+        [plural, _name, sub, ..] => (*plural, true, Some(*sub)),
+        _ => ("", false, None),
+    };
+    let verb = match method {
+        "GET"
+            if query
+                .split('&')
+                .any(|kv| kv == "watch=true" || kv == "watch=1") =>
+        {
+            "watch"
+        }
+        "GET" if named => "get",
+        "GET" => "list",
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" if named => "delete",
+        "DELETE" => "deletecollection",
+        _ => "other",
+    };
+    let mut name = if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    };
+    if let Some(sub) = sub {
+        name = format!("{name}/{sub}");
+    }
+    (verb, name)
 }
 
 /// The key of the keyed hashes of write-only inputs: the `quartet-hash-key` Secret in the

@@ -65,7 +65,7 @@ impl Default for Metrics {
         let kube_calls = Family::<Labels, Counter>::default();
         registry.register(
             "kube_api_calls",
-            "Kubernetes API requests by verb (GET, LIST, WATCH, PATCH, ...)",
+            "Kubernetes API requests by RBAC verb and resource",
             kube_calls.clone(),
         );
         Self {
@@ -116,9 +116,12 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    pub fn kube_call(&self, verb: &str) {
+    pub fn kube_call(&self, verb: &str, resource: &str) {
         self.kube_calls
-            .get_or_create(&vec![("verb", verb.to_string())])
+            .get_or_create(&vec![
+                ("verb", verb.to_string()),
+                ("resource", resource.to_string()),
+            ])
             .inc();
     }
 

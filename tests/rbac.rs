@@ -1,0 +1,142 @@
+//! The Helm chart's RBAC is least privilege: every Kubernetes API call the operator makes in a
+//! full lifecycle is allowed by it, and every rule it grants is used (the operator counts its
+//! own requests by RBAC verb and resource in `quartet_kube_api_calls_total`).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::*;
+
+/// (apiGroup, resource, verb) triples the chart grants.
+fn chart_rules() -> BTreeSet<(String, String, String)> {
+    let text =
+        std::fs::read_to_string(repo_root().join("charts/quartet/templates/rbac.yaml")).unwrap();
+    // Replace template actions by plain values so the manifests parse as YAML.
+    let stripped = strip_template_actions(&text);
+    let mut out = BTreeSet::new();
+    for doc in stripped.split("\n---") {
+        let v: Value = match serde_yaml::from_str(doc) {
+            Ok(v) => v,
+            Err(e) => panic!("rbac.yaml does not parse once templates are stripped: {e}\n{doc}"),
+        };
+        for rule in v["rules"].as_array().cloned().unwrap_or_default() {
+            for g in rule["apiGroups"].as_array().unwrap() {
+                for r in rule["resources"].as_array().unwrap() {
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        out.insert((
+                            g.as_str().unwrap().into(),
+                            r.as_str().unwrap().into(),
+                            verb.as_str().unwrap().into(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `{{- include ... }}` → `{}` and `{{ ... }}` → `x`.
+fn strip_template_actions(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..]
+            .find("}}")
+            .map(|e| start + e + 2)
+            .unwrap_or(rest.len());
+        let action = &rest[start..end];
+        out.push_str(if action.contains("include") {
+            "{}"
+        } else {
+            "x"
+        });
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn the_chart_grants_exactly_what_the_operator_uses() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token.clone());
+    let op = Operator::start_with(&sb, "2s", &["--leader-elect"]);
+    let policy = |name: &str, body: &str| {
+        format!("apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  type: acl\n  policy: '{body}'\n")
+    };
+    sb.apply_ok(&policy(
+        "rbac-ok",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+    ));
+    sb.apply_ok(&policy("rbac-bad", "path {"));
+    wait_for("Ready", Duration::from_secs(30), || {
+        sb.get_json("secretspolicy", "rbac-ok")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    wait_for("rejected", Duration::from_secs(30), || {
+        sb.get_json("secretspolicy", "rbac-bad")
+            .filter(|o| condition_is(o, "Synced", "False"))
+    });
+    sb.kubectl_ok(&[
+        "delete",
+        "secretspolicy",
+        "rbac-ok",
+        "rbac-bad",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    std::thread::sleep(Duration::from_secs(3));
+    let text = reqwest::blocking::get(format!("http://{}/metrics", op.metrics_addr()))
+        .unwrap()
+        .text()
+        .unwrap();
+    let mut used = BTreeSet::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("quartet_kube_api_calls_total{"))
+    {
+        let labels: Vec<&str> = line.split('"').collect();
+        let (verb, resource) = (labels[1].to_string(), labels[3].to_string());
+        let (res, group) = match resource.split_once('/') {
+            Some((r, sub)) => {
+                let (plural, group) = r.split_once('.').unwrap_or((r, ""));
+                (format!("{plural}/{sub}"), group.to_string())
+            }
+            None => {
+                let (plural, group) = resource.split_once('.').unwrap_or((&resource, ""));
+                (plural.to_string(), group.to_string())
+            }
+        };
+        used.insert((group, res, verb));
+    }
+    assert!(!used.is_empty(), "no Kubernetes calls counted:\n{text}");
+    let granted = chart_rules();
+    let missing: Vec<_> = used.difference(&granted).collect();
+    assert!(
+        missing.is_empty(),
+        "the operator makes calls the chart does not allow: {missing:?}"
+    );
+    // Rules only some paths need: namespace reads (cleanup when a Connection is gone), event
+    // patches (repeated events are aggregated into a series).
+    let rarely: BTreeSet<(String, String, String)> = [
+        ("", "namespaces", "get"),
+        ("events.k8s.io", "events", "patch"),
+    ]
+    .into_iter()
+    .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))
+    .collect();
+    let unused: Vec<_> = granted
+        .difference(&used)
+        .filter(|r| !rarely.contains(*r))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "the chart grants what the operator never uses: {unused:?}"
+    );
+}
