@@ -375,6 +375,48 @@ async fn list_filters_by_label_and_field_selectors_and_pages() {
     assert!(p2["metadata"].get("continue").is_none());
 }
 
+/// A paged list reports the first page's resourceVersion on every page, so a client that
+/// watches from it sees objects created while it paged (even ones sorting before the continue
+/// key, which the later pages cannot show).
+#[tokio::test]
+async fn paged_list_reports_the_first_pages_resource_version() {
+    let s = server().await;
+    let h = Http::new(&s);
+    for n in ["b", "c", "d"] {
+        let (code, _) = h.post(SECRETS, secret(n)).await;
+        assert_eq!(code, 201);
+    }
+    let (_, p1) = h.get(&format!("{SECRETS}?limit=2")).await;
+    let first_rv = p1["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cont = p1["metadata"]["continue"].as_str().unwrap().to_string();
+    // Created between pages, sorting before the continue key.
+    let (code, _) = h.post(SECRETS, secret("a")).await;
+    assert_eq!(code, 201);
+    let (_, p2) = h.get(&format!("{SECRETS}?limit=2&continue={cont}")).await;
+    let p2_names: Vec<&str> = p2["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(p2_names, ["d"]);
+    assert_eq!(p2["metadata"]["resourceVersion"], first_rv.as_str());
+    let mut w = h
+        .req(
+            reqwest::Method::GET,
+            &format!("{SECRETS}?watch=true&resourceVersion={first_rv}&timeoutSeconds=1"),
+        )
+        .send()
+        .await
+        .unwrap();
+    let events = read_events(&mut w, 1).await;
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(events[0]["object"]["metadata"]["name"], "a");
+}
+
 /// Read watch events until `n` arrive or the stream ends.
 async fn read_events(r: &mut reqwest::Response, n: usize) -> Vec<Value> {
     let mut buf = Vec::new();

@@ -180,6 +180,11 @@ impl Drop for Sandbox {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::env::var_os("QUARTET_KEEP_LOGS").is_some() {
+            // Keep the logs of a failed run for a look: set QUARTET_KEEP_LOGS=1.
+            let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
+            eprintln!("logs kept in {}", dir.keep().display());
+        }
     }
 }
 

@@ -1306,7 +1306,7 @@ fn encode_continue(ns: &str, name: &str, rv: u64) -> String {
         .encode(json!({"ns": ns, "name": name, "rv": rv}).to_string())
 }
 
-fn decode_continue(tok: &str) -> Result<(String, String), ApiError> {
+fn decode_continue(tok: &str) -> Result<(String, String, u64), ApiError> {
     let bad = || {
         ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
     };
@@ -1317,6 +1317,7 @@ fn decode_continue(tok: &str) -> Result<(String, String), ApiError> {
     Ok((
         v["ns"].as_str().ok_or_else(bad)?.to_string(),
         v["name"].as_str().ok_or_else(bad)?.to_string(),
+        v["rv"].as_u64().ok_or_else(bad)?,
     ))
 }
 
@@ -1379,11 +1380,23 @@ pub fn list(st: &State, ctx: &Ctx) -> Result<(Vec<Value>, Value), ApiError> {
         .filter(|o| {
             start
                 .as_ref()
-                .is_none_or(|(sn, sname)| (ns_of(o), name_of(o)) > (sn.clone(), sname.clone()))
+                .is_none_or(|(sn, sname, _)| (ns_of(o), name_of(o)) > (sn.clone(), sname.clone()))
         })
         .filter(|o| filter.matches(o))
         .collect();
-    let mut meta = json!({"resourceVersion": st.rv.to_string()});
+    // Every page reports the resourceVersion of the first one, like a real server's snapshot:
+    // a client that watches from it then replays what changed while it paged (otherwise objects
+    // created between pages, before the continue key, would never reach it).
+    let snapshot_rv = match &start {
+        Some((_, _, rv)) if *rv < st.compacted => {
+            return Err(ApiError::gone(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".to_string(),
+            ));
+        }
+        Some((_, _, rv)) => *rv,
+        None => st.rv,
+    };
+    let mut meta = json!({"resourceVersion": snapshot_rv.to_string()});
     let page: Vec<Value> = all
         .iter()
         .take(limit)
@@ -1391,7 +1404,7 @@ pub fn list(st: &State, ctx: &Ctx) -> Result<(Vec<Value>, Value), ApiError> {
         .collect();
     if all.len() > page.len() {
         if let Some(last) = page.last() {
-            meta["continue"] = json!(encode_continue(&ns_of(last), &name_of(last), st.rv));
+            meta["continue"] = json!(encode_continue(&ns_of(last), &name_of(last), snapshot_rv));
             meta["remainingItemCount"] = json!(all.len() - page.len());
         }
     }
