@@ -92,10 +92,17 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "--timeout=30s",
     ]);
     std::thread::sleep(Duration::from_secs(3));
-    let text = reqwest::blocking::get(format!("http://{}/metrics", op.metrics_addr()))
-        .unwrap()
-        .text()
-        .unwrap();
+    // The leader renews its Lease every few seconds: wait for one renewal to be counted.
+    let addr = op.metrics_addr();
+    let text = wait_for("a lease renewal", Duration::from_secs(30), || {
+        let text = reqwest::blocking::get(format!("http://{addr}/metrics"))
+            .ok()?
+            .text()
+            .ok()?;
+        text.contains(r#"verb="update",resource="leases.coordination.k8s.io""#)
+            .then_some(text)
+    });
+
     let mut used = BTreeSet::new();
     for line in text
         .lines()
