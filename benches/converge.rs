@@ -103,7 +103,14 @@ async fn run(n: usize, concurrency: usize) {
         sb.connect_secrets(&sb.root_token.clone());
         // The default client-side limit (50 calls/s) is below the resync load of 1,000 objects
         // every 15 s; raise it so the figures measure the operator, not the limiter.
-        sb.kubectl_ok(&["patch", "connection", "secrets", "--type=merge", "-p", r#"{"spec":{"requestsPerSecond":5000}}"#]);
+        sb.kubectl_ok(&[
+            "patch",
+            "connection",
+            "secrets",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"requestsPerSecond":5000}}"#,
+        ]);
         sb
     });
     let op = Operator::start_with(
