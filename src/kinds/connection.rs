@@ -80,7 +80,7 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         }
     };
     if status != before {
-        patch_status(conn.as_ref(), &ctx, json!(ConnectionStatus { ..status })).await?;
+        patch_status(conn.as_ref(), &ctx, json!(status)).await?;
     }
     Ok(Action::requeue(requeue))
 }
