@@ -10,7 +10,7 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use crate::api::{Connection, ConnectionStatus, Service};
+use crate::api::{Connection, Service};
 use crate::clients::Http;
 use crate::reconcile::conditions::{self, READY};
 use crate::reconcile::driver::patch_status;
