@@ -74,6 +74,44 @@ fn accept_ranges(headers: &HeaderMap) -> Vec<MediaRange> {
         .collect()
 }
 
+const OPENAPI_V2_PB: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+enum OpenApiV2Media {
+    Json,
+    Protobuf,
+}
+
+/// `/openapi/v2` negotiates its media type as kube-openapi's handler does: the first Accept
+/// clause matching JSON or the `com.github.proto-openapi.spec.v2` protobuf (both the
+/// `@v1.0+protobuf` spelling client-go sends and `.v1.0+protobuf`) wins; no header means
+/// `*/*` (JSON); nothing acceptable is 406 with an empty body.
+fn openapi_v2_media(headers: &HeaderMap) -> Option<OpenApiV2Media> {
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if accept.trim().is_empty() {
+        return Some(OpenApiV2Media::Json);
+    }
+    accept
+        .split(',')
+        .find_map(|r| match r.split(';').next().unwrap_or_default().trim() {
+            "application/json" | "application/*" | "*/*" => Some(OpenApiV2Media::Json),
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+            | "application/com.github.proto-openapi.spec.v2.v1.0+protobuf" => {
+                Some(OpenApiV2Media::Protobuf)
+            }
+            _ => None,
+        })
+}
+
+fn not_acceptable() -> Response {
+    let mut r = StatusCode::NOT_ACCEPTABLE.into_response();
+    r.headers_mut()
+        .insert("vary", HeaderValue::from_static("Accept"));
+    r
+}
+
 /// What representation the client asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum As {
@@ -251,7 +289,21 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
         }
         ["openapi", "v2"] => {
             let crds = lock(sh)?.crds();
-            Ok(json_response(StatusCode::OK, &schema::openapi_v2(&crds)))
+            match openapi_v2_media(&headers) {
+                Some(OpenApiV2Media::Json) => {
+                    Ok(json_response(StatusCode::OK, &schema::openapi_v2(&crds)))
+                }
+                Some(OpenApiV2Media::Protobuf) => {
+                    let mut r =
+                        (StatusCode::OK, schema::openapi_v2_protobuf(&crds)).into_response();
+                    r.headers_mut()
+                        .insert("content-type", HeaderValue::from_static(OPENAPI_V2_PB));
+                    r.headers_mut()
+                        .insert("vary", HeaderValue::from_static("Accept"));
+                    Ok(r)
+                }
+                None => Ok(not_acceptable()),
+            }
         }
         ["openapi", "v3"] => {
             let crds = lock(sh)?.crds();

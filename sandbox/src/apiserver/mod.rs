@@ -23,8 +23,13 @@
 //!   exist at start; each namespace gets a `default` ServiceAccount), secrets (`stringData`
 //!   folded into `data`, `type` defaults to `Opaque`), configmaps, events (core/v1 and
 //!   events.k8s.io/v1 share storage and are converted, so events recorded with kube-rs'
-//!   `Recorder` show in `kubectl describe`), serviceaccounts, leases, and
-//!   customresourcedefinitions. A CRD is served as soon as it is created (its status gets the
+//!   `Recorder` show in `kubectl describe`), serviceaccounts, leases,
+//!   customresourcedefinitions, and the kinds an operator's Helm chart creates, stored and
+//!   served with discovery and OpenAPI but with no controller behind them: services,
+//!   apps/v1 deployments, rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles and
+//!   clusterrolebindings, policy/v1 poddisruptionbudgets. Empty `labels`, `annotations`,
+//!   `finalizers` and `ownerReferences` are omitted from what is stored and returned, as with
+//!   kube's `omitempty` ObjectMeta. A CRD is served as soon as it is created (its status gets the
 //!   `NamesAccepted` and `Established` conditions); deleting it deletes its objects (waiting
 //!   for their finalizers), then stops serving the kind.
 //! * Verbs: get; list with `labelSelector`, `fieldSelector` (metadata.name, metadata.namespace
@@ -59,8 +64,9 @@
 //!   built-in kinds know only the metadata list types (`ownerReferences` keyed by uid,
 //!   `finalizers` a set) and their string maps; other built-in lists are atomic. Strategic
 //!   merge patch knows the merge keys of our built-in kinds only.
-//! * No authorization (the one token may do everything), no pods, services or other kinds,
-//!   no protobuf or CBOR responses (JSON only), no HTTP/2, no `/scale`.
+//! * No authorization (the one token may do everything), no pods or other kinds, no
+//!   controllers (Deployments get no Pods and no status), no protobuf or CBOR responses
+//!   (JSON only, except `/openapi/v2` which kubectl reads as protobuf), no HTTP/2, no `/scale`.
 //!
 //! # Using it from a test
 //! ```no_run

@@ -550,6 +550,14 @@ fn builtin_unknown(ctx: &Ctx, obj: &mut Value) -> Result<Vec<String>, ApiError> 
             "automountServiceAccountToken",
         ],
         ("coordination.k8s.io", "leases") => &["spec"],
+        ("", "services") | ("apps", "deployments") | ("policy", "poddisruptionbudgets") => {
+            &["spec", "status"]
+        }
+        ("rbac.authorization.k8s.io", "roles") => &["rules"],
+        ("rbac.authorization.k8s.io", "clusterroles") => &["rules", "aggregationRule"],
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            &["subjects", "roleRef"]
+        }
         ("apiextensions.k8s.io", _) => &["spec", "status"],
         ("", "events") => &[
             "involvedObject",
@@ -610,8 +618,24 @@ fn builtin_unknown(ctx: &Ctx, obj: &mut Value) -> Result<Vec<String>, ApiError> 
     unknown_fields(ctx, &unknown)
 }
 
-/// Unknown `metadata` fields are pruned for every kind.
+/// Unknown `metadata` fields are pruned for every kind. Empty (or null) `labels`,
+/// `annotations`, `finalizers` and `ownerReferences` are dropped, as kube-apiserver stores
+/// `ObjectMeta` with `omitempty` maps and lists: after `kubectl apply --server-side`, the
+/// `annotations: {}` a client-side `kubectl diff` patch carries leaves no trace.
 fn metadata_unknown(ctx: &Ctx, obj: &mut Value) -> Result<Vec<String>, ApiError> {
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in ["labels", "annotations", "finalizers", "ownerReferences"] {
+            let empty = match m.get(field) {
+                Some(Value::Null) => true,
+                Some(Value::Object(x)) => x.is_empty(),
+                Some(Value::Array(x)) => x.is_empty(),
+                _ => false,
+            };
+            if empty {
+                m.remove(field);
+            }
+        }
+    }
     const KNOWN: &[&str] = &[
         "name",
         "generateName",

@@ -1,5 +1,6 @@
 //! Decoding of Kubernetes protobuf request bodies for the built-in kinds kubectl creates with
-//! its typed clients (`kubectl create secret|configmap|namespace|serviceaccount` send
+//! its typed clients (and the `DeleteOptions` of their deletes) (`kubectl create
+//! secret|configmap|namespace|serviceaccount` send
 //! `application/vnd.kubernetes.protobuf` and never fall back to JSON). Responses are always
 //! JSON (those clients also accept it). Only the fields of the kinds we serve are known;
 //! unknown fields are skipped.
@@ -103,6 +104,18 @@ const LEASE_SPEC: &[F] = &[
 const LEASE: &[F] = &[
     (1, "metadata", Kind::Msg(OBJECT_META)),
     (2, "spec", Kind::Msg(LEASE_SPEC)),
+];
+
+const PRECONDITIONS: &[F] = &[(1, "uid", Kind::Str), (2, "resourceVersion", Kind::Str)];
+
+/// `DeleteOptions`: typed clients send it as the protobuf body of a DELETE (Helm's release
+/// storage deletes its `sh.helm.release.v1.*` Secrets this way on `helm uninstall`).
+const DELETE_OPTIONS: &[F] = &[
+    (1, "gracePeriodSeconds", Kind::Int),
+    (2, "preconditions", Kind::Msg(PRECONDITIONS)),
+    (3, "orphanDependents", Kind::Bool),
+    (4, "propagationPolicy", Kind::Str),
+    (5, "dryRun", Kind::RepStr),
 ];
 
 fn bad(msg: &str) -> ApiError {
@@ -284,6 +297,7 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
         "Namespace" => NAMESPACE,
         "ServiceAccount" => SERVICE_ACCOUNT,
         "Lease" => LEASE,
+        "DeleteOptions" => DELETE_OPTIONS,
         other => {
             return Err(ApiError::unsupported_media_type(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is not supported for {other})"

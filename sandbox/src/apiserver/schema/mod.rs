@@ -35,6 +35,7 @@ mod formats;
 mod jsonpath;
 mod metadata;
 mod openapi;
+mod openapi_pb;
 mod ratchet;
 mod structural;
 pub mod table;
@@ -211,6 +212,11 @@ pub fn invalid_status(kind: &str, group: &str, name: &str, errors: &[FieldError]
 /// `GET /openapi/v2` (Swagger 2.0) covering the built-in kinds served and every served CRD version.
 pub fn openapi_v2(crds: &[Value]) -> Value {
     openapi::v2(crds)
+}
+
+/// `GET /openapi/v2` as protobuf (gnostic `openapi.v2.Document`), what kubectl asks for.
+pub fn openapi_v2_protobuf(crds: &[Value]) -> Vec<u8> {
+    openapi_pb::encode(&openapi::v2(crds), &|name| name.starts_with("io.k8s."))
 }
 
 /// `GET /openapi/v3`: the index of group-version documents (`paths` with `serverRelativeURL`

@@ -14,9 +14,12 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
+use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::events::v1 as events;
+use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::rbac::v1 as rbac;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -140,6 +143,62 @@ fn builtin_resources() -> Vec<Resource> {
             "io.k8s.api.coordination.v1.Lease",
         ),
         r(
+            "",
+            "Service",
+            "services",
+            true,
+            true,
+            "io.k8s.api.core.v1.Service",
+        ),
+        r(
+            "apps",
+            "Deployment",
+            "deployments",
+            true,
+            true,
+            "io.k8s.api.apps.v1.Deployment",
+        ),
+        r(
+            "rbac.authorization.k8s.io",
+            "Role",
+            "roles",
+            true,
+            false,
+            "io.k8s.api.rbac.v1.Role",
+        ),
+        r(
+            "rbac.authorization.k8s.io",
+            "RoleBinding",
+            "rolebindings",
+            true,
+            false,
+            "io.k8s.api.rbac.v1.RoleBinding",
+        ),
+        r(
+            "rbac.authorization.k8s.io",
+            "ClusterRole",
+            "clusterroles",
+            false,
+            false,
+            "io.k8s.api.rbac.v1.ClusterRole",
+        ),
+        r(
+            "rbac.authorization.k8s.io",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+            false,
+            "io.k8s.api.rbac.v1.ClusterRoleBinding",
+        ),
+        r(
+            "policy",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+            true,
+            "io.k8s.api.policy.v1.PodDisruptionBudget",
+        ),
+        r(
             "apiextensions.k8s.io",
             "CustomResourceDefinition",
             "customresourcedefinitions",
@@ -243,7 +302,16 @@ fn builtin_definitions(gv: &str, v3: bool) -> Map<String, Value> {
             add::<core::ConfigMap>(&mut g);
             add::<core::Event>(&mut g);
             add::<core::ServiceAccount>(&mut g);
+            add::<core::Service>(&mut g);
         }
+        "apps/v1" => add::<apps::Deployment>(&mut g),
+        "rbac.authorization.k8s.io/v1" => {
+            add::<rbac::Role>(&mut g);
+            add::<rbac::RoleBinding>(&mut g);
+            add::<rbac::ClusterRole>(&mut g);
+            add::<rbac::ClusterRoleBinding>(&mut g);
+        }
+        "policy/v1" => add::<policy::PodDisruptionBudget>(&mut g),
         "events.k8s.io/v1" => add::<events::Event>(&mut g),
         "coordination.k8s.io/v1" => add::<coordination::Lease>(&mut g),
         "apiextensions.k8s.io/v1" => add::<apiextensions::CustomResourceDefinition>(&mut g),
