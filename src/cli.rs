@@ -34,10 +34,40 @@ pub enum Command {
     Crd(CrdArgs),
     /// Start the emulated services only (and, with --kubeconfig, the dev Kubernetes API server).
     /// For development and tests, never production.
+    #[cfg(feature = "sandbox")]
     Sandbox(SandboxArgs),
     /// Everything embedded for a first look: dev Kubernetes API server with the CRDs installed,
     /// the emulated services, Connections to them, and the controllers. Serves until Ctrl-C.
+    #[cfg(feature = "sandbox")]
     Dev(DevArgs),
+    /// Not in this build (built without the `sandbox` feature).
+    #[cfg(not(feature = "sandbox"))]
+    #[command(hide = true)]
+    Sandbox(NotBuilt),
+    /// Not in this build (built without the `sandbox` feature).
+    #[cfg(not(feature = "sandbox"))]
+    #[command(hide = true)]
+    Dev(NotBuilt),
+}
+
+/// Any arguments of a subcommand this build leaves out.
+#[cfg(not(feature = "sandbox"))]
+#[derive(Args, Debug)]
+pub struct NotBuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub args: Vec<String>,
+}
+
+/// What `quartet sandbox|dev` says in a build without the `sandbox` feature.
+#[cfg(not(feature = "sandbox"))]
+fn not_built(command: &str) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "`quartet {command}` is not in this build: it was built without the `sandbox` feature, as \
+         production images are (they carry no emulated services and no dev Kubernetes API \
+         server). Use a development build, which has it by default: from a checkout of the \
+         source, `cargo run --release -- {command}` (or `cargo install --path .` for a \
+         `quartet` binary with it)"
+    )
 }
 
 #[derive(Args, Debug, Clone)]
@@ -85,6 +115,7 @@ pub struct CrdArgs {
     pub out: Vec<PathBuf>,
 }
 
+#[cfg(feature = "sandbox")]
 #[derive(Args, Debug, Clone)]
 pub struct ServiceArgs {
     /// Listen address of the secrets service (cluster i of --secrets-clusters listens on port+i).
@@ -125,6 +156,7 @@ pub struct ServiceArgs {
     pub kube_addr: SocketAddr,
 }
 
+#[cfg(feature = "sandbox")]
 #[derive(Args, Debug)]
 pub struct SandboxArgs {
     #[command(flatten)]
@@ -134,6 +166,7 @@ pub struct SandboxArgs {
     pub kubeconfig: Option<PathBuf>,
 }
 
+#[cfg(feature = "sandbox")]
 #[derive(Args, Debug)]
 pub struct DevArgs {
     #[command(flatten)]
@@ -178,8 +211,14 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => crate::run::run(args).await,
             Command::Crd(args) => crate::crdgen::crd(args),
+            #[cfg(feature = "sandbox")]
             Command::Sandbox(args) => crate::dev::sandbox(args).await,
+            #[cfg(feature = "sandbox")]
             Command::Dev(args) => crate::dev::dev(args).await,
+            #[cfg(not(feature = "sandbox"))]
+            Command::Sandbox(_) => not_built("sandbox"),
+            #[cfg(not(feature = "sandbox"))]
+            Command::Dev(_) => not_built("dev"),
         }
     });
     match result {

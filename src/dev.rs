@@ -140,11 +140,11 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
 pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let pp = PatchParams::apply(FIELD_MANAGER).force();
-    for crd in controllers::crds() {
+    for crd in crate::crdgen::crds() {
         let name = crd.name_any();
         api.patch(&name, &pp, &Patch::Apply(&crd)).await?;
     }
-    for crd in controllers::crds() {
+    for crd in crate::crdgen::crds() {
         let name = crd.name_any();
         tokio::time::timeout(
             Duration::from_secs(20),

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod clients;
 pub mod controllers;
 pub mod crdgen;
+#[cfg(feature = "sandbox")]
 pub mod dev;
 pub mod kinds;
 pub mod lease;
