@@ -1,9 +1,11 @@
 # A small static image: the binary built for musl, on an empty base, run as non-root.
+# Built without default features: the production binary carries no emulated services and no
+# dev Kubernetes API server (`quartet sandbox` / `quartet dev` explain how to get them).
 FROM rust:1-bookworm AS build
 RUN rustup target add x86_64-unknown-linux-musl && apt-get update && apt-get install -y musl-tools
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --target x86_64-unknown-linux-musl --bin quartet
+RUN cargo build --release --locked --no-default-features --target x86_64-unknown-linux-musl --bin quartet
 
 FROM scratch
 COPY --from=build /src/target/x86_64-unknown-linux-musl/release/quartet /quartet
