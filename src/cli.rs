@@ -40,6 +40,9 @@ pub enum Command {
     /// the emulated services, Connections to them, and the controllers. Serves until Ctrl-C.
     #[cfg(feature = "sandbox")]
     Dev(DevArgs),
+    /// Lease operations of the secrets service: lookup, list, renew, revoke, revoke-prefix,
+    /// revoke-force, tidy, count and list irrevocable leases.
+    Leases(crate::leases::LeasesArgs),
     /// Not in this build (built without the `sandbox` feature).
     #[cfg(not(feature = "sandbox"))]
     #[command(hide = true)]
@@ -215,6 +218,7 @@ pub fn main() -> ExitCode {
             Command::Sandbox(args) => crate::dev::sandbox(args).await,
             #[cfg(feature = "sandbox")]
             Command::Dev(args) => crate::dev::dev(args).await,
+            Command::Leases(args) => crate::leases::run(args).await.map_err(Into::into),
             #[cfg(not(feature = "sandbox"))]
             Command::Sandbox(_) => not_built("sandbox"),
             #[cfg(not(feature = "sandbox"))]
