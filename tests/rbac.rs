@@ -134,6 +134,17 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
     let rarely: BTreeSet<(String, String, String)> = [
         ("", "namespaces", "get"),
         ("events.k8s.io", "events", "patch"),
+        // Directory engine kinds: not exercised by this scenario (tests/e2e_directory.rs is).
+        ("secrets.quartet.dev", "adengines", "patch"),
+        ("secrets.quartet.dev", "adroles", "patch"),
+        ("secrets.quartet.dev", "adlibrarysets", "patch"),
+        ("secrets.quartet.dev", "adlibrarysets", "get"),
+        ("secrets.quartet.dev", "adcheckouts", "patch"),
+        ("secrets.quartet.dev", "adengines/status", "patch"),
+        ("secrets.quartet.dev", "adroles/status", "patch"),
+        ("secrets.quartet.dev", "adlibrarysets/status", "patch"),
+        ("secrets.quartet.dev", "adcheckouts/status", "patch"),
+        ("", "secrets", "patch"),
     ]
     .into_iter()
     .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))
