@@ -339,7 +339,7 @@ pub struct AdLibrarySetSpec {
     /// The accounts of the set (user principal names). A set: order does not matter. Each
     /// account must exist in the directory and belong to no other set.
     #[schemars(length(min = 1))]
-    #[x_kube(validation = Rule::new("self.all(a, self.exists_one(b, a == b))").message("serviceAccountNames must not repeat an account"))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub service_account_names: Vec<String>,
     /// How long a check-out lasts (default `24h`; `0` is unlimited). Larger check-out requests
     /// are capped to it.
