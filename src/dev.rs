@@ -203,10 +203,30 @@ async fn create_connections(
 async fn seed_directory(secrets_url: &str) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     for (upn, cn, ou, password) in [
-        ("admin@example.com", "admin", "CN=Users", "dev-bind-password"),
-        ("app@example.com", "app", "OU=Service Accounts", "app-initial"),
-        ("lib1@example.com", "lib1", "OU=Service Accounts", "lib1-initial"),
-        ("lib2@example.com", "lib2", "OU=Service Accounts", "lib2-initial"),
+        (
+            "admin@example.com",
+            "admin",
+            "CN=Users",
+            "dev-bind-password",
+        ),
+        (
+            "app@example.com",
+            "app",
+            "OU=Service Accounts",
+            "app-initial",
+        ),
+        (
+            "lib1@example.com",
+            "lib1",
+            "OU=Service Accounts",
+            "lib1-initial",
+        ),
+        (
+            "lib2@example.com",
+            "lib2",
+            "OU=Service Accounts",
+            "lib2-initial",
+        ),
     ] {
         let url = format!("{secrets_url}/_sandbox/secrets/ad/accounts/{upn}");
         if http.get(&url).send().await?.status().is_success() {

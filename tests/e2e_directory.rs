@@ -361,9 +361,8 @@ fn library_set_matches_the_spec_and_reports_its_accounts_availability() {
          spec: {serviceAccountNames: [lib2@example.com, lib1@example.com], ttl: 1h, maxTtl: 2h}\n",
     );
     let obj = wait_for("accounts in status", WAIT, || {
-        sb.get_json("adlibraryset", "team").filter(|o| {
-            condition_is(o, "Ready", "True") && o["status"]["availableCount"] == 2
-        })
+        sb.get_json("adlibraryset", "team")
+            .filter(|o| condition_is(o, "Ready", "True") && o["status"]["availableCount"] == 2)
     });
     assert_eq!(
         obj["status"]["accounts"],
@@ -400,9 +399,16 @@ fn library_set_matches_the_spec_and_reports_its_accounts_availability() {
                 .is_some_and(|f| f.iter().any(|x| x == "ttl"))
         })
     });
-    assert_eq!(sb.secrets("GET", "/v1/ad/library/team", None).1["data"]["ttl"], 3600);
+    assert_eq!(
+        sb.secrets("GET", "/v1/ad/library/team", None).1["data"]["ttl"],
+        3600
+    );
     let lease = co["lease_id"].as_str().unwrap();
-    sb.secrets("PUT", "/v1/sys/leases/revoke", Some(json!({"lease_id": lease, "sync": true})));
+    sb.secrets(
+        "PUT",
+        "/v1/sys/leases/revoke",
+        Some(json!({"lease_id": lease, "sync": true})),
+    );
     sb.secrets("DELETE", "/v1/ad/library/team", None);
     wait_for("recreated", WAIT, || {
         let (s, _) = sb.secrets("GET", "/v1/ad/library/team", None);
@@ -434,7 +440,11 @@ fn library_set_matches_the_spec_and_reports_its_accounts_availability() {
     wait_ready(&sb, "adlibraryset", "keep");
     sb.kubectl_ok(&["delete", "adlibraryset", "keep", "--timeout=60s"]);
     assert_eq!(sb.secrets("GET", "/v1/ad/library/keep", None).0, 200);
-    assert_no_leak(&sb, &op, &[BIND_PW, co["data"]["password"].as_str().unwrap()]);
+    assert_no_leak(
+        &sb,
+        &op,
+        &[BIND_PW, co["data"]["password"].as_str().unwrap()],
+    );
 }
 
 #[test]
@@ -465,7 +475,10 @@ fn two_checkouts_of_a_one_account_set_take_turns_and_the_lease_is_renewed() {
     wait_reason(&sb, "adcheckout", "second", "NoAccountAvailable");
 
     // The lease outlives more than one TTL: it is renewed, the account stays ours.
-    let expires1 = first["status"]["leaseExpiresAt"].as_str().unwrap().to_string();
+    let expires1 = first["status"]["leaseExpiresAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
     std::thread::sleep(Duration::from_secs(14));
     let now = sb.get_json("adcheckout", "first").unwrap();
     assert!(condition_is(&now, "Ready", "True"));
@@ -479,7 +492,10 @@ fn two_checkouts_of_a_one_account_set_take_turns_and_the_lease_is_renewed() {
         .iter()
         .any(|(m, p, s)| m == "PUT" && p == "/v1/sys/leases/renew" && *s == 200));
     let second = sb.get_json("adcheckout", "second").unwrap();
-    assert_eq!(condition(&second, "Ready").unwrap()["reason"], "NoAccountAvailable");
+    assert_eq!(
+        condition(&second, "Ready").unwrap()["reason"],
+        "NoAccountAvailable"
+    );
 
     // Deleting the first checks the account in: the second gets it within the resync interval.
     sb.kubectl_ok(&["delete", "adcheckout", "first", "--timeout=60s"]);
@@ -494,7 +510,11 @@ fn two_checkouts_of_a_one_account_set_take_turns_and_the_lease_is_renewed() {
 
     // A lease revoked outside: checked out again, Secret updated.
     let lease = second["status"]["remoteId"].as_str().unwrap().to_string();
-    let (s, _) = sb.secrets("PUT", "/v1/sys/leases/revoke", Some(json!({"lease_id": lease, "sync": true})));
+    let (s, _) = sb.secrets(
+        "PUT",
+        "/v1/sys/leases/revoke",
+        Some(json!({"lease_id": lease, "sync": true})),
+    );
     assert_eq!(s, 204);
     let data3 = wait_for("checked out again", WAIT, || {
         secret_data(&sb, "second").filter(|d| d["password"] != pw2.as_str())
@@ -507,4 +527,190 @@ fn two_checkouts_of_a_one_account_set_take_turns_and_the_lease_is_renewed() {
     let (_, st) = sb.secrets("GET", "/v1/ad/library/solo/status", None);
     assert_eq!(st["data"]["lib1@example.com"]["available"], true);
     assert_no_leak(&sb, &op, &[BIND_PW, &pw, &pw2, &pw3]);
+}
+
+#[test]
+fn an_existing_set_is_adopted_and_a_lost_create_response_makes_no_duplicate() {
+    let (sb, _op) = env("3s");
+    directory(&sb);
+    sb.apply_ok(&engine_yaml(""));
+    wait_ready(&sb, "adengine", "ad");
+    // Adoption of a set made outside Quartet.
+    let (s, _) = sb.secrets(
+        "POST",
+        "/v1/ad/library/old",
+        Some(
+            json!({"service_account_names": ["lib1@example.com"], "ttl": "24h", "max_ttl": "24h"}),
+        ),
+    );
+    assert_eq!(s, 204);
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdLibrarySet\nmetadata: {name: old, namespace: default}\n\
+         spec: {serviceAccountNames: [lib1@example.com]}\n",
+    );
+    wait_ready(&sb, "adlibraryset", "old");
+    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
+    assert!(events.contains("Adopted"), "{events}");
+    // The service processes the create but the response is lost: found again by name.
+    let (s, _) = http(
+        "POST",
+        &format!("{}/_sandbox/faults", sb.url("secrets")),
+        None,
+        Some(json!({"method": "POST", "path": "/v1/ad/library/lost", "after": true, "count": 1})),
+    );
+    assert!(s < 300);
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdLibrarySet\nmetadata: {name: lost, namespace: default}\n\
+         spec: {serviceAccountNames: [lib2@example.com]}\n",
+    );
+    wait_ready(&sb, "adlibraryset", "lost");
+    let (_, list) = sb.secrets("LIST", "/v1/ad/library", None);
+    let keys = list["data"]["keys"].as_array().unwrap();
+    assert_eq!(keys.iter().filter(|k| *k == "lost").count(), 1);
+    let (_, set) = sb.secrets("GET", "/v1/ad/library/lost", None);
+    assert_eq!(
+        set["data"]["service_account_names"],
+        json!(["lib2@example.com"])
+    );
+}
+
+#[test]
+fn a_checkout_waits_for_its_set_and_retain_leaves_the_account_checked_out() {
+    let (sb, _op) = env("3s");
+    directory(&sb);
+    sb.apply_ok(&engine_yaml(""));
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdCheckout\nmetadata: {name: early, namespace: default}\n\
+         spec: {setRef: {name: later}, ttl: 1h, secretName: early-account, deletionPolicy: Retain}\n",
+    );
+    let obj = wait_reason(&sb, "adcheckout", "early", "ReferenceMissing");
+    assert!(condition(&obj, "Ready").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .contains("later"));
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdLibrarySet\nmetadata: {name: later, namespace: default}\n\
+         spec: {serviceAccountNames: [lib1@example.com, lib2@example.com], ttl: 30m}\n",
+    );
+    let obj = wait_ready(&sb, "adcheckout", "early");
+    let account = obj["status"]["serviceAccountName"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let data = wait_for("secret", WAIT, || secret_data(&sb, "early-account"));
+    assert_eq!(data["serviceAccountName"], account.as_str());
+    // The requested ttl is capped by the set's, as the service does.
+    let (_, lease) = sb.secrets(
+        "PUT",
+        "/v1/sys/leases/lookup",
+        Some(json!({"lease_id": obj["status"]["remoteId"]})),
+    );
+    assert!(lease["data"]["ttl"].as_i64().unwrap() <= 1800);
+    sb.kubectl_ok(&["delete", "adcheckout", "early", "--timeout=60s"]);
+    let (_, st) = sb.secrets("GET", "/v1/ad/library/later/status", None);
+    assert_eq!(st["data"][account.as_str()]["available"], false);
+}
+
+#[test]
+fn a_root_rotation_already_in_progress_is_reported_and_retried_not_counted_as_done() {
+    let (sb, _op) = env("30s");
+    directory(&sb);
+    let (s, _) = admin(
+        &sb,
+        "POST",
+        "rotation-in-progress",
+        Some(json!({"target": "root", "mount": "ad/", "in_progress": true})),
+    );
+    assert_eq!(s, 204);
+    sb.apply_ok(&engine_yaml("  rotateRootRequest: r1\n"));
+    let obj = wait_reason(&sb, "adengine", "ad", "InProgress");
+    assert!(condition(&obj, "Ready").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .contains("Root password rotation is already in progress."));
+    assert!(obj["status"]["handledRotateRootRequest"].is_null());
+    assert_eq!(dir_password(&sb, "admin@example.com"), BIND_PW);
+    admin(
+        &sb,
+        "POST",
+        "rotation-in-progress",
+        Some(json!({"target": "root", "mount": "ad/", "in_progress": false})),
+    );
+    let obj = wait_for("rotation done", WAIT, || {
+        sb.get_json("adengine", "ad")
+            .filter(|o| o["status"]["handledRotateRootRequest"] == "r1")
+    });
+    assert!(obj["status"]["lastRootRotation"].is_string());
+    assert_ne!(dir_password(&sb, "admin@example.com"), BIND_PW);
+    wait_ready(&sb, "adengine", "ad");
+}
+
+#[test]
+fn the_directory_example_becomes_ready_under_quartet_dev() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = Command::new(BIN)
+        .args([
+            "dev",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--secrets-addr",
+            "127.0.0.1:0",
+            "--workspaces-addr",
+            "127.0.0.1:0",
+            "--catalog-addr",
+            "127.0.0.1:0",
+            "--scheduler-addr",
+            "127.0.0.1:0",
+            "--kube-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--resync-interval",
+            "30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.path().join("dev.log")).unwrap())
+        .spawn()
+        .unwrap();
+    read_ready(&mut child, "Quartet dev is ready");
+    let example = repo_root().join("examples/directory.yaml");
+    let out = kubectl(
+        &kubeconfig,
+        &["apply", "-f", example.to_str().unwrap()],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for obj in [
+        "adengine/ad",
+        "adrole/app",
+        "adlibraryset/team",
+        "adcheckout/build",
+    ] {
+        let out = kubectl(
+            &kubeconfig,
+            &["wait", "--for=condition=Ready", "--timeout=60s", obj],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{obj} not Ready: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for secret in ["app-ad-credentials", "build-account"] {
+        wait_for(&format!("Secret {secret}"), WAIT, || {
+            kubectl(&kubeconfig, &["get", "secret", secret], None)
+                .status
+                .success()
+                .then_some(())
+        });
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }

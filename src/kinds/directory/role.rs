@@ -87,6 +87,46 @@ pub fn diff(account: &str, ttl: Option<i64>, observed: &RoleRead) -> Vec<&'stati
     changed
 }
 
+impl AdRole {
+    /// Read the credentials and write them to the Secret `name` unless the password's keyed
+    /// hash is `known`; returns the hash (`None` when the role is gone).
+    async fn write_credentials(
+        &self,
+        client: &AdClient,
+        desired: &RoleDesired,
+        name: &str,
+        known: Option<&str>,
+    ) -> Result<Option<String>> {
+        let m = &desired.mount;
+        let Some(creds) = client
+            .creds(m, &desired.name)
+            .await
+            .map_err(|e| ad_error(m, e))?
+        else {
+            return Ok(None);
+        };
+        let hash = keyed_hash(
+            desired.hash_key.expose().as_bytes(),
+            &[
+                b"ad-role-password",
+                creds.current_password.expose().as_bytes(),
+            ],
+        );
+        if known != Some(hash.as_str()) {
+            let mut data = BTreeMap::new();
+            data.insert("username".to_string(), SecretString::new(creds.username));
+            data.insert("password".to_string(), creds.current_password);
+            data.insert(
+                "lastPassword".to_string(),
+                creds.last_password.unwrap_or_else(|| SecretString::new("")),
+            );
+            apply_secret(&desired.kube, self, name, data).await?;
+            tracing::info!(secret = %name, "role credentials written");
+        }
+        Ok(Some(hash))
+    }
+}
+
 impl Reconciled for AdRole {
     type Client = AdClient;
     type Desired = RoleDesired;
@@ -156,29 +196,15 @@ impl Reconciled for AdRole {
             let now = chrono::Utc::now().timestamp();
             let missing = !secret_exists(&desired.kube, &ns, &secret.name).await?;
             if missing || self.creds_may_have_changed(&role, now) {
-                if let Some(creds) = client
-                    .creds(m, &desired.name)
-                    .await
-                    .map_err(|e| ad_error(m, e))?
+                let known = if missing {
+                    None
+                } else {
+                    obs.credentials_hash.clone()
+                };
+                if let Some(hash) = self
+                    .write_credentials(client, desired, &secret.name, known.as_deref())
+                    .await?
                 {
-                    let hash = keyed_hash(
-                        desired.hash_key.expose().as_bytes(),
-                        &[
-                            b"ad-role-password",
-                            creds.current_password.expose().as_bytes(),
-                        ],
-                    );
-                    if missing || obs.credentials_hash.as_deref() != Some(hash.as_str()) {
-                        let mut data = BTreeMap::new();
-                        data.insert("username".to_string(), SecretString::new(creds.username));
-                        data.insert("password".to_string(), creds.current_password);
-                        data.insert(
-                            "lastPassword".to_string(),
-                            creds.last_password.unwrap_or_else(|| SecretString::new("")),
-                        );
-                        apply_secret(&desired.kube, self, &secret.name, data).await?;
-                        tracing::info!(secret = %secret.name, "role credentials written");
-                    }
                     obs.credentials_hash = Some(hash);
                     // The read may have rotated the password: show the role as it is now.
                     if let Some(r) = client
@@ -205,6 +231,11 @@ impl Reconciled for AdRole {
             .write_role(m, &desired.name, &desired.account, desired.ttl)
             .await
             .map_err(|e| ad_error(m, e))?;
+        // The credentials Secret exists once the role is Ready.
+        if let Some(secret) = &self.spec.credentials_secret {
+            self.write_credentials(client, desired, &secret.name, None)
+                .await?;
+        }
         Ok(Created {
             remote_id: format!("{m}/roles/{}", desired.name),
             // The next pass reads the role into status (and writes the credentials Secret).
