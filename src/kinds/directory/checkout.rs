@@ -281,6 +281,17 @@ impl Operated for AdCheckout {
                 Err(_) => return Ok(()),
             },
         };
+        // Only while our lease lives: after it ended the account may be lent to another
+        // borrower with the same token, whose check-out must not be ended by ours.
+        if let Some(lease_id) = self.status_field(|s| s.managed.remote_id.as_ref()) {
+            let lease = client
+                .lookup_lease(lease_id)
+                .await
+                .map_err(|e| ad_error(&mount, e))?;
+            if lease.is_none() {
+                return Ok(());
+            }
+        }
         match client.check_in(&mount, &set, &account).await {
             Ok(_) => Ok(()),
             // Already given back, the set gone, or lent to someone else after our lease ended.
