@@ -237,6 +237,69 @@ fn a_changed_bind_password_secret_is_sent_and_other_edits_never_send_it() {
         let (s2, _) = sb.secrets("GET", "/v1/ad/creds/probe", None);
         (s == 204 && s2 == 200).then_some(())
     });
+    // Delete removes the config.
+    sb.kubectl_ok(&["delete", "adengine", "ad", "--timeout=60s"]);
+    assert_eq!(sb.secrets("GET", "/v1/ad/config", None).0, 404);
+}
+
+#[test]
+fn a_refused_config_is_a_condition_without_retries_and_a_role_edited_outside_is_restored() {
+    let (sb, _op) = env("3s");
+    directory(&sb);
+    sb.apply_ok(&engine_yaml(
+        "  ttl: 10h
+  maxTtl: 1h
+",
+    ));
+    let obj = wait_reason(&sb, "adengine", "ad", "InvalidSpec");
+    let msg = condition(&obj, "Ready").unwrap()["message"].to_string();
+    assert!(
+        msg.contains("ttl must be smaller than or equal to max_ttl"),
+        "{msg}"
+    );
+    let since = sb.requests("secrets", 0).1;
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(count(&sb, since, "POST", "/v1/ad/config") <= 2);
+    // Fixing the spec applies at once.
+    sb.apply_ok(&engine_yaml(
+        "  ttl: 1h
+  maxTtl: 10h
+",
+    ));
+    wait_ready(&sb, "adengine", "ad");
+
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdRole\nmetadata: {name: app, namespace: default}\n\
+         spec: {serviceAccountName: svc@example.com, ttl: 30m}\n",
+    );
+    let obj = wait_ready(&sb, "adrole", "app");
+    // Without credentialsSecret nothing reads the credentials: no rotation yet.
+    assert!(obj["status"]["lastVaultRotation"].is_null());
+    let (s, _) = sb.secrets(
+        "POST",
+        "/v1/ad/roles/app",
+        Some(json!({"service_account_name": "svc@example.com", "ttl": 60})),
+    );
+    assert_eq!(s, 204);
+    wait_for("role drift corrected", WAIT, || {
+        sb.get_json("adrole", "app").filter(|o| {
+            o["status"]["driftedFields"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|x| x == "ttl"))
+        })
+    });
+    assert_eq!(
+        sb.secrets("GET", "/v1/ad/roles/app", None).1["data"]["ttl"],
+        1800
+    );
+    // Retain keeps the role in the service.
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdRole\nmetadata: {name: app, namespace: default}\n\
+         spec: {serviceAccountName: svc@example.com, ttl: 30m, deletionPolicy: Retain}\n",
+    );
+    wait_ready(&sb, "adrole", "app");
+    sb.kubectl_ok(&["delete", "adrole", "app", "--timeout=60s"]);
+    assert_eq!(sb.secrets("GET", "/v1/ad/roles/app", None).0, 200);
 }
 
 #[test]
