@@ -11,6 +11,7 @@ use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
+use crate::api::dr_replication::DrReplication;
 use crate::api::{Connection, SecretsPolicy};
 use crate::kinds;
 use crate::reconcile::driver;
@@ -26,6 +27,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         AdRole::crd(),
         AdLibrarySet::crd(),
         AdCheckout::crd(),
+        DrReplication::crd(),
     ]
 }
 
@@ -58,6 +60,7 @@ pub async fn run(
         driver::run::<AdRole>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<AdCheckout>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

@@ -3,6 +3,7 @@
 
 pub mod connection;
 pub mod directory;
+pub mod dr_replication;
 pub mod secrets_policy;
 
 use schemars::JsonSchema;

@@ -3,4 +3,5 @@
 
 pub mod connection;
 pub mod directory;
+pub mod dr_replication;
 pub mod secrets_policy;
