@@ -10,7 +10,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{Connection, SecretsPolicy};
+use crate::api::{CatalogAclBootstrap, Connection, DeploymentGate, SecretsPolicy};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -18,7 +18,12 @@ use crate::reconcile::{Context, Settings};
 
 /// Every CRD Quartet serves.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![Connection::crd(), SecretsPolicy::crd()]
+    vec![
+        Connection::crd(),
+        SecretsPolicy::crd(),
+        CatalogAclBootstrap::crd(),
+        DeploymentGate::crd(),
+    ]
 }
 
 /// Run every controller until `shutdown` is cancelled.
@@ -46,6 +51,12 @@ pub async fn run(
     tokio::join!(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<CatalogAclBootstrap>(
+            ctx.clone(),
+            namespace.clone(),
+            stop()
+        ),
+        crate::reconcile::run_operation::<DeploymentGate>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

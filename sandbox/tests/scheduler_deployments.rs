@@ -1336,3 +1336,15 @@ fn blocking_queries_cap_at_300_seconds_plus_up_to_a_sixteenth_of_jitter() {
     let o = blocking_opts(&q).unwrap();
     assert!(o.wait >= Duration::from_secs(10) && o.wait <= Duration::from_millis(10_625));
 }
+
+#[tokio::test]
+async fn job_read_answers_the_latest_version_with_each_groups_update_block() {
+    let t = T::new().await;
+    t.job(web_job(0, 1, "manual", false, "v0")).await;
+    let j = t.get_json("/v1/job/web").await;
+    assert_eq!(j["ID"], "web");
+    assert_eq!(j["Version"], 0);
+    assert_eq!(j["TaskGroups"][0]["Update"]["HealthCheck"], "manual");
+    let (s, _, body) = t.get("/v1/job/nope", Some(ROOT)).await;
+    assert_eq!((s, body.as_str()), (404, "job not found"));
+}

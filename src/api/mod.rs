@@ -1,13 +1,17 @@
 //! Custom resource types, one file per kind, grouped by service. No IO here: these types are
 //! the CRD schemas (their doc comments become `kubectl explain` text).
 
+pub mod catalog;
 pub mod connection;
+pub mod scheduler;
 pub mod secrets_policy;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use catalog::CatalogAclBootstrap;
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
+pub use scheduler::DeploymentGate;
 pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
 
 /// Which Connection a managed resource uses to reach its service.

@@ -5,7 +5,8 @@
 //! controls `PUT|POST /deployment/{fail,pause,promote,allocation-health,unblock}/:id`. Reads need
 //! `namespace:read-job`, controls `namespace:submit-job` (or the matching fine-grained
 //! deployment capability the real scheduler also accepts). Also `GET /v1/job/:id/deployments`,
-//! `GET /v1/job/:id/deployment`, `GET /v1/acl/token/self` and `GET /v1/status/leader`, which
+//! `GET /v1/job/:id/deployment`, `GET /v1/job/:id` (the latest version, with each group's
+//! `Update` block, where clients read `HealthCheck`), `GET /v1/acl/token/self` and `GET /v1/status/leader`, which
 //! real clients call around them. Tokens come in `X-Nomad-Token`
 //! (also the renamed `X-Scheduler-Token`) or `Authorization: Bearer`; `--root-token` is a
 //! management token. Responses carry `X-Nomad-Index` (and the renamed `X-Scheduler-Index`).
@@ -214,6 +215,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/deployments", any(list_deployments))
         .route("/v1/deployment/", any(deployment_root))
         .route("/v1/deployment/{*rest}", any(deployment_specific))
+        .route("/v1/job/{job_id}", any(read_job))
         .route("/v1/job/{job_id}/deployments", any(job_deployments))
         .route("/v1/job/{job_id}/deployment", any(job_latest_deployment))
         .route("/v1/acl/token/self", any(token_self))
@@ -700,6 +702,43 @@ async fn job_deployments_impl(
         })
         .await?;
     Ok(json_response(&value, Some(index), true))
+}
+
+/// GET /v1/job/:id: the job's latest version (read-job), 404 `job not found`.
+async fn read_job(
+    State(s): State<Scheduler>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    Path(job_id): Path<String>,
+) -> Response {
+    let r = async {
+        if method != Method::GET {
+            return Err(ApiError::invalid_method());
+        }
+        let query = parse_query(raw.as_deref());
+        let opts = blocking_opts(&query)?;
+        check_region(&query)?;
+        let ns = namespace_of(&query);
+        let acl = s.acl(&headers)?;
+        if !acl.allow(&ns, &["read-job"]) {
+            return Err(ApiError::permission_denied());
+        }
+        let (value, index) = s
+            .blocking(opts, |st| {
+                Ok(match st.latest_job(&ns, &job_id) {
+                    Some(j) => (j.to_api(), j.modify_index),
+                    None => (Value::Null, st.index),
+                })
+            })
+            .await?;
+        if value.is_null() {
+            return Err(ApiError::new(404, "job not found"));
+        }
+        Ok(json_response(&value, Some(index), true))
+    }
+    .await;
+    r.unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn job_deployments(

@@ -62,6 +62,36 @@ pub struct Job {
 }
 
 impl Job {
+    /// The job as `GET /v1/job/:id` answers it (the fields clients read).
+    pub fn to_api(&self) -> Value {
+        let groups: Vec<Value> = self
+            .groups
+            .iter()
+            .map(|g| {
+                json!({
+                    "Name": g.name, "Count": g.count,
+                    "Update": {
+                        "Stagger": 30_000_000_000u64, "MaxParallel": g.max_parallel,
+                        "HealthCheck": g.health_check, "MinHealthyTime": 10_000_000_000u64,
+                        "HealthyDeadline": 300_000_000_000u64, "ProgressDeadline": g.progress_deadline_ns,
+                        "AutoRevert": g.auto_revert, "AutoPromote": g.auto_promote, "Canary": g.canary,
+                    },
+                    "Tasks": g.tasks.iter().map(|t| json!({"Name": t, "Driver": "docker"})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        json!({
+            "ID": self.id, "Name": self.id, "Namespace": self.namespace, "Type": "service",
+            "Priority": self.priority, "Region": "global", "Datacenters": ["dc1"],
+            "Version": self.version, "Stable": self.stable, "Status": "running",
+            "Multiregion": if self.multiregion { json!({}) } else { Value::Null },
+            "TaskGroups": groups,
+            "SubmitTime": self.submit_time_ns,
+            "CreateIndex": self.create_index, "ModifyIndex": self.modify_index,
+            "JobModifyIndex": self.spec_modify_index,
+        })
+    }
+
     /// Whether two versions differ in specification (what the rollback rule compares).
     pub fn spec_differs(&self, other: &Job) -> bool {
         self.groups != other.groups
