@@ -75,6 +75,23 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         r#"path "a/*" { capabilities = ["read"] }"#,
     ));
     sb.apply_ok(&policy("rbac-bad", "path {"));
+    // Operation kinds: a catalog bootstrap writes its token Secret (patch); a gate without a
+    // scheduler Connection still adds its finalizer and writes status.
+    sb.apply_ok(&format!(
+        "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: catalog, namespace: default}}\n\
+         spec: {{service: catalog, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}}}\n---\n\
+         apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclBootstrap\nmetadata: {{name: rbac-boot, namespace: default}}\nspec: {{}}\n---\n\
+         apiVersion: scheduler.quartet.dev/v1alpha1\nkind: DeploymentGate\nmetadata: {{name: rbac-gate, namespace: default}}\nspec: {{jobId: web}}\n",
+        sb.url("catalog")
+    ));
+    wait_for("bootstrapped", Duration::from_secs(30), || {
+        sb.get_json("catalogaclbootstrap", "rbac-boot")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    wait_for("gate status", Duration::from_secs(30), || {
+        sb.get_json("deploymentgate", "rbac-gate")
+            .filter(|o| condition(o, "Ready").is_some())
+    });
     wait_for("Ready", Duration::from_secs(30), || {
         sb.get_json("secretspolicy", "rbac-ok")
             .filter(|o| condition_is(o, "Ready", "True"))
@@ -88,6 +105,13 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "secretspolicy",
         "rbac-ok",
         "rbac-bad",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    sb.kubectl_ok(&[
+        "delete",
+        "catalogaclbootstrap/rbac-boot",
+        "deploymentgate/rbac-gate",
         "--wait=true",
         "--timeout=30s",
     ]);
