@@ -324,7 +324,23 @@ impl CatalogAclBootstrap {
                 status: 403,
                 message,
                 ..
-            }) => Ok(self.elsewhere(&message)),
+            }) => {
+                // Already bootstrapped: with this token when a retried call follows a lost
+                // response (or someone else used the same Secret), otherwise elsewhere.
+                match self.token_accessor(ctx).await? {
+                    Some(accessor) => {
+                        self.write_secret(ctx, secret, Some(&accessor), ours)
+                            .await?;
+                        let reason = if ours {
+                            "Bootstrapped"
+                        } else {
+                            "AlreadyBootstrapped"
+                        };
+                        Ok(self.bootstrapped(reason, &accessor))
+                    }
+                    None => Ok(self.elsewhere(&message)),
+                }
+            }
             Err(e) => Err(e.into()),
         }
     }
