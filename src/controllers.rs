@@ -10,7 +10,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{CatalogAclBootstrap, Connection, DeploymentGate, SecretsPolicy};
+use crate::api::{CatalogAclBootstrap, CatalogAclToken, Connection, DeploymentGate, SecretsPolicy};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -22,6 +22,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         Connection::crd(),
         SecretsPolicy::crd(),
         CatalogAclBootstrap::crd(),
+        CatalogAclToken::crd(),
         DeploymentGate::crd(),
     ]
 }
@@ -56,6 +57,7 @@ pub async fn run(
             namespace.clone(),
             stop()
         ),
+        crate::reconcile::run_operation::<CatalogAclToken>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<DeploymentGate>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();

@@ -179,6 +179,120 @@ fn replication_status_of_an_unhealthy_secondary_shows_healthy_false() {
     assert!(condition_is(&obj, "ReplicationHealthy", "True"), "{obj}");
 }
 
+// ---- CatalogAclToken ----
+
+const SA_KEY: &str = "sandbox-service-account-signing-key";
+
+/// An HS256 ServiceAccount JWT the catalog's `kubernetes` auth method verifies with `SA_KEY`.
+fn sa_jwt(ns: &str, name: &str) -> String {
+    use hmac::Mac;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let claims = b64(json!({
+        "iss": "https://kubernetes.default.svc",
+        "sub": format!("system:serviceaccount:{ns}:{name}"),
+        "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": "0b6c0e4e-1111-2222-3333-444455556666"}},
+        "iat": now, "exp": now + 3600,
+    })
+    .to_string()
+    .as_bytes());
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SA_KEY.as_bytes()).unwrap();
+    mac.update(format!("{header}.{claims}").as_bytes());
+    let sig = b64(&mac.finalize().into_bytes());
+    format!("{header}.{claims}.{sig}")
+}
+
+fn token_works(catalog: &str, token: &str) -> bool {
+    http(
+        "GET",
+        &format!("{catalog}/v1/acl/token/self"),
+        Some(("X-Catalog-Token", token)),
+        None,
+    )
+    .0 == 200
+}
+
+#[test]
+fn acl_token_logs_in_rotates_and_is_logged_out_on_delete() {
+    let (sb, op) = env("3s");
+    let catalog = sb.url("catalog").to_string();
+    let (s, v) = http(
+        "POST",
+        &format!("{catalog}/_sandbox/catalog/auth-methods"),
+        None,
+        Some(json!({"Name": "k8s", "Type": "kubernetes",
+            "Config": {"Host": "https://kubernetes.default.svc", "ValidationKey": SA_KEY}})),
+    );
+    assert!((200..300).contains(&s), "{v}");
+    let (s, v) = http(
+        "POST",
+        &format!("{catalog}/_sandbox/catalog/binding-rules"),
+        None,
+        Some(
+            json!({"AuthMethod": "k8s", "BindType": "service", "BindName": "${serviceaccount.name}"}),
+        ),
+    );
+    assert!((200..300).contains(&s), "{v}");
+    let jwt = sa_jwt("default", "web");
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: web-jwt, namespace: default}}\nstringData: {{token: {jwt}}}\n---\n\
+         apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclToken\nmetadata: {{name: web, namespace: default}}\n\
+         spec:\n  authMethod: k8s\n  meta: {{app: web}}\n  bearerTokenSecretRef: {{name: web-jwt, key: token}}\n  rotationInterval: 6s\n"
+    ));
+    let obj = wait_for("token Ready", WAIT, || {
+        sb.get_json("catalogacltoken", "web")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    let first = secret_key(&sb, "web", "token").expect("token");
+    let (status, me) = http(
+        "GET",
+        &format!("{catalog}/v1/acl/token/self"),
+        Some(("X-Catalog-Token", &first)),
+        None,
+    );
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(me["AuthMethod"], "k8s");
+    assert_eq!(me["ServiceIdentities"][0]["ServiceName"], "web");
+    assert_eq!(obj["status"]["accessorId"], me["AccessorID"]);
+    let s = sb.get_json("secret", "web").unwrap();
+    assert_eq!(s["metadata"]["ownerReferences"][0]["name"], "web");
+    // Rotation: a new token in the Secret, the old one logged out.
+    let second = wait_for("rotated token", WAIT, || {
+        secret_key(&sb, "web", "token").filter(|t| *t != first)
+    });
+    wait_for("previous token logged out", WAIT, || {
+        (!token_works(&catalog, &first) && secret_key(&sb, "web", "previousToken").is_none())
+            .then_some(())
+    });
+    let current = secret_key(&sb, "web", "token").unwrap();
+    assert!(current == second || current != first);
+    assert!(token_works(&catalog, &current));
+    // No token in logs, Events or status.
+    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
+    let status = sb.get_json("catalogacltoken", "web").unwrap()["status"].to_string();
+    for text in [sb.log(), op.log(), events, status] {
+        for secret in [&jwt, &first, &current] {
+            assert!(!text.contains(secret.as_str()), "a token leaked");
+        }
+    }
+    // Delete (deletionPolicy Delete): the token stops working.
+    sb.kubectl_ok(&[
+        "delete",
+        "catalogacltoken",
+        "web",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    let last = current;
+    wait_for("logged out on delete", WAIT, || {
+        (!token_works(&catalog, &last)).then_some(())
+    });
+}
+
 // ---- DeploymentGate ----
 
 struct Sched<'a> {

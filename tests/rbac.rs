@@ -81,12 +81,18 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: catalog, namespace: default}}\n\
          spec: {{service: catalog, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}}}\n---\n\
          apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclBootstrap\nmetadata: {{name: rbac-boot, namespace: default}}\nspec: {{}}\n---\n\
-         apiVersion: scheduler.quartet.dev/v1alpha1\nkind: DeploymentGate\nmetadata: {{name: rbac-gate, namespace: default}}\nspec: {{jobId: web}}\n",
+         apiVersion: scheduler.quartet.dev/v1alpha1\nkind: DeploymentGate\nmetadata: {{name: rbac-gate, namespace: default}}\nspec: {{jobId: web}}\n---\n\
+         apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclToken\nmetadata: {{name: rbac-token, namespace: default}}\n\
+         spec: {{authMethod: k8s, bearerTokenSecretRef: {{name: absent, key: token}}}}\n",
         sb.url("catalog")
     ));
     wait_for("bootstrapped", Duration::from_secs(30), || {
         sb.get_json("catalogaclbootstrap", "rbac-boot")
             .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    wait_for("token status", Duration::from_secs(30), || {
+        sb.get_json("catalogacltoken", "rbac-token")
+            .filter(|o| condition(o, "Ready").is_some())
     });
     wait_for("gate status", Duration::from_secs(30), || {
         sb.get_json("deploymentgate", "rbac-gate")
@@ -112,6 +118,7 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "delete",
         "catalogaclbootstrap/rbac-boot",
         "deploymentgate/rbac-gate",
+        "catalogacltoken/rbac-token",
         "--wait=true",
         "--timeout=30s",
     ]);
@@ -158,6 +165,8 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
     let rarely: BTreeSet<(String, String, String)> = [
         ("", "namespaces", "get"),
         ("events.k8s.io", "events", "patch"),
+        // TokenRequest (CatalogAclToken serviceAccountName): the dev API server has none yet.
+        ("", "serviceaccounts/token", "create"),
     ]
     .into_iter()
     .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))

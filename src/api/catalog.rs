@@ -1,10 +1,13 @@
-//! Kinds of the catalog's ACL system (spec C §2.3, §4.3): `CatalogAclBootstrap`.
+//! Kinds of the catalog's ACL system (spec C §2.3, §4.3): `CatalogAclBootstrap`,
+//! `CatalogAclToken`.
+
+use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ConnectionRef, ManagedStatus};
+use super::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef};
 
 /// Bootstraps the catalog's ACL system once and keeps the management token in a Secret.
 ///
@@ -140,6 +143,117 @@ pub struct CatalogAclBootstrapStatus {
 
 impl CatalogAclBootstrap {
     /// The Secret holding the management token.
+    pub fn secret_name(&self) -> String {
+        use kube::ResourceExt;
+        self.spec
+            .secret_name
+            .clone()
+            .unwrap_or_else(|| self.name_any())
+    }
+}
+
+/// Exchanges a Kubernetes identity for a catalog ACL token (`POST /v1/acl/login`) and keeps it
+/// in a Secret owned by this resource (keys `token` and `accessorId`). Logs in again when the
+/// token is refused or after `rotationInterval`; the old token is logged out once the Secret
+/// holds the new one. On delete with `deletionPolicy: Delete` the token is logged out.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "catalog.quartet.dev",
+    version = "v1alpha1",
+    kind = "CatalogAclToken",
+    plural = "catalogacltokens",
+    doc = "A catalog ACL token obtained by logging in with a Kubernetes identity, kept in an owned Secret and rotated.",
+    cel,
+    namespaced,
+    status = "CatalogAclTokenStatus",
+    shortname = "acltoken",
+    category = "quartet",
+    printcolumn(name = "Auth Method", type_ = "string", json_path = ".spec.authMethod"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Synced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Synced\")].status"
+    ),
+    printcolumn(name = "Remote ID", type_ = "string", json_path = ".status.remoteId"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(
+    validation = Rule::new("has(self.serviceAccountName) != has(self.bearerTokenSecretRef)").message("set exactly one of serviceAccountName and bearerTokenSecretRef"),
+    validation = Rule::new("!has(self.audience) || has(self.serviceAccountName)").message("audience applies to serviceAccountName only"),
+    validation = Rule::new("has(self.secretName) == has(oldSelf.secretName) && (!has(self.secretName) || self.secretName == oldSelf.secretName)").message("secretName is immutable")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogAclTokenSpec {
+    /// Name of the catalog auth method to log in with (a `kubernetes` method).
+    #[schemars(length(min = 1, max = 128))]
+    pub auth_method: String,
+    /// Catalog namespace of the auth method (enterprise only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub namespace: Option<String>,
+    /// Metadata attached to the token (`Meta` of the login).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meta: BTreeMap<String, String>,
+    /// ServiceAccount (in this namespace) whose short-lived token, requested through the
+    /// TokenRequest API, is the login's bearer token. Exclusive with `bearerTokenSecretRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub service_account_name: Option<String>,
+    /// Audience of the requested ServiceAccount token (default: the API server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub audience: Option<String>,
+    /// A Secret key holding the bearer token (a ServiceAccount JWT). Exclusive with
+    /// `serviceAccountName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_secret_ref: Option<SecretKeyRef>,
+    /// Name of the Secret (owned by this resource) holding the token: keys `token` (the
+    /// SecretID) and `accessorId`. Defaults to `metadata.name`. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub secret_name: Option<String>,
+    /// Log in again after this long (Go duration; default `24h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    pub rotation_interval: Option<String>,
+    /// The Connection to the catalog; defaults to the Connection named `catalog` in this
+    /// namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_ref: Option<ConnectionRef>,
+    /// `Delete` (default) logs the token out when this resource is deleted; `Retain` leaves it
+    /// valid until it expires.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+}
+
+/// Observed state of a CatalogAclToken.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogAclTokenStatus {
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
+    /// Accessor ID of the token in the Secret (not secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accessor_id: Option<String>,
+    /// When the token was obtained (RFC 3339); the next rotation is `rotationInterval` later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_login_time: Option<String>,
+}
+
+impl CatalogAclToken {
+    /// The Secret holding the token.
     pub fn secret_name(&self) -> String {
         use kube::ResourceExt;
         self.spec

@@ -9,7 +9,7 @@ pub mod secrets_policy;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use catalog::CatalogAclBootstrap;
+pub use catalog::{CatalogAclBootstrap, CatalogAclToken};
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
 pub use scheduler::DeploymentGate;
 pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};

@@ -55,6 +55,36 @@ impl CatalogClient {
             .body)
     }
 
+    /// `POST /v1/acl/login`: a token for the auth method's identity (`AccessorID`, `SecretID`).
+    pub async fn login(
+        &self,
+        auth_method: &str,
+        bearer: &str,
+        namespace: Option<&str>,
+        meta: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Value, ClientError> {
+        let mut body = json!({"AuthMethod": auth_method, "BearerToken": bearer});
+        if let Some(ns) = namespace {
+            body["Namespace"] = json!(ns);
+        }
+        if !meta.is_empty() {
+            body["Meta"] = json!(meta);
+        }
+        Ok(self
+            .http
+            .call("POST", "/v1/acl/login", Some(&body))
+            .await?
+            .body)
+    }
+
+    /// `POST /v1/acl/logout`: destroy the caller's own (login) token.
+    pub async fn logout(&self) -> Result<(), ClientError> {
+        self.http
+            .call("POST", "/v1/acl/logout", None)
+            .await
+            .map(|_| ())
+    }
+
     /// `GET /v1/acl/replication?dc=...`: the datacenter's ACL replication status.
     pub async fn replication(&self, dc: &str) -> Result<Value, ClientError> {
         Ok(self

@@ -11,7 +11,6 @@
 //! Replication status of the listed datacenters is read at every pass.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
@@ -20,7 +19,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::api::catalog::{CatalogAclBootstrap, ReplicationStatus, SecretPolicy};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef, Service};
+use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::catalog::{reset_index, CatalogClient};
 use crate::clients::ClientError;
 use crate::reconcile::{Context, Error, Managed, Operated, Result, Step};
@@ -195,25 +194,17 @@ impl CatalogAclBootstrap {
         Ok(())
     }
 
-    /// The catalog client presenting the Secret's token (the Connection's address, TLS and
-    /// header, this resource's Secret).
-    async fn client_with_secret_token(&self, ctx: &Context) -> Result<CatalogClient> {
-        let ns = self.namespace().unwrap_or_default();
-        let conn = ctx.connection_for(&ns, self.connection_ref(), Service::Catalog)?;
-        let mut conn = (*conn).clone();
-        conn.metadata.namespace = Some(ns);
-        conn.spec.token_secret_ref = SecretKeyRef {
-            name: self.secret_name(),
-            key: "token".into(),
-        };
-        conn.spec.ca_secret_ref = None;
-        let http = ctx.build_http(&conn).await?;
-        Ok(CatalogClient::from(Arc::new(http)))
-    }
-
     /// Whether the catalog accepts the Secret's token: its accessor ID, or `None` when refused.
     async fn token_accessor(&self, ctx: &Context) -> Result<Option<String>> {
-        let client = self.client_with_secret_token(ctx).await?;
+        let ns = self.namespace().unwrap_or_default();
+        let client = super::client_with_token_in(
+            ctx,
+            &ns,
+            self.connection_ref(),
+            &self.secret_name(),
+            "token",
+        )
+        .await?;
         match client.token_self().await {
             Ok(t) => Ok(Some(
                 t.get("AccessorID")
