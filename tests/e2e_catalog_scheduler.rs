@@ -133,7 +133,7 @@ fn bootstrap_writes_the_secret_before_the_call_so_a_lost_response_loses_nothing_
 
 #[test]
 fn replication_status_of_an_unhealthy_secondary_shows_healthy_false() {
-    let (sb, _op) = env("2s");
+    let (sb, op) = env("2s");
     let catalog = sb.url("catalog").to_string();
     let config = format!("{catalog}/_sandbox/catalog/config");
     http(
@@ -163,6 +163,20 @@ fn replication_status_of_an_unhealthy_secondary_shows_healthy_false() {
     assert_eq!(r["replicationType"], "tokens");
     assert!(condition_is(&obj, "ReplicationHealthy", "False"), "{obj}");
     assert!(condition_is(&obj, "Ready", "True"), "{obj}");
+    // A metric per datacenter.
+    let addr = op.metrics_addr();
+    let metrics = reqwest::blocking::get(format!("http://{addr}/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains(r#"resource="default/rep",datacenter="dc2",measure="healthy"} 0"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"datacenter="dc2",measure="seconds_since_last_success"}"#),
+        "{metrics}"
+    );
     // Owned: the Secret names the resource as its owner.
     let s = sb.get_json("secret", "rep-token").unwrap();
     assert_eq!(s["metadata"]["ownerReferences"][0]["name"], "rep");

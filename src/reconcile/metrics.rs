@@ -6,6 +6,7 @@ use std::time::Duration;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -23,6 +24,7 @@ pub struct Metrics {
     remote_duration: HistogramFamily,
     kube_calls: Family<Labels, Counter>,
     resyncs_deferred: Family<Labels, Counter>,
+    acl_replication: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 fn histogram() -> Histogram {
@@ -76,8 +78,16 @@ impl Default for Metrics {
              request budget (the effective resync period is longer than configured)",
             resyncs_deferred.clone(),
         );
+        let acl_replication = Family::<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "catalog_acl_replication",
+            "ACL replication of a catalog datacenter, per CatalogAclBootstrap: healthy (1/0) and \
+             seconds since the last successful round (-1: never)",
+            acl_replication.clone(),
+        );
         Self {
             registry,
+            acl_replication,
             resyncs_deferred,
             reconciles,
             errors,
@@ -141,6 +151,30 @@ impl Metrics {
                 ("connection", connection.to_string()),
             ])
             .inc();
+    }
+
+    /// ACL replication of datacenter `dc` as a CatalogAclBootstrap `resource` (namespace/name)
+    /// last read it.
+    pub fn acl_replication(
+        &self,
+        resource: &str,
+        dc: &str,
+        healthy: bool,
+        since_success: Option<f64>,
+    ) {
+        let labels = |m: &str| {
+            vec![
+                ("resource", resource.to_string()),
+                ("datacenter", dc.to_string()),
+                ("measure", m.to_string()),
+            ]
+        };
+        self.acl_replication
+            .get_or_create(&labels("healthy"))
+            .set(if healthy { 1.0 } else { 0.0 });
+        self.acl_replication
+            .get_or_create(&labels("seconds_since_last_success"))
+            .set(since_success.unwrap_or(-1.0));
     }
 
     /// The Prometheus text exposition.

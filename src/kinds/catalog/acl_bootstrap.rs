@@ -227,11 +227,32 @@ impl CatalogAclBootstrap {
     }
 
     /// Add the replication fields and condition to a step.
-    async fn with_replication(&self, client: &CatalogClient, step: Step) -> Result<Step> {
+    async fn with_replication(
+        &self,
+        ctx: &Context,
+        client: &CatalogClient,
+        step: Step,
+    ) -> Result<Step> {
         if self.spec.replication_datacenters.is_empty() {
             return Ok(step.clear_condition("ReplicationHealthy"));
         }
         let rep = self.replication(client).await?;
+        let resource = format!(
+            "{}/{}",
+            self.namespace().unwrap_or_default(),
+            self.name_any()
+        );
+        for r in &rep {
+            let since = chrono::DateTime::parse_from_rfc3339(&r.last_success)
+                .ok()
+                .filter(|_| r.last_success != ZERO_TIME)
+                .map(|t| {
+                    (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_milliseconds() as f64
+                        / 1000.0
+                });
+            ctx.metrics
+                .acl_replication(&resource, &r.datacenter, r.healthy, since);
+        }
         let unhealthy: Vec<&str> = rep
             .iter()
             .filter(|r| !r.healthy)
@@ -380,7 +401,7 @@ impl Operated for CatalogAclBootstrap {
                 None => self.bootstrap(ctx, client, &token, ours).await?,
             },
         };
-        self.with_replication(client, step).await
+        self.with_replication(ctx, client, step).await
     }
 
     async fn finish(&self, _ctx: &Context, _client: &CatalogClient) -> Result<()> {
