@@ -10,6 +10,8 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
+use crate::api::dr_replication::DrReplication;
 use crate::api::{CatalogAclBootstrap, CatalogAclToken, Connection, DeploymentGate, SecretsPolicy};
 use crate::kinds;
 use crate::reconcile::driver;
@@ -24,6 +26,11 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         CatalogAclBootstrap::crd(),
         CatalogAclToken::crd(),
         DeploymentGate::crd(),
+        AdEngine::crd(),
+        AdRole::crd(),
+        AdLibrarySet::crd(),
+        AdCheckout::crd(),
+        DrReplication::crd(),
     ]
 }
 
@@ -59,6 +66,11 @@ pub async fn run(
         ),
         crate::reconcile::run_operation::<CatalogAclToken>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<DeploymentGate>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdEngine>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdRole>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<AdCheckout>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

@@ -4,5 +4,7 @@ pub mod catalog;
 pub mod http;
 pub mod scheduler;
 pub mod secrets;
+pub mod secrets_ad;
+pub mod secrets_dr;
 
 pub use http::{ClientError, Http, HttpConfig, SecretString};

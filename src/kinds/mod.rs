@@ -3,5 +3,7 @@
 
 pub mod catalog;
 pub mod connection;
+pub mod directory;
+pub mod dr_replication;
 pub mod scheduler;
 pub mod secrets_policy;

@@ -25,6 +25,9 @@ pub struct Metrics {
     kube_calls: Family<Labels, Counter>,
     resyncs_deferred: Family<Labels, Counter>,
     acl_replication: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    dr_wal_lag: Family<Labels, Gauge>,
+    dr_heartbeat_age: Family<Labels, Gauge>,
+    dr_connected: Family<Labels, Gauge>,
 }
 
 fn histogram() -> Histogram {
@@ -85,10 +88,31 @@ impl Default for Metrics {
              seconds since the last successful round (-1: never)",
             acl_replication.clone(),
         );
+        let dr_wal_lag = Family::<Labels, Gauge>::default();
+        registry.register(
+            "dr_secondary_wal_lag",
+            "WAL entries a DR secondary is behind its primary, by replication set and secondary",
+            dr_wal_lag.clone(),
+        );
+        let dr_heartbeat_age = Family::<Labels, Gauge>::default();
+        registry.register(
+            "dr_secondary_heartbeat_age_seconds",
+            "Seconds since the primary last heard from a DR secondary (-1: never)",
+            dr_heartbeat_age.clone(),
+        );
+        let dr_connected = Family::<Labels, Gauge>::default();
+        registry.register(
+            "dr_secondary_connected",
+            "1 when the primary reports the DR secondary connected, else 0",
+            dr_connected.clone(),
+        );
         Self {
             registry,
             acl_replication,
             resyncs_deferred,
+            dr_wal_lag,
+            dr_heartbeat_age,
+            dr_connected,
             reconciles,
             errors,
             reconcile_duration,
@@ -175,6 +199,27 @@ impl Metrics {
         self.acl_replication
             .get_or_create(&labels("seconds_since_last_success"))
             .set(since_success.unwrap_or(-1.0));
+    }
+
+    pub fn dr_secondary(
+        &self,
+        set: &str,
+        secondary: &str,
+        wal_lag: i64,
+        heartbeat_age: i64,
+        connected: bool,
+    ) {
+        let labels = vec![
+            ("replication", set.to_string()),
+            ("secondary", secondary.to_string()),
+        ];
+        self.dr_wal_lag.get_or_create(&labels).set(wal_lag);
+        self.dr_heartbeat_age
+            .get_or_create(&labels)
+            .set(heartbeat_age);
+        self.dr_connected
+            .get_or_create(&labels)
+            .set(i64::from(connected));
     }
 
     /// The Prometheus text exposition.
