@@ -61,7 +61,7 @@ fn bootstrap_yaml(name: &str, extra: &str) -> String {
 #[test]
 fn bootstrap_writes_the_secret_before_the_call_so_a_lost_response_loses_nothing_and_a_second_bootstrap_ends_bootstrapped_elsewhere(
 ) {
-    let (sb, _op) = env("3s");
+    let (sb, op) = env("3s");
     let catalog = sb.url("catalog").to_string();
     // The bootstrap is processed, then its response is dropped.
     http(
@@ -120,6 +120,11 @@ fn bootstrap_writes_the_secret_before_the_call_so_a_lost_response_loses_nothing_
     let (later, _) = sb.requests("catalog", mark);
     assert_eq!(count(&later, "PUT", "/v1/acl/bootstrap"), 0, "{later:?}");
     assert!(puts <= first_puts + 1, "{reqs:?}");
+    // The management token never reaches logs, Events or status.
+    let statuses = sb.kubectl_ok(&["get", "catalogaclbootstraps", "-o", "json"]);
+    for text in [op.log(), sb.log(), events, statuses] {
+        assert!(!text.contains(&token), "the management token leaked");
+    }
     // Deleting the first resource keeps its Secret.
     sb.kubectl_ok(&[
         "delete",
