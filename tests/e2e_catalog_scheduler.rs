@@ -298,6 +298,17 @@ fn acl_token_logs_in_rotates_and_is_logged_out_on_delete() {
             assert!(!text.contains(secret.as_str()), "a token leaked");
         }
     }
+    // A token the catalog no longer accepts is replaced at the next pass.
+    let (st, _) = http(
+        "POST",
+        &format!("{catalog}/v1/acl/logout"),
+        Some(("X-Catalog-Token", &current)),
+        None,
+    );
+    assert_eq!(st, 200);
+    let current = wait_for("a new token after the refusal", WAIT, || {
+        secret_key(&sb, "web", "token").filter(|t| *t != current && token_works(&catalog, t))
+    });
     // Delete (deletionPolicy Delete): the token stops working.
     sb.kubectl_ok(&[
         "delete",
@@ -669,4 +680,36 @@ fn the_catalog_and_deployment_gate_examples_become_ready_under_quartet_dev() {
     wait_ready("deploymentgate/web");
     let _ = child.kill();
     let _ = child.wait();
+}
+
+#[test]
+fn a_new_unblock_request_unblocks_a_blocked_multiregion_deployment_once() {
+    let (sb, _op) = env("30s");
+    let s = Sched::new(&sb);
+    let dep = s.job(json!({"ID": "multi", "Multiregion": true,
+        "TaskGroups": [{"Name": "g", "Count": 1}]}));
+    s.all_healthy(&dep);
+    assert_eq!(s.deployment(&dep)["Status"], "blocked");
+    let (_, since) = sb.requests("scheduler", 0);
+    gate(&sb, "multi", "  jobId: multi\n");
+    let obj = wait_for("gate reports blocked", WAIT, || {
+        Some(gate_obj(&sb, "multi")).filter(|o| ready_reason(o) == "Blocked")
+    });
+    assert_eq!(obj["status"]["deploymentStatus"], "blocked");
+    gate(
+        &sb,
+        "multi",
+        "  jobId: multi\n  unblockRequest: \"first\"\n",
+    );
+    let obj = wait_for("gate Ready after unblock", WAIT, || {
+        Some(gate_obj(&sb, "multi")).filter(|o| condition_is(o, "Ready", "True"))
+    });
+    assert_eq!(obj["status"]["handledUnblockRequest"], "first");
+    assert_eq!(s.deployment(&dep)["Status"], "successful");
+    let (reqs, _) = sb.requests("scheduler", since);
+    assert_eq!(
+        count(&reqs, "POST", "/v1/deployment/unblock/"),
+        1,
+        "{reqs:?}"
+    );
 }
