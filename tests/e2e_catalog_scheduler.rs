@@ -524,11 +524,11 @@ fn manual_health_is_marked_from_task_states_and_never_for_pending_allocations() 
     });
     s.admin(
         &format!("/_sandbox/scheduler/allocations/{second}/tasks"),
-        json!({"Task": "app", "State": "running"}),
+        json!({"Task": "sidecar", "State": "dead", "Failed": true}),
     );
     s.admin(
         &format!("/_sandbox/scheduler/allocations/{second}/tasks"),
-        json!({"Task": "sidecar", "State": "dead", "Failed": true}),
+        json!({"Task": "app", "State": "running"}),
     );
     wait_for("deployment failed", WAIT, || {
         (s.deployment(&dep)["Status"] == "failed").then_some(())
