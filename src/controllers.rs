@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
-use crate::api::{Connection, SecretsPolicy};
+use crate::api::{CatalogAclBootstrap, CatalogAclToken, Connection, DeploymentGate, SecretsPolicy};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -23,6 +23,9 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         Connection::crd(),
         SecretsPolicy::crd(),
+        CatalogAclBootstrap::crd(),
+        CatalogAclToken::crd(),
+        DeploymentGate::crd(),
         AdEngine::crd(),
         AdRole::crd(),
         AdLibrarySet::crd(),
@@ -56,6 +59,13 @@ pub async fn run(
     tokio::join!(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<CatalogAclBootstrap>(
+            ctx.clone(),
+            namespace.clone(),
+            stop()
+        ),
+        crate::reconcile::run_operation::<CatalogAclToken>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<DeploymentGate>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdEngine>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdRole>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),

@@ -139,6 +139,8 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         // An AdCheckout reads the AdLibrarySet it names (tests/e2e_directory.rs).
         ("secrets.quartet.dev", "adlibrarysets", "get"),
         ("", "secrets", "patch"),
+        // TokenRequest (CatalogAclToken serviceAccountName): the dev API server has none yet.
+        ("", "serviceaccounts/token", "create"),
     ]
     .into_iter()
     .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))

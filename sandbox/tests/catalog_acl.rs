@@ -1300,3 +1300,147 @@ async fn token_create_with_expiration_ttl_sets_expiration_time() {
         )
     );
 }
+
+// ---- corrections against the real catalog (issue 22) ----
+
+#[tokio::test]
+async fn acl_token_list_blocks_until_the_index_moves() {
+    let t = T::new().await;
+    let root = t.call("PUT", "/v1/acl/bootstrap", None, None).await.json();
+    let secret = root["SecretID"].as_str().unwrap().to_string();
+    let r = t.call("GET", "/v1/acl/tokens", Some(&secret), None).await;
+    let idx = r.index();
+    let url = t.url(&format!("/v1/acl/tokens?index={idx}&wait=20s"));
+    let (http, s2) = (t.http.clone(), secret.clone());
+    let started = std::time::Instant::now();
+    let waiter = tokio::spawn(async move {
+        http.get(url)
+            .header("X-Catalog-Token", s2)
+            .send()
+            .await
+            .unwrap()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the list must block until the index moves"
+    );
+    let r = t
+        .call(
+            "PUT",
+            "/v1/acl/token",
+            Some(&secret),
+            Some(json!({"Description": "new"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = waiter.await.unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let new_idx: u64 = r.headers()["x-catalog-index"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(new_idx > idx);
+}
+
+#[tokio::test]
+async fn acl_policy_read_blocks_until_the_wait_passes_without_change() {
+    let t = T::new().await;
+    let root = t.call("PUT", "/v1/acl/bootstrap", None, None).await.json();
+    let secret = root["SecretID"].as_str().unwrap();
+    let path = "/v1/acl/policy/name/global-management";
+    let idx = t.call("GET", path, Some(secret), None).await.index();
+    let started = std::time::Instant::now();
+    let r = t
+        .call(
+            "GET",
+            &format!("{path}?index={idx}&wait=1s"),
+            Some(secret),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+    assert_eq!(r.index(), idx);
+    let r = t
+        .call(
+            "GET",
+            &format!("{path}?index={idx}&wait=nope"),
+            Some(secret),
+            None,
+        )
+        .await;
+    assert_eq!((r.status, r.body.as_str()), (400, "Invalid wait time"));
+}
+
+#[tokio::test]
+async fn bootstrap_403_from_a_follower_carries_the_rpc_error_prefix() {
+    let t = T::new().await;
+    let first = t.call("PUT", "/v1/acl/bootstrap", None, None).await.json();
+    t.admin(
+        "PUT",
+        "/_sandbox/catalog/config",
+        json!({"BootstrapFromFollower": true}),
+    )
+    .await;
+    let r = t.call("PUT", "/v1/acl/bootstrap", None, None).await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.body,
+        format!(
+            "Permission denied: rpc error making call: ACL bootstrap no longer allowed (reset index: {})",
+            first["CreateIndex"]
+        )
+    );
+}
+
+#[tokio::test]
+async fn replication_last_error_is_kept_after_recovery_and_health_is_last_error_after_last_success()
+{
+    let t = T::new().await;
+    t.admin(
+        "PUT",
+        "/_sandbox/catalog/config",
+        json!({"SecondaryDatacenter": "dc2", "TokenReplication": true}),
+    )
+    .await;
+    t.admin(
+        "PUT",
+        "/_sandbox/catalog/config",
+        json!({"ReplicationError": "failed to sync remote tokens"}),
+    )
+    .await;
+    let failing = t
+        .call("GET", "/v1/acl/replication?dc=dc2", None, None)
+        .await
+        .json();
+    assert!(
+        failing["LastError"].as_str().unwrap() > failing["LastSuccess"].as_str().unwrap(),
+        "{failing}"
+    );
+    // A write while failing does not count as a successful round.
+    t.call("PUT", "/v1/acl/bootstrap", None, None).await;
+    let still = t
+        .call("GET", "/v1/acl/replication?dc=dc2", None, None)
+        .await
+        .json();
+    assert_eq!(still["LastSuccess"], failing["LastSuccess"]);
+    // Recovery.
+    t.admin(
+        "PUT",
+        "/_sandbox/catalog/config",
+        json!({"ReplicationError": ""}),
+    )
+    .await;
+    let v = t
+        .call("GET", "/v1/acl/replication?dc=dc2", None, None)
+        .await
+        .json();
+    assert_eq!(v["LastError"], failing["LastError"], "never cleared");
+    assert_eq!(v["LastErrorMessage"], "failed to sync remote tokens");
+    assert!(
+        v["LastSuccess"].as_str().unwrap() > v["LastError"].as_str().unwrap(),
+        "healthy again: {v}"
+    );
+}

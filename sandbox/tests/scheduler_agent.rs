@@ -89,6 +89,7 @@ async fn allocation_task_state_times_are_go_zero_times_not_null() {
         .unwrap();
     let dep: Value = r.json().await.unwrap();
     let id = dep["DeploymentID"].as_str().unwrap();
+    start_tasks(&t, id).await;
     let (_, _, body) = t
         .get(&format!("/v1/deployment/allocations/{id}"), Some("root"))
         .await;
@@ -97,6 +98,29 @@ async fn allocation_task_state_times_are_go_zero_times_not_null() {
     assert_eq!(state["FinishedAt"], "0001-01-01T00:00:00Z");
     assert_eq!(state["LastRestart"], "0001-01-01T00:00:00Z");
     assert!(state["StartedAt"].is_string());
+}
+
+/// The client reports every task of the deployment's allocations running (allocations are
+/// placed pending, with no task states).
+async fn start_tasks(t: &T, dep: &str) {
+    let (_, _, body) = t
+        .get(&format!("/v1/deployment/allocations/{dep}"), Some("root"))
+        .await;
+    let allocs: Value = serde_json::from_str(&body).unwrap();
+    for a in allocs.as_array().unwrap() {
+        let r = t
+            .http
+            .post(format!(
+                "{}/_sandbox/scheduler/allocations/{}/tasks",
+                t.sandbox.scheduler_url,
+                a["ID"].as_str().unwrap()
+            ))
+            .json(&json!({"State": "running"}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
+    }
 }
 
 /// A running deployment of a one-group job.
@@ -154,6 +178,7 @@ async fn controls_do_not_block_and_answer_typed_fields_with_the_index_header() {
 async fn task_event_fields_have_the_types_go_clients_decode() {
     let t = T::new().await;
     let id = deployment(&t).await;
+    start_tasks(&t, &id).await;
     let (s, h, body) = t
         .get(&format!("/v1/deployment/allocations/{id}"), Some("root"))
         .await;

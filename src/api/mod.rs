@@ -1,15 +1,19 @@
 //! Custom resource types, one file per kind, grouped by service. No IO here: these types are
 //! the CRD schemas (their doc comments become `kubectl explain` text).
 
+pub mod catalog;
 pub mod connection;
 pub mod directory;
 pub mod dr_replication;
+pub mod scheduler;
 pub mod secrets_policy;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use catalog::{CatalogAclBootstrap, CatalogAclToken};
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
+pub use scheduler::DeploymentGate;
 pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
 
 /// Which Connection a managed resource uses to reach its service.

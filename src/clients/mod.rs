@@ -1,6 +1,8 @@
 //! Typed clients, one module per service, on one shared HTTP layer ([`http`]).
 
+pub mod catalog;
 pub mod http;
+pub mod scheduler;
 pub mod secrets;
 pub mod secrets_ad;
 pub mod secrets_dr;

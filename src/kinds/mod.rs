@@ -1,7 +1,9 @@
 //! One file per kind: how its remote object is observed, what it should be, how to diff, and
 //! which calls to make. The framework in [`crate::reconcile`] does everything else.
 
+pub mod catalog;
 pub mod connection;
 pub mod directory;
 pub mod dr_replication;
+pub mod scheduler;
 pub mod secrets_policy;

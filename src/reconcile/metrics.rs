@@ -24,6 +24,7 @@ pub struct Metrics {
     remote_duration: HistogramFamily,
     kube_calls: Family<Labels, Counter>,
     resyncs_deferred: Family<Labels, Counter>,
+    acl_replication: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     dr_wal_lag: Family<Labels, Gauge>,
     dr_heartbeat_age: Family<Labels, Gauge>,
     dr_connected: Family<Labels, Gauge>,
@@ -80,6 +81,13 @@ impl Default for Metrics {
              request budget (the effective resync period is longer than configured)",
             resyncs_deferred.clone(),
         );
+        let acl_replication = Family::<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "catalog_acl_replication",
+            "ACL replication of a catalog datacenter, per CatalogAclBootstrap: healthy (1/0) and \
+             seconds since the last successful round (-1: never)",
+            acl_replication.clone(),
+        );
         let dr_wal_lag = Family::<Labels, Gauge>::default();
         registry.register(
             "dr_secondary_wal_lag",
@@ -100,6 +108,7 @@ impl Default for Metrics {
         );
         Self {
             registry,
+            acl_replication,
             resyncs_deferred,
             dr_wal_lag,
             dr_heartbeat_age,
@@ -166,6 +175,30 @@ impl Metrics {
                 ("connection", connection.to_string()),
             ])
             .inc();
+    }
+
+    /// ACL replication of datacenter `dc` as a CatalogAclBootstrap `resource` (namespace/name)
+    /// last read it.
+    pub fn acl_replication(
+        &self,
+        resource: &str,
+        dc: &str,
+        healthy: bool,
+        since_success: Option<f64>,
+    ) {
+        let labels = |m: &str| {
+            vec![
+                ("resource", resource.to_string()),
+                ("datacenter", dc.to_string()),
+                ("measure", m.to_string()),
+            ]
+        };
+        self.acl_replication
+            .get_or_create(&labels("healthy"))
+            .set(if healthy { 1.0 } else { 0.0 });
+        self.acl_replication
+            .get_or_create(&labels("seconds_since_last_success"))
+            .set(since_success.unwrap_or(-1.0));
     }
 
     pub fn dr_secondary(

@@ -6,7 +6,12 @@
 //!   optional). An initial-management token is created as a management token and, as in the
 //!   real service, consumes the bootstrap (later bootstrap calls are 403). A secondary
 //!   datacenter is reached with `?dc=dc2`; login there needs token replication.
-//!   `ReplicationError` records a replication failure now (an empty string clears it).
+//!   `ReplicationError` records a replication failure now; an empty string is a recovery (a
+//!   successful round now: `LastSuccess` moves past `LastError`, which, with
+//!   `LastErrorMessage`, stays as the real status keeps it). `"BootstrapFromFollower": true`
+//!   answers later bootstrap calls as a follower agent does, with the forwarded-RPC prefix:
+//!   `Permission denied: rpc error making call: ACL bootstrap no longer allowed (reset index:
+//!   N)`.
 //! * `POST /_sandbox/catalog/policies` `{"Name", "Description", "Rules"}` → `{"ID"}`. Rules use
 //!   the real language; the sandbox evaluates `acl = "read"|"write"|"deny"`.
 //! * `POST /_sandbox/catalog/roles` `{"Name", "Namespace", "Policies": [names],
@@ -28,11 +33,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{post, put};
 use axum::{Json, Router};
-use chrono::SubsecRound;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::model::{AuthMethod, BindingRule, OidcUser, Policy, ReplicationFault, Role, Secondary};
+use super::model::{AuthMethod, BindingRule, OidcUser, Policy, Role, Secondary};
 use super::Catalog;
 
 pub fn routes() -> Router<Catalog> {
@@ -82,6 +86,7 @@ struct ConfigBody {
     secondary_datacenter: Option<String>,
     token_replication: Option<bool>,
     replication_error: Option<String>,
+    bootstrap_from_follower: Option<bool>,
 }
 
 async fn config(State(c): State<Catalog>, body: Bytes) -> Response {
@@ -118,14 +123,19 @@ async fn config(State(c): State<Catalog>, body: Bytes) -> Response {
         } else if let (Some(tr), Some(s)) = (b.token_replication, st.secondary.as_mut()) {
             s.token_replication = tr;
         }
-        if let Some(msg) = b.replication_error {
+        if let Some(f) = b.bootstrap_from_follower {
+            st.bootstrap_from_follower = f;
+        }
+        match b.replication_error {
             // A failure leaves LastSuccess where it was, so LastError is later: unhealthy.
-            st.replication_fault = (!msg.is_empty()).then(|| ReplicationFault {
-                message: msg,
-                at: chrono::Utc::now(),
-            });
-        } else {
-            st.last_replication = chrono::Utc::now().round_subsecs(0);
+            Some(msg) if !msg.is_empty() => st.replication_failed(msg),
+            // Recovery: LastError and its message stay; LastSuccess moves past them.
+            Some(_) => {
+                st.replication_failing = false;
+                st.replication_succeeded();
+            }
+            None if !st.replication_failing => st.replication_succeeded(),
+            None => {}
         }
         Ok(())
     });

@@ -206,15 +206,17 @@ async fn policy_by_name(
         if method != Method::GET {
             return Err(method_not_allowed(&method));
         }
-        let st = c.lock();
-        let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
-        ctx.authorize(&st, "read")?;
-        let p = st
-            .policies
-            .iter()
-            .find(|p| p.name == name)
-            .ok_or_else(acl_not_found)?;
-        Ok(json_response(&policy_api(p), Some(p.modify_index)))
+        c.blocking(raw.as_deref(), |st| {
+            let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
+            ctx.authorize(st, "read")?;
+            let p = st
+                .policies
+                .iter()
+                .find(|p| p.name == name)
+                .ok_or_else(acl_not_found)?;
+            Ok((policy_api(p), p.modify_index))
+        })
+        .await
     }
     .await)
 }
@@ -231,15 +233,17 @@ async fn policy_by_id(
     run(async {
         match method {
             Method::GET => {
-                let st = c.lock();
-                let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
-                ctx.authorize(&st, "read")?;
-                let p = st
-                    .policies
-                    .iter()
-                    .find(|p| p.id == id)
-                    .ok_or_else(acl_not_found)?;
-                Ok(json_response(&policy_api(p), Some(p.modify_index)))
+                c.blocking(raw.as_deref(), |st| {
+                    let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
+                    ctx.authorize(st, "read")?;
+                    let p = st
+                        .policies
+                        .iter()
+                        .find(|p| p.id == id)
+                        .ok_or_else(acl_not_found)?;
+                    Ok((policy_api(p), p.modify_index))
+                })
+                .await
             }
             Method::PUT => {
                 let obj = decode_body(&body, POLICY_WHAT)?;

@@ -14,6 +14,18 @@
 //! (reset index: N)` (403), `ACL not found` (403), `Permission denied: token with AccessorID
 //! '...' lacks permission 'acl:read'` (403), `No path to datacenter` (500).
 //!
+//! Corrections against the real agent's sources (`agent/acl_endpoint.go`,
+//! `agent/consul/acl_replication.go`, `agent/consul/rpc.go` `blockingQuery`, issue 22):
+//! * the ACL list and read endpoints (`GET /acl/tokens`, `/acl/policies`, `/acl/token/:id`,
+//!   `/acl/policy/:id`, `/acl/policy/name/:name`) are blocking queries: `?index=N&wait=D`
+//!   holds the request until the index moves past N or the wait passes (default 5 minutes,
+//!   capped at 10, plus up to 1/16 jitter); `/acl/replication` and `/acl/bootstrap` do not block;
+//! * a bootstrap 403 answered by a follower carries the forwarding prefix (`Permission denied:
+//!   rpc error making call: ACL bootstrap no longer allowed (reset index: N)`), offered by the
+//!   admin switch `BootstrapFromFollower`;
+//! * replication status never clears `LastError`/`LastErrorMessage` after recovery; health is
+//!   `LastError` later than `LastSuccess`, not an empty message.
+//!
 //! Choices where the spec says "not shown", following the real service: RPC errors without a
 //! code are 500 (e.g. an invalid service-account JWT: `lookup failed: service account jwt not
 //! valid`; OIDC provider errors `Provider login failed: ...`); the OIDC endpoints do not exist
@@ -113,6 +125,8 @@ pub struct Catalog {
     state_file: Option<Arc<PathBuf>>,
     /// `--root-token`, usable as the initial-management token through the admin API.
     root_token: Arc<String>,
+    /// Bumped on every write; blocking queries wait on it.
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Catalog {
@@ -130,6 +144,7 @@ impl Catalog {
             state: Arc::new(Mutex::new(state)),
             state_file,
             root_token: Arc::new(opts.root_token.clone()),
+            changes: Arc::new(tokio::sync::watch::channel(0).0),
         })
     }
 
@@ -161,7 +176,64 @@ impl Catalog {
                 tracing::warn!(file = %file.display(), "catalog: cannot persist state");
             }
         }
+        self.changes.send_modify(|v| *v += 1);
         out
+    }
+
+    /// A blocking read (the real agent's `blockingQuery`): with `?index=N`, hold the request
+    /// until the result's index is above N or `?wait` passes (default 5 minutes, at most 10,
+    /// plus up to 1/16 of it as jitter), then answer the current result. `f` answers the
+    /// result and its index.
+    pub(crate) async fn blocking<F>(&self, raw: Option<&str>, f: F) -> Result<Response, ApiError>
+    where
+        F: Fn(&model::State) -> Result<(Value, u64), ApiError>,
+    {
+        let query: Vec<(String, String)> = raw
+            .and_then(|q| serde_urlencoded::from_str(q).ok())
+            .unwrap_or_default();
+        let get = |n: &str| {
+            query
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.as_str())
+                .filter(|v| !v.is_empty())
+        };
+        const DEFAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+        const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+        let mut wait = DEFAULT_WAIT;
+        if let Some(w) = get("wait") {
+            let d = crate::scheduler::wire::parse_go_duration(w)
+                .ok_or_else(|| ApiError::new(400, "Invalid wait time"))?;
+            wait = if d.is_zero() {
+                DEFAULT_WAIT
+            } else {
+                d.min(MAX_WAIT)
+            };
+        }
+        let min_index: u64 = match get("index") {
+            Some(i) => i.parse().map_err(|_| ApiError::new(400, "Invalid index"))?,
+            None => 0,
+        };
+        let jitter = (wait / 16).as_nanos() as u64;
+        if jitter > 0 {
+            wait += std::time::Duration::from_nanos(rand::random_range(0..jitter));
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut rx = self.changes.subscribe();
+        loop {
+            rx.borrow_and_update();
+            let (value, index) = f(&self.lock())?;
+            if min_index == 0 || index > min_index {
+                return Ok(json_response(&value, Some(index)));
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                let (value, index) = f(&self.lock())?;
+                return Ok(json_response(&value, Some(index)));
+            }
+        }
     }
 }
 
@@ -440,10 +512,18 @@ async fn bootstrap(
         let secret = str_field(&obj, "BootstrapSecret", "Request decoding failed")?;
         let token = c.mutate(|st| {
             if let Some(reset) = st.bootstrap_index {
+                // Through a follower the leader's error comes back wrapped by the RPC
+                // forwarding ("rpc error making call: "), so a reset-index parse must not be
+                // anchored at the start of the message.
+                let via = if st.bootstrap_from_follower {
+                    "rpc error making call: "
+                } else {
+                    ""
+                };
                 return Err(ApiError::new(
                     403,
                     format!(
-                        "Permission denied: ACL bootstrap no longer allowed (reset index: {reset})"
+                        "Permission denied: {via}ACL bootstrap no longer allowed (reset index: {reset})"
                     ),
                 ));
             }
@@ -673,18 +753,20 @@ async fn token_list(
         if method != Method::GET {
             return Err(ApiError::method_not_allowed(&method));
         }
-        let st = c.lock();
-        let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
-        ctx.authorize(&st, "read")?;
-        let authmethod = ctx.query("authmethod").unwrap_or("");
-        let items: Vec<Value> = st
-            .tokens
-            .iter()
-            .filter(|t| (!t.local || t.datacenter == ctx.dc) && !t.expired())
-            .filter(|t| authmethod.is_empty() || t.auth_method == authmethod)
-            .map(|t| t.to_stub(st.enterprise))
-            .collect();
-        Ok(json_response(&Value::Array(items), Some(st.tokens_index)))
+        c.blocking(raw.as_deref(), |st| {
+            let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
+            ctx.authorize(st, "read")?;
+            let authmethod = ctx.query("authmethod").unwrap_or("");
+            let items: Vec<Value> = st
+                .tokens
+                .iter()
+                .filter(|t| (!t.local || t.datacenter == ctx.dc) && !t.expired())
+                .filter(|t| authmethod.is_empty() || t.auth_method == authmethod)
+                .map(|t| t.to_stub(st.enterprise))
+                .collect();
+            Ok((Value::Array(items), st.tokens_index))
+        })
+        .await
     }
     .await)
 }
@@ -700,21 +782,23 @@ async fn policy_list(
         if method != Method::GET {
             return Err(ApiError::method_not_allowed(&method));
         }
-        let st = c.lock();
-        let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
-        ctx.authorize(&st, "read")?;
-        let items: Vec<Value> = st
-            .policies
-            .iter()
-            .map(|p| {
-                let mut v = p.to_api();
-                if let Some(m) = v.as_object_mut() {
-                    m.remove("Rules");
-                }
-                v
-            })
-            .collect();
-        Ok(json_response(&Value::Array(items), Some(st.policies_index)))
+        c.blocking(raw.as_deref(), |st| {
+            let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
+            ctx.authorize(st, "read")?;
+            let items: Vec<Value> = st
+                .policies
+                .iter()
+                .map(|p| {
+                    let mut v = p.to_api();
+                    if let Some(m) = v.as_object_mut() {
+                        m.remove("Rules");
+                    }
+                    v
+                })
+                .collect();
+            Ok((Value::Array(items), st.policies_index))
+        })
+        .await
     }
     .await)
 }
@@ -991,22 +1075,23 @@ async fn token_by_accessor(
     run(async {
         match method {
             Method::GET => {
-                let st = c.lock();
-                let ctx = Ctx::new(&st, raw.as_deref(), &headers)?;
-                ctx.authorize(&st, "read")?;
-                let t = st
-                    .tokens
-                    .iter()
-                    .find(|t| {
-                        t.accessor_id == id && (!t.local || t.datacenter == ctx.dc) && !t.expired()
-                    })
-                    .ok_or_else(|| {
-                        ApiError::new(404, "Requested token does not exist: ACL not found")
-                    })?;
-                Ok(json_response(
-                    &t.to_api(st.enterprise),
-                    Some(t.modify_index),
-                ))
+                c.blocking(raw.as_deref(), |st| {
+                    let ctx = Ctx::new(st, raw.as_deref(), &headers)?;
+                    ctx.authorize(st, "read")?;
+                    let t = st
+                        .tokens
+                        .iter()
+                        .find(|t| {
+                            t.accessor_id == id
+                                && (!t.local || t.datacenter == ctx.dc)
+                                && !t.expired()
+                        })
+                        .ok_or_else(|| {
+                            ApiError::new(404, "Requested token does not exist: ACL not found")
+                        })?;
+                    Ok((t.to_api(st.enterprise), t.modify_index))
+                })
+                .await
             }
             Method::PUT => {
                 let obj = decode_body(&body, "Token decoding failed")?;

@@ -292,7 +292,16 @@ pub struct State {
     pub auth_methods: Vec<AuthMethod>,
     pub binding_rules: Vec<BindingRule>,
     pub secondary: Option<Secondary>,
+    /// The last replication error: never cleared (the real status keeps `LastError` and
+    /// `LastErrorMessage` after recovery; health is `LastError` later than `LastSuccess`).
     pub replication_fault: Option<ReplicationFault>,
+    /// Replication is failing now: writes do not move `LastSuccess`.
+    #[serde(default)]
+    pub replication_failing: bool,
+    /// Answer bootstrap 403s as a follower does (`Permission denied: rpc error making call:
+    /// ACL bootstrap no longer allowed (reset index: N)`).
+    #[serde(default)]
+    pub bootstrap_from_follower: bool,
     pub last_replication: DateTime<Utc>,
     pub tokens_index: u64,
     pub policies_index: u64,
@@ -323,6 +332,8 @@ impl State {
             binding_rules: Vec::new(),
             secondary: None,
             replication_fault: None,
+            replication_failing: false,
+            bootstrap_from_follower: false,
             last_replication: Utc::now().round_subsecs(0),
             tokens_index: 1,
             policies_index: 1,
@@ -337,8 +348,37 @@ impl State {
     /// secondary's LastSuccess (the real one updates after each replication round).
     pub fn bump(&mut self) -> u64 {
         self.index += 1;
-        self.last_replication = Utc::now().round_subsecs(0);
+        if !self.replication_failing {
+            self.replication_succeeded();
+        }
         self.index
+    }
+
+    /// A replication round succeeded now: `LastSuccess` moves (second precision, as rendered),
+    /// strictly after the last error so a recovery reads healthy.
+    pub fn replication_succeeded(&mut self) {
+        let mut at = Utc::now().round_subsecs(0);
+        if let Some(f) = &self.replication_fault {
+            let after = f.at.round_subsecs(0) + chrono::Duration::seconds(1);
+            if at < after {
+                at = after;
+            }
+        }
+        if at > self.last_replication {
+            self.last_replication = at;
+        }
+    }
+
+    /// A replication round failed now with `message`: `LastError` moves (strictly after the
+    /// last success), `LastSuccess` stays until a round succeeds.
+    pub fn replication_failed(&mut self, message: String) {
+        let mut at = Utc::now().round_subsecs(0);
+        let after = self.last_replication + chrono::Duration::seconds(1);
+        if at < after {
+            at = after;
+        }
+        self.replication_fault = Some(ReplicationFault { message, at });
+        self.replication_failing = true;
     }
 
     /// A management token with the given secret (bootstrap and initial management).
@@ -367,7 +407,9 @@ impl State {
         };
         self.tokens.push(token.clone());
         self.tokens_index = index;
-        self.last_replication = Utc::now().round_subsecs(0);
+        if !self.replication_failing {
+            self.replication_succeeded();
+        }
         token
     }
 

@@ -13,8 +13,17 @@
 //!   with `Stable`, to observe rollbacks.
 //! * `POST /_sandbox/scheduler/allocations/{id}/health` `{"Healthy": true|false}`: the client
 //!   reports the allocation's health (groups not using manual health checks). Healthy lets the
-//!   rolling update place more allocations (within MaxParallel); unhealthy fails the deployment
-//!   (with the auto-revert rule).
+//!   rolling update place more allocations (within MaxParallel) and starts the tasks of an
+//!   allocation that had no task states; unhealthy fails the deployment at once (with the
+//!   auto-revert rule) only when the group has no progress deadline, else a replacement is
+//!   placed and the deployment fails at the deadline.
+//! * `POST /_sandbox/scheduler/allocations/{id}/tasks` `{"Task": "server" (optional: every
+//!   task), "State": "pending"|"running"|"dead", "Failed": false, "Restart": false}`: the client
+//!   reports task states. Allocations are placed `pending` with `TaskStates: null`; the client
+//!   status follows the real client's rule (a failed task → `failed`, else running → `running`,
+//!   ...). `Restart: true` counts a restart (`Restarts`, `LastRestart`, a `Restarting` event).
+//!   A failed task in a group that does not use manual health checks also makes the client
+//!   report the allocation unhealthy, as the real client's health watcher does.
 //! * `POST /_sandbox/scheduler/deployments/{id}/health` `{"Healthy": true}`: the same for every
 //!   allocation of the deployment whose health is not yet set.
 //! * `POST /_sandbox/scheduler/acl/policies` `{"Name", "Description", "Namespaces": {"default":
@@ -48,6 +57,10 @@ pub fn routes() -> Router<Scheduler> {
         .route(
             "/_sandbox/scheduler/allocations/{id}/health",
             post(alloc_health),
+        )
+        .route(
+            "/_sandbox/scheduler/allocations/{id}/tasks",
+            post(alloc_tasks),
         )
         .route(
             "/_sandbox/scheduler/deployments/{id}/health",
@@ -208,6 +221,53 @@ async fn alloc_health(State(s): State<Scheduler>, Path(id): Path<String>, body: 
         Err(r) => return r,
     };
     match s.mutate(|st| st.client_health(&id, b.healthy)) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => admin_error(e),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct TasksBody {
+    #[serde(default)]
+    task: Option<String>,
+    state: String,
+    #[serde(default)]
+    failed: bool,
+    #[serde(default)]
+    restart: bool,
+}
+
+async fn alloc_tasks(State(s): State<Scheduler>, Path(id): Path<String>, body: Bytes) -> Response {
+    let b: TasksBody = match parse(&body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let r = s.mutate(|st| {
+        let index = st.index + 1;
+        st.set_task_state(&id, b.task.as_deref(), &b.state, b.failed, b.restart, index)?;
+        st.index = index;
+        // The client's health watcher: a failed task makes a non-manual group's allocation
+        // unhealthy.
+        let auto = st
+            .allocs
+            .get(&id)
+            .and_then(|a| {
+                st.deployments.get(&a.deployment_id).map(|d| {
+                    d.active()
+                        && a.healthy.is_none()
+                        && d.groups
+                            .get(&a.task_group)
+                            .is_some_and(|g| g.health_check != "manual")
+                })
+            })
+            .unwrap_or(false);
+        if b.state == "dead" && b.failed && auto {
+            st.client_health(&id, false)?;
+        }
+        Ok(())
+    });
+    match r {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => admin_error(e),
     }

@@ -5,7 +5,8 @@
 //! controls `PUT|POST /deployment/{fail,pause,promote,allocation-health,unblock}/:id`. Reads need
 //! `namespace:read-job`, controls `namespace:submit-job` (or the matching fine-grained
 //! deployment capability the real scheduler also accepts). Also `GET /v1/job/:id/deployments`,
-//! `GET /v1/job/:id/deployment`, `GET /v1/acl/token/self` and `GET /v1/status/leader`, which
+//! `GET /v1/job/:id/deployment`, `GET /v1/job/:id` (the latest version, with each group's
+//! `Update` block, where clients read `HealthCheck`), `GET /v1/acl/token/self` and `GET /v1/status/leader`, which
 //! real clients call around them. Tokens come in `X-Nomad-Token`
 //! (also the renamed `X-Scheduler-Token`) or `Authorization: Bearer`; `--root-token` is a
 //! management token. Responses carry `X-Nomad-Index` (and the renamed `X-Scheduler-Index`).
@@ -18,8 +19,27 @@
 //! * unblock and the other body-taking controls need a body with `DeploymentID` matching the
 //!   path (400 `Request body is empty`, `DeploymentID must be specified`, `Deployment ID does
 //!   not match`), as the real HTTP handlers do; fail takes no body;
-//! * allocation-health on a group that does not use manual health checks is refused with 400
-//!   (the spec's rule; the real server leaves it to the client's health watcher).
+//!
+//! Corrections against the real server's sources (`nomad/state/state_store.go`
+//! `UpdateDeploymentPromotion`, `nomad/deploymentwatcher/deployment_watcher.go`,
+//! `client/allocrunner` `getClientStatus`, `nomad/rpc.go` `blockingRPC`, issue 22):
+//! * promote checks, per selected group with desired canaries, that the group's healthy count
+//!   reaches `DesiredCanaries` (500 `Task group "<g>" has <h>/<n> healthy allocations`); groups
+//!   without canaries are skipped, unknown names ignored, and a deployment without canaries
+//!   promotes (200 with an evaluation; there is no `no canaries to promote`). Promotion clears
+//!   `DeploymentStatus.Canary` on the promoted allocations (new modify index, allocations
+//!   index moves) and restarts the progress deadline;
+//! * pause and resume restart every group's `RequireProgressBy`; resume sets `Deployment is
+//!   running`;
+//! * allocations are placed `pending` with `TaskStates: null`; the admin API drives task states
+//!   (`pending` → `running`, `dead` with `Failed`, restarts) and the client status follows;
+//! * allocation-health is accepted for allocations of any group (the server has no manual
+//!   health-check restriction; a controller must apply it itself); a client-reported unhealthy
+//!   allocation fails the deployment at once only when its group has no progress deadline,
+//!   otherwise a replacement is placed and the deadline decides;
+//! * unblock with `--edition community` is a no-op answering 200 (multiregion is enterprise);
+//! * blocking queries wait at most 300 s (the default too), plus up to 1/16 of the wait as
+//!   jitter.
 //!
 //! Jobs, deployments and allocations are driven by the admin API in [`admin_api`].
 
@@ -56,6 +76,8 @@ pub struct Scheduler {
     changes: Arc<watch::Sender<u64>>,
     root_token: Arc<String>,
     state_file: Option<Arc<PathBuf>>,
+    /// `--edition community`: unblock is a no-op (multiregion is enterprise).
+    community: bool,
 }
 
 impl Scheduler {
@@ -75,6 +97,7 @@ impl Scheduler {
             changes: Arc::new(tx),
             root_token: Arc::new(opts.root_token.clone()),
             state_file,
+            community: opts.edition == crate::Edition::Community,
         })
     }
 
@@ -153,6 +176,7 @@ fn spawn_deadline_watcher(sched: &Scheduler) {
     let state = Arc::downgrade(&sched.state);
     let changes = Arc::downgrade(&sched.changes);
     let (root_token, state_file) = (sched.root_token.clone(), sched.state_file.clone());
+    let community = sched.community;
     handle.spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
         loop {
@@ -165,6 +189,7 @@ fn spawn_deadline_watcher(sched: &Scheduler) {
                 changes,
                 root_token: root_token.clone(),
                 state_file: state_file.clone(),
+                community,
             };
             let due = {
                 let st = s.lock();
@@ -190,6 +215,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/deployments", any(list_deployments))
         .route("/v1/deployment/", any(deployment_root))
         .route("/v1/deployment/{*rest}", any(deployment_specific))
+        .route("/v1/job/{job_id}", any(read_job))
         .route("/v1/job/{job_id}/deployments", any(job_deployments))
         .route("/v1/job/{job_id}/deployment", any(job_latest_deployment))
         .route("/v1/acl/token/self", any(token_self))
@@ -531,6 +557,7 @@ async fn control(
             Control::Pause => st.pause(&id, pause),
             Control::Promote => st.promote(&id, all, &groups),
             Control::AllocHealth => st.allocation_health(&id, &healthy, &unhealthy),
+            Control::Unblock if s.community => Ok(st.unblock_noop()),
             Control::Unblock => st.unblock(&id),
         }
     })?;
@@ -675,6 +702,43 @@ async fn job_deployments_impl(
         })
         .await?;
     Ok(json_response(&value, Some(index), true))
+}
+
+/// GET /v1/job/:id: the job's latest version (read-job), 404 `job not found`.
+async fn read_job(
+    State(s): State<Scheduler>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    Path(job_id): Path<String>,
+) -> Response {
+    let r = async {
+        if method != Method::GET {
+            return Err(ApiError::invalid_method());
+        }
+        let query = parse_query(raw.as_deref());
+        let opts = blocking_opts(&query)?;
+        check_region(&query)?;
+        let ns = namespace_of(&query);
+        let acl = s.acl(&headers)?;
+        if !acl.allow(&ns, &["read-job"]) {
+            return Err(ApiError::permission_denied());
+        }
+        let (value, index) = s
+            .blocking(opts, |st| {
+                Ok(match st.latest_job(&ns, &job_id) {
+                    Some(j) => (j.to_api(), j.modify_index),
+                    None => (Value::Null, st.index),
+                })
+            })
+            .await?;
+        if value.is_null() {
+            return Err(ApiError::new(404, "job not found"));
+        }
+        Ok(json_response(&value, Some(index), true))
+    }
+    .await;
+    r.unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn job_deployments(

@@ -62,6 +62,36 @@ pub struct Job {
 }
 
 impl Job {
+    /// The job as `GET /v1/job/:id` answers it (the fields clients read).
+    pub fn to_api(&self) -> Value {
+        let groups: Vec<Value> = self
+            .groups
+            .iter()
+            .map(|g| {
+                json!({
+                    "Name": g.name, "Count": g.count,
+                    "Update": {
+                        "Stagger": 30_000_000_000u64, "MaxParallel": g.max_parallel,
+                        "HealthCheck": g.health_check, "MinHealthyTime": 10_000_000_000u64,
+                        "HealthyDeadline": 300_000_000_000u64, "ProgressDeadline": g.progress_deadline_ns,
+                        "AutoRevert": g.auto_revert, "AutoPromote": g.auto_promote, "Canary": g.canary,
+                    },
+                    "Tasks": g.tasks.iter().map(|t| json!({"Name": t, "Driver": "docker"})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        json!({
+            "ID": self.id, "Name": self.id, "Namespace": self.namespace, "Type": "service",
+            "Priority": self.priority, "Region": "global", "Datacenters": ["dc1"],
+            "Version": self.version, "Stable": self.stable, "Status": "running",
+            "Multiregion": if self.multiregion { json!({}) } else { Value::Null },
+            "TaskGroups": groups,
+            "SubmitTime": self.submit_time_ns,
+            "CreateIndex": self.create_index, "ModifyIndex": self.modify_index,
+            "JobModifyIndex": self.spec_modify_index,
+        })
+    }
+
     /// Whether two versions differ in specification (what the rollback rule compares).
     pub fn spec_differs(&self, other: &Job) -> bool {
         self.groups != other.groups
@@ -205,6 +235,50 @@ pub struct Alloc {
     pub modify_index: u64,
     pub create_time_ns: i64,
     pub modify_time_ns: i64,
+    /// The client's view: `None` until the client reports task states (the allocation is
+    /// `pending` with `TaskStates: null`, as a freshly placed real allocation is).
+    #[serde(default)]
+    pub task_states: Option<BTreeMap<String, TaskState>>,
+}
+
+/// One task's state as the client reports it (`pending`, `running`, `dead`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TaskState {
+    pub state: String,
+    pub failed: bool,
+    pub restarts: u64,
+    pub last_restart: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub events: Vec<(String, i64, String)>,
+}
+
+fn go_time(t: Option<DateTime<Utc>>) -> String {
+    t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+        .unwrap_or_else(|| "0001-01-01T00:00:00Z".to_string())
+}
+
+/// The client status of an allocation from its task states (the real client's
+/// `getClientStatus`): any failed task → failed, else any running → running, else any pending
+/// → pending, else complete.
+pub fn client_status(states: Option<&BTreeMap<String, TaskState>>) -> (&'static str, &'static str) {
+    let Some(states) = states else {
+        return ("pending", "");
+    };
+    let has = |st: &str, failed: bool| {
+        states
+            .values()
+            .any(|t| t.state == st && (st != "dead" || t.failed == failed))
+    };
+    if has("dead", true) {
+        ("failed", "Failed tasks")
+    } else if has("running", false) {
+        ("running", "Tasks are running")
+    } else if has("pending", false) {
+        ("pending", "No tasks have started")
+    } else {
+        ("complete", "All tasks have completed")
+    }
 }
 
 fn task_event(kind: &str, time_ns: i64, message: &str) -> Value {
@@ -221,29 +295,31 @@ fn task_event(kind: &str, time_ns: i64, message: &str) -> Value {
 impl Alloc {
     /// The allocation list stub of the real scheduler.
     pub fn to_api(&self) -> Value {
-        let started = DateTime::<Utc>::from_timestamp_nanos(self.create_time_ns)
-            .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
-        let states: serde_json::Map<String, Value> = self
-            .tasks
-            .iter()
-            .map(|t| {
-                (
-                    t.clone(),
-                    json!({
-                        "State": "running", "Failed": false, "Restarts": 0,
-                        // time.Time fields: Go encodes the zero value, never null.
-                        "LastRestart": "0001-01-01T00:00:00Z",
-                        "StartedAt": started, "FinishedAt": "0001-01-01T00:00:00Z",
-                        "Events": [
-                            task_event("Received", self.create_time_ns, "Task received by client"),
-                            task_event("Task Setup", self.create_time_ns, "Building Task Directory"),
-                            task_event("Started", self.create_time_ns, "Task started by client"),
-                        ],
-                        "TaskHandle": null,
-                    }),
-                )
-            })
-            .collect();
+        // A placed allocation has `TaskStates: null` until its client reports (real
+        // allocations are born `pending`).
+        let states: Value = match &self.task_states {
+            None => Value::Null,
+            Some(states) => Value::Object(
+                states
+                    .iter()
+                    .map(|(name, t)| {
+                        (
+                            name.clone(),
+                            json!({
+                                "State": t.state, "Failed": t.failed, "Restarts": t.restarts,
+                                // time.Time fields: Go encodes the zero value, never null.
+                                "LastRestart": go_time(t.last_restart),
+                                "StartedAt": go_time(t.started_at),
+                                "FinishedAt": go_time(t.finished_at),
+                                "Events": t.events.iter().map(|(k, at, m)| task_event(k, *at, m)).collect::<Vec<_>>(),
+                                "TaskHandle": null,
+                            }),
+                        )
+                    })
+                    .collect(),
+            ),
+        };
+        let (client_status, client_description) = client_status(self.task_states.as_ref());
         let dstatus = json!({
             "Healthy": self.healthy,
             "Timestamp": self.health_time.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
@@ -272,8 +348,8 @@ impl Alloc {
             "AllocatedResources": null,
             "DesiredStatus": "run",
             "DesiredDescription": "",
-            "ClientStatus": "running",
-            "ClientDescription": "Tasks are running",
+            "ClientStatus": client_status,
+            "ClientDescription": client_description,
             "DesiredTransition": {"Migrate": null, "Reschedule": null, "ForceReschedule": null, "NoShutdownDelay": null},
             "TaskStates": states,
             "DeploymentStatus": dstatus,
@@ -509,6 +585,7 @@ impl State {
             modify_index: index,
             create_time_ns: now,
             modify_time_ns: now,
+            task_states: None,
         };
         let alloc_id = alloc.id.clone();
         self.allocs.insert(alloc_id.clone(), alloc);
@@ -564,13 +641,9 @@ impl State {
                 .filter(|g| g.desired_canaries > 0)
                 .collect();
             if d.requires_promotion()
-                && canary_groups.iter().all(|g| {
-                    g.auto_promote
-                        && g.placed_canaries.len() as u32 >= g.desired_canaries
-                        && g.placed_canaries
-                            .iter()
-                            .all(|c| self.allocs.get(c).and_then(|a| a.healthy) == Some(true))
-                })
+                && canary_groups
+                    .iter()
+                    .all(|g| g.auto_promote && g.healthy_allocs >= g.desired_canaries)
             {
                 let _ = self.promote_impl(dep_id, true, &[], index);
                 return;
@@ -779,12 +852,22 @@ impl State {
             .deployments
             .get_mut(dep_id)
             .ok_or_else(|| ApiError::internal("deployment not found"))?;
+        let _ = d;
         if pause {
             dm.status = PAUSED.into();
             dm.description = DESC_PAUSED.into();
         } else {
+            // The real watcher sets the running description on resume.
             dm.status = RUNNING.into();
-            dm.description = d.running_description().into();
+            dm.description = DESC_RUNNING.into();
+        }
+        // Pause and resume both restart every group's progress deadline (a deployment paused
+        // past its deadline does not fail on resume).
+        for g in dm.groups.values_mut() {
+            if g.progress_deadline_ns > 0 {
+                g.require_progress_by =
+                    Some(Utc::now() + chrono::Duration::nanoseconds(g.progress_deadline_ns));
+            }
         }
         dm.modify_index = index;
         dm.modify_time_ns = now_ns();
@@ -813,36 +896,25 @@ impl State {
                 d.id, d.status
             )));
         }
+        // The real state store (UpdateDeploymentPromotion): per selected group with desired
+        // canaries, the group's healthy count must reach DesiredCanaries; groups without
+        // canaries are skipped and unknown group names ignored, so a deployment without
+        // canaries promotes successfully.
         let selected = |g: &str| all || groups.iter().any(|x| x == g);
-        let mut unhealthy = Vec::new();
-        let mut have_canaries = false;
-        for a in self.allocs.values().filter(|a| a.deployment_id == dep_id) {
-            let is_canary = d.groups.values().any(|g| g.placed_canaries.contains(&a.id));
-            if !is_canary || !selected(&a.task_group) {
+        let mut canaries: Vec<String> = Vec::new();
+        for (name, g) in &d.groups {
+            if !selected(name) || g.desired_canaries == 0 {
                 continue;
             }
-            if a.healthy != Some(true) {
-                unhealthy.push(format!(
-                    "Canary allocation {:?} for group {:?} is not healthy",
-                    a.id, a.task_group
-                ));
-                continue;
+            if g.healthy_allocs < g.desired_canaries {
+                return Err(ApiError::internal(format!(
+                    "Task group {name:?} has {}/{} healthy allocations",
+                    g.healthy_allocs, g.desired_canaries
+                )));
             }
-            have_canaries = true;
+            canaries.extend(g.placed_canaries.iter().cloned());
         }
-        if !unhealthy.is_empty() {
-            // hashicorp/go-multierror's format.
-            let n = unhealthy.len();
-            let mut msg = format!("{n} error{} occurred:\n", if n == 1 { "" } else { "s" });
-            for e in unhealthy {
-                msg.push_str(&format!("\t* {e}\n"));
-            }
-            msg.push('\n');
-            return Err(ApiError::internal(msg));
-        }
-        if !have_canaries {
-            return Err(ApiError::internal("no canaries to promote"));
-        }
+        let now = now_ns();
         let dm = self
             .deployments
             .get_mut(dep_id)
@@ -851,13 +923,28 @@ impl State {
             if selected(name) {
                 g.promoted = true;
             }
+            // Promotion is progress: the deadline restarts.
+            if g.progress_deadline_ns > 0 {
+                g.require_progress_by =
+                    Some(Utc::now() + chrono::Duration::nanoseconds(g.progress_deadline_ns));
+            }
         }
         if !dm.requires_promotion() && dm.status == RUNNING {
             dm.description = DESC_RUNNING.into();
         }
         dm.modify_index = index;
-        dm.modify_time_ns = now_ns();
+        dm.modify_time_ns = now;
         self.deployment_table_index = index;
+        // Promoted canaries are no longer canaries (DeploymentStatus.Canary cleared), with a
+        // new modify index on each and on the allocations table.
+        for id in &canaries {
+            if let Some(a) = self.allocs.get_mut(id) {
+                a.canary = false;
+                a.modify_index = index;
+                a.modify_time_ns = now;
+                self.alloc_table_index = index;
+            }
+        }
         self.progress(dep_id, index);
         Ok(())
     }
@@ -876,8 +963,9 @@ impl State {
         Ok(Self::eval_result(index, true))
     }
 
-    /// POST allocation-health: only for groups using manual health checks; unhealthy fails the
-    /// deployment (rolling back when the group auto-reverts).
+    /// POST allocation-health: accepted for allocations of any group (the real server does not
+    /// check the group's health_check); unhealthy fails the deployment at once (rolling back
+    /// when the group auto-reverts).
     pub fn allocation_health(
         &mut self,
         dep_id: &str,
@@ -902,17 +990,6 @@ impl State {
             if a.deployment_id != dep_id {
                 return Err(ApiError::internal(format!(
                     "alloc {id:?} is not part of deployment {dep_id:?}"
-                )));
-            }
-            let manual = d
-                .groups
-                .get(&a.task_group)
-                .map(|g| g.health_check == "manual")
-                .unwrap_or(false);
-            if !manual {
-                return Err(ApiError::bad_request(format!(
-                    "Allocation {id:?} in task group {:?} does not use manual health checks (update health_check = \"manual\")",
-                    a.task_group
                 )));
             }
         }
@@ -940,7 +1017,16 @@ impl State {
         Ok(r)
     }
 
-    /// POST unblock: a blocked multiregion deployment completes.
+    /// POST unblock on the community edition: multiregion deployments are an enterprise
+    /// feature, and the community server answers 200 without changing anything.
+    pub fn unblock_noop(&self) -> ControlResult {
+        ControlResult {
+            index: self.index,
+            ..Default::default()
+        }
+    }
+
+    /// POST unblock (enterprise): a blocked multiregion deployment completes.
     pub fn unblock(&mut self, dep_id: &str) -> Result<ControlResult, ApiError> {
         let d = self.active_deployment(dep_id, "can't unblock terminal deployment")?;
         if d.status != BLOCKED {
@@ -960,8 +1046,11 @@ impl State {
         Ok(Self::eval_result(index, true))
     }
 
-    /// Client-reported health (admin API): for groups that do not use manual health checks. An
-    /// unhealthy allocation fails the deployment at once (no progress deadline is emulated).
+    /// Client-reported health (admin API): for groups that do not use manual health checks.
+    /// A healthy report on an allocation whose client has not reported yet starts its tasks
+    /// (a healthy allocation has running tasks). An unhealthy allocation fails the deployment
+    /// at once only when its group has no progress deadline (the real deployment watcher's
+    /// rule); otherwise a replacement is placed and the deadline decides.
     pub fn client_health(&mut self, alloc_id: &str, healthy: bool) -> Result<(), ApiError> {
         let a = self
             .allocs
@@ -987,12 +1076,111 @@ impl State {
             return Err(ApiError::bad_request("deployment is terminal"));
         }
         let index = self.bump();
+        if healthy && a.task_states.is_none() {
+            let tasks = a.tasks.clone();
+            for t in tasks {
+                self.set_task_state(alloc_id, Some(&t), "running", false, false, index)?;
+            }
+        }
         self.set_alloc_health(&d.id, alloc_id, healthy, index)?;
         if healthy {
             self.progress(&d.id, index);
         } else if d.status == RUNNING || d.status == PAUSED {
-            self.fail_impl(&d.id, DESC_FAILED_ALLOCS, g.auto_revert, true, index);
+            if g.progress_deadline_ns == 0 {
+                self.fail_impl(&d.id, DESC_FAILED_ALLOCS, g.auto_revert, true, index);
+            } else if d.status == RUNNING {
+                // Rescheduled: a replacement takes the failed allocation's place.
+                self.place(&d.id, &a.task_group, a.canary, index);
+            }
         }
+        Ok(())
+    }
+
+    /// The client reports a task's state (admin API): `pending`, `running` or `dead` (with
+    /// `failed`), optionally counting a restart. `task: None` sets every task of the
+    /// allocation. Events follow the real client's (`Received`, `Started`, `Restarting`,
+    /// `Terminated`, `Not Restarting`).
+    pub fn set_task_state(
+        &mut self,
+        alloc_id: &str,
+        task: Option<&str>,
+        state: &str,
+        failed: bool,
+        restart: bool,
+        index: u64,
+    ) -> Result<(), ApiError> {
+        if !["pending", "running", "dead"].contains(&state) {
+            return Err(ApiError::bad_request(format!(
+                "State must be pending, running or dead, not {state:?}"
+            )));
+        }
+        let a = self
+            .allocs
+            .get_mut(alloc_id)
+            .ok_or_else(|| ApiError::new(404, "alloc not found"))?;
+        let names: Vec<String> = match task {
+            Some(t) if !a.tasks.iter().any(|x| x == t) => {
+                return Err(ApiError::bad_request(format!("unknown task {t:?}")))
+            }
+            Some(t) => vec![t.to_string()],
+            None => a.tasks.clone(),
+        };
+        let now = Utc::now();
+        let now_ns = now.timestamp_nanos_opt().unwrap_or_default();
+        let states = a.task_states.get_or_insert_with(BTreeMap::new);
+        for name in names {
+            let t = states.entry(name).or_insert_with(|| TaskState {
+                state: "pending".into(),
+                failed: false,
+                restarts: 0,
+                last_restart: None,
+                started_at: None,
+                finished_at: None,
+                events: vec![("Received".into(), now_ns, "Task received by client".into())],
+            });
+            if restart {
+                t.restarts += 1;
+                t.last_restart = Some(now);
+                t.events
+                    .push(("Restarting".into(), now_ns, "Task restarting".into()));
+            }
+            match state {
+                "running" => {
+                    if t.state != "running" {
+                        t.started_at = Some(now);
+                        t.events
+                            .push(("Started".into(), now_ns, "Task started by client".into()));
+                    }
+                    t.failed = false;
+                }
+                "dead" => {
+                    t.finished_at = Some(now);
+                    t.failed = failed;
+                    t.events.push((
+                        "Terminated".into(),
+                        now_ns,
+                        if failed {
+                            "Exit Code: 1"
+                        } else {
+                            "Exit Code: 0"
+                        }
+                        .into(),
+                    ));
+                    if failed {
+                        t.events.push((
+                            "Not Restarting".into(),
+                            now_ns,
+                            "Error was unrecoverable".into(),
+                        ));
+                    }
+                }
+                _ => t.failed = false,
+            }
+            t.state = state.into();
+        }
+        a.modify_index = index;
+        a.modify_time_ns = now_ns;
+        self.alloc_table_index = index;
         Ok(())
     }
 

@@ -221,7 +221,9 @@ pub fn parse_go_duration(s: &str) -> Option<Duration> {
 }
 
 /// Blocking-query options of a read: `index` (wait until the result index is greater) and
-/// `wait` (how long at most; default 5 minutes, capped at 10 minutes as the real server does).
+/// `wait` (how long at most). As the real server's `blockingRPC`: the wait defaults to and is
+/// capped at 300 s (`maxQueryTime`), then up to 1/16 of it is added as jitter
+/// (`RandomStagger(wait / JitterFraction)`).
 #[derive(Debug, Clone, Copy)]
 pub struct BlockingOpts {
     pub min_index: u64,
@@ -229,7 +231,8 @@ pub struct BlockingOpts {
 }
 
 pub const DEFAULT_QUERY_TIME: Duration = Duration::from_secs(300);
-pub const MAX_QUERY_TIME: Duration = Duration::from_secs(600);
+pub const MAX_QUERY_TIME: Duration = Duration::from_secs(300);
+pub const JITTER_FRACTION: u32 = 16;
 
 pub fn blocking_opts(query: &[(String, String)]) -> Result<BlockingOpts, ApiError> {
     let mut opts = BlockingOpts {
@@ -243,6 +246,11 @@ pub fn blocking_opts(query: &[(String, String)]) -> Result<BlockingOpts, ApiErro
         } else {
             d.min(MAX_QUERY_TIME)
         };
+    }
+    let max_jitter = opts.wait / JITTER_FRACTION;
+    if !max_jitter.is_zero() {
+        let j = rand::random_range(0..max_jitter.as_nanos().max(1) as u64);
+        opts.wait += Duration::from_nanos(j);
     }
     if let Some(i) = query_get(query, "index").filter(|i| !i.is_empty()) {
         opts.min_index = i

@@ -1,0 +1,340 @@
+//! CatalogAclToken ↔ `POST /v1/acl/login`, `POST /v1/acl/logout`, `GET /v1/acl/token/self`
+//! (spec C §4.3), on the [`Operated`] shape.
+//!
+//! The owned Secret is the record: `token`, `accessorId`, and during a rotation
+//! `previousToken`. Each pass, in order: a `previousToken` left by a rotation is logged out and
+//! dropped from the Secret (the new token was written first, so a crash between the two steps
+//! leaks nothing); a token that is missing, refused by the catalog or older than
+//! `rotationInterval` is replaced by a new login, the old one kept as `previousToken` until the
+//! next pass logs it out. On delete with `Delete`, the token is logged out.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::ByteString;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::{json, Value};
+
+use crate::api::catalog::CatalogAclToken;
+use crate::api::scheduler::parse_duration;
+use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::clients::catalog::CatalogClient;
+use crate::clients::http::SecretString;
+use crate::reconcile::{Context, Error, Managed, Operated, Result, Step};
+
+const DEFAULT_ROTATION: Duration = Duration::from_secs(24 * 3600);
+const PREVIOUS: &str = "previousToken";
+
+impl Managed for CatalogAclToken {
+    const SERVICE: Service = Service::Catalog;
+    fn connection_ref(&self) -> Option<&ConnectionRef> {
+        self.spec.connection_ref.as_ref()
+    }
+    fn deletion_policy(&self) -> DeletionPolicy {
+        self.spec.deletion_policy
+    }
+    fn managed_status(&self) -> Option<&ManagedStatus> {
+        self.status.as_ref().map(|s| &s.managed)
+    }
+    fn secret_refs(&self) -> Vec<String> {
+        let mut v = vec![self.secret_name()];
+        if let Some(r) = &self.spec.bearer_token_secret_ref {
+            v.push(r.name.clone());
+        }
+        v
+    }
+    const WATCHES_SECRETS: bool = true;
+}
+
+/// What the owned Secret holds.
+#[derive(Default)]
+struct Stored {
+    token: Option<String>,
+    accessor: Option<String>,
+    previous: Option<String>,
+}
+
+impl CatalogAclToken {
+    fn rotation(&self) -> Duration {
+        self.spec
+            .rotation_interval
+            .as_deref()
+            .and_then(parse_duration)
+            .unwrap_or(DEFAULT_ROTATION)
+    }
+
+    fn last_login(&self) -> Option<DateTime<Utc>> {
+        let s = self.status.as_ref()?.last_login_time.as_deref()?;
+        DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    }
+
+    async fn read(&self, ctx: &Context) -> Result<Stored> {
+        let ns = self.namespace().unwrap_or_default();
+        let Some(secret) = Api::<Secret>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(&self.secret_name())
+            .await?
+        else {
+            return Ok(Stored::default());
+        };
+        let key = |k: &str| {
+            secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(k))
+                .and_then(|ByteString(b)| String::from_utf8(b.clone()).ok())
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        Ok(Stored {
+            token: key("token"),
+            accessor: key("accessorId"),
+            previous: key(PREVIOUS),
+        })
+    }
+
+    /// Write the owned Secret (server-side apply of `data`). A key this kind stops writing
+    /// (`previousToken` after the logout) is removed with a merge patch: keys written through
+    /// `stringData` are not tracked by apply, so dropping them from an apply would not remove
+    /// them.
+    async fn write(&self, ctx: &Context, stored: &Stored) -> Result<()> {
+        let ns = self.namespace().unwrap_or_default();
+        let name = self.secret_name();
+        let owner = self
+            .controller_owner_ref(&())
+            .ok_or_else(|| Error::InvalidSpec("resource has no uid yet".into()))?;
+        let mut data = BTreeMap::new();
+        for (k, v) in [
+            ("token", &stored.token),
+            ("accessorId", &stored.accessor),
+            (PREVIOUS, &stored.previous),
+        ] {
+            if let Some(v) = v {
+                data.insert(k.to_string(), ByteString(v.clone().into_bytes()));
+            }
+        }
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(ns.clone()),
+                labels: Some(BTreeMap::from([(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "quartet".to_string(),
+                )])),
+                owner_references: Some(vec![owner]),
+                ..Default::default()
+            },
+            type_: Some("Opaque".into()),
+            data: Some(data),
+            ..Default::default()
+        };
+        let mut secret =
+            serde_json::to_value(&secret).map_err(|e| Error::InvalidSpec(e.to_string()))?;
+        secret["apiVersion"] = json!("v1");
+        secret["kind"] = json!("Secret");
+        let api = Api::<Secret>::namespaced(ctx.client.clone(), &ns);
+        api.patch(
+            &name,
+            &PatchParams::apply("quartet/catalogacltoken").force(),
+            &Patch::Apply(&secret),
+        )
+        .await?;
+        if stored.previous.is_none() {
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {PREVIOUS: null}})),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A catalog client presenting the token in the owned Secret's `key`.
+    async fn client_for(&self, ctx: &Context, key: &str) -> Result<CatalogClient> {
+        let ns = self.namespace().unwrap_or_default();
+        super::client_with_token_in(ctx, &ns, self.connection_ref(), &self.secret_name(), key).await
+    }
+
+    /// Whether the catalog accepts the Secret's token (`Some(accessor)`).
+    async fn accepted(&self, ctx: &Context) -> Result<Option<String>> {
+        match self.client_for(ctx, "token").await?.token_self().await {
+            Ok(t) => Ok(Some(
+                t.get("AccessorID")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            )),
+            Err(e) if matches!(e.status(), Some(401 | 403)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The login's bearer token: from the referenced Secret, or a short-lived ServiceAccount
+    /// token through the TokenRequest API.
+    async fn bearer(&self, ctx: &Context) -> Result<SecretString> {
+        let ns = self.namespace().unwrap_or_default();
+        if let Some(r) = &self.spec.bearer_token_secret_ref {
+            return ctx.secret_value(&ns, r, "bearer token of the login").await;
+        }
+        let Some(sa) = &self.spec.service_account_name else {
+            return Err(Error::InvalidSpec(
+                "set serviceAccountName or bearerTokenSecretRef".into(),
+            ));
+        };
+        let req = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: self.spec.audience.iter().cloned().collect(),
+                expiration_seconds: Some(600),
+                bound_object_ref: None,
+            },
+            ..Default::default()
+        };
+        let tr = Api::<ServiceAccount>::namespaced(ctx.client.clone(), &ns)
+            .create_token_request(sa, &PostParams::default(), &req)
+            .await
+            .map_err(|e| match &e {
+                kube::Error::Api(s) if s.code == 404 => Error::MissingReference(format!(
+                    "ServiceAccount {ns}/{sa} not found (or the API server has no TokenRequest)"
+                )),
+                _ => Error::Kube(e),
+            })?;
+        let token = tr.status.map(|s| s.token).unwrap_or_default();
+        if token.is_empty() {
+            return Err(Error::MissingReference(format!(
+                "the TokenRequest for ServiceAccount {ns}/{sa} returned no token"
+            )));
+        }
+        Ok(SecretString::new(token))
+    }
+
+    fn ready(&self, accessor: &str, login: Option<DateTime<Utc>>, resync: Duration) -> Step {
+        let mut step = Step::ready(
+            "LoggedIn",
+            format!(
+                "token for auth method {} in Secret {}",
+                self.spec.auth_method,
+                self.secret_name()
+            ),
+        )
+        .field("accessorId", json!(accessor))
+        .remote_id(accessor);
+        if let Some(t) = login.or_else(|| self.last_login()) {
+            step = step.field(
+                "lastLoginTime",
+                json!(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            );
+            let due = t + chrono::Duration::from_std(self.rotation()).unwrap_or_default();
+            let left = (due - Utc::now()).to_std().unwrap_or_default();
+            // Also look again at the resync: a refused token is replaced then.
+            step = step.again(left.min(resync).max(Duration::from_secs(1)));
+        }
+        step
+    }
+}
+
+impl Operated for CatalogAclToken {
+    type Client = CatalogClient;
+
+    async fn step(&self, ctx: &Context, client: &CatalogClient) -> Result<Step> {
+        let mut stored = self.read(ctx).await?;
+        // 1. Finish a rotation: log the previous token out, then forget it.
+        if stored.previous.is_some() {
+            match self.client_for(ctx, PREVIOUS).await?.logout().await {
+                Ok(()) => {}
+                // Already gone (expired, logged out before a crash): nothing to do.
+                Err(e) if matches!(e.status(), Some(401 | 403 | 404)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            stored.previous = None;
+            self.write(ctx, &stored).await?;
+            let accessor = stored.accessor.clone().unwrap_or_default();
+            return Ok(self.ready(&accessor, None, ctx.settings.resync).event(
+                false,
+                "Rotated",
+                "the previous token was logged out",
+            ));
+        }
+        // 2. Keep a token that works and is not due for rotation.
+        let due = self.last_login().is_none_or(|t| {
+            Utc::now() - t >= chrono::Duration::from_std(self.rotation()).unwrap_or_default()
+        });
+        let current = match &stored.token {
+            Some(_) => self.accepted(ctx).await?,
+            None => None,
+        };
+        if let (Some(accessor), false) = (&current, due) {
+            return Ok(self.ready(accessor, None, ctx.settings.resync));
+        }
+        // 3. Log in; the new token goes to the Secret before the old one is logged out.
+        let bearer = self.bearer(ctx).await?;
+        let t = client
+            .login(
+                &self.spec.auth_method,
+                bearer.expose(),
+                self.spec.namespace.as_deref(),
+                &self.spec.meta,
+            )
+            .await?;
+        let secret = t
+            .get("SecretID")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let accessor = t
+            .get("AccessorID")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let previous = if current.is_some() {
+            stored.token.take()
+        } else {
+            None
+        };
+        let rotating = previous.is_some();
+        self.write(
+            ctx,
+            &Stored {
+                token: Some(secret),
+                accessor: Some(accessor.clone()),
+                previous,
+            },
+        )
+        .await?;
+        let mut step = self
+            .ready(&accessor, Some(Utc::now()), ctx.settings.resync)
+            .event(
+                false,
+                "LoggedIn",
+                format!(
+                    "logged in with auth method {}; token in Secret {}",
+                    self.spec.auth_method,
+                    self.secret_name()
+                ),
+            );
+        if rotating {
+            step = step.again(Duration::from_millis(200));
+        }
+        Ok(step)
+    }
+
+    async fn finish(&self, ctx: &Context, _client: &CatalogClient) -> Result<()> {
+        let stored = self.read(ctx).await?;
+        for (key, value) in [("token", &stored.token), (PREVIOUS, &stored.previous)] {
+            if value.is_none() {
+                continue;
+            }
+            match self.client_for(ctx, key).await?.logout().await {
+                Ok(()) => {}
+                Err(e) if matches!(e.status(), Some(401 | 403 | 404)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}

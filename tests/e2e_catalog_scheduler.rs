@@ -1,0 +1,715 @@
+//! CatalogAclBootstrap and DeploymentGate end to end: the real `quartet` binary (`quartet
+//! sandbox --kubeconfig` and `quartet run`, or `quartet dev`), the real kubectl, and the
+//! catalog and scheduler read over HTTP in the test.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{json, Value};
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A sandbox with the CRDs, Connections `catalog` and `scheduler` (root token) and an operator
+/// resyncing every `resync`.
+fn env(resync: &str) -> (Sandbox, Operator) {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token.clone());
+    for service in ["catalog", "scheduler"] {
+        sb.apply_ok(&format!(
+            "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: {service}, namespace: default}}\n\
+             spec: {{service: {service}, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 10}}\n",
+            sb.url(service)
+        ));
+    }
+    let op = Operator::start(&sb, resync);
+    (sb, op)
+}
+
+fn secret_key(sb: &Sandbox, name: &str, key: &str) -> Option<String> {
+    let s = sb.get_json("secret", name)?;
+    let b64 = s["data"][key].as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+fn ready_reason(obj: &Value) -> String {
+    condition(obj, "Ready")
+        .and_then(|c| c["reason"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn count(reqs: &[(String, String, u16)], method: &str, prefix: &str) -> usize {
+    reqs.iter()
+        .filter(|(m, p, _)| m == method && p.starts_with(prefix))
+        .count()
+}
+
+fn bootstrap_yaml(name: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclBootstrap\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  secretName: {name}-token\n{extra}"
+    )
+}
+
+// ---- CatalogAclBootstrap ----
+
+#[test]
+fn bootstrap_writes_the_secret_before_the_call_so_a_lost_response_loses_nothing_and_a_second_bootstrap_ends_bootstrapped_elsewhere(
+) {
+    let (sb, op) = env("3s");
+    let catalog = sb.url("catalog").to_string();
+    // The bootstrap is processed, then its response is dropped.
+    http(
+        "POST",
+        &format!("{catalog}/_sandbox/faults"),
+        None,
+        Some(json!({"method": "PUT", "path": "/v1/acl/bootstrap", "after": true, "count": 1})),
+    );
+    let (_, since) = sb.requests("catalog", 0);
+    sb.apply_ok(&bootstrap_yaml("first", ""));
+    let obj = wait_for("first bootstrap Ready", WAIT, || {
+        sb.get_json("catalogaclbootstrap", "first")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    assert_eq!(ready_reason(&obj), "Bootstrapped", "{obj}");
+    let token = secret_key(&sb, "first-token", "token").expect("token in the Secret");
+    let (status, me) = http(
+        "GET",
+        &format!("{catalog}/v1/acl/token/self"),
+        Some(("X-Catalog-Token", &token)),
+        None,
+    );
+    assert_eq!(status, 200, "the Secret's token works: {me}");
+    assert_eq!(me["Policies"][0]["Name"], "global-management");
+    let accessor = wait_for("accessorId in the Secret", WAIT, || {
+        secret_key(&sb, "first-token", "accessorId")
+    });
+    assert_eq!(me["AccessorID"], accessor);
+    assert_eq!(obj["status"]["accessorId"], accessor);
+    let (reqs, _) = sb.requests("catalog", since);
+    let first_puts = count(&reqs, "PUT", "/v1/acl/bootstrap");
+    assert!(first_puts >= 1, "{reqs:?}");
+    // The Secret is not owned by the resource (deleting it keeps the management token).
+    let s = sb.get_json("secret", "first-token").unwrap();
+    assert!(s["metadata"]["ownerReferences"].is_null(), "{s}");
+
+    // A second bootstrap on the same catalog: elsewhere, with the warning and an Event.
+    sb.apply_ok(&bootstrap_yaml("second", ""));
+    let obj = wait_for("second bootstrap refused", WAIT, || {
+        sb.get_json("catalogaclbootstrap", "second")
+            .filter(|o| ready_reason(o) == "BootstrappedElsewhere")
+    });
+    assert!(condition_is(&obj, "Ready", "False"));
+    let msg = condition(&obj, "Ready").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("potentially compromised"), "{msg}");
+    assert!(msg.contains("reset index"), "{msg}");
+    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
+    assert!(events.contains("BootstrappedElsewhere"), "no event");
+    // No retry loop: several resyncs later, no further bootstrap call.
+    let (reqs, mark) = sb.requests("catalog", since);
+    let puts = count(&reqs, "PUT", "/v1/acl/bootstrap");
+    std::thread::sleep(Duration::from_secs(8));
+    let (later, _) = sb.requests("catalog", mark);
+    assert_eq!(count(&later, "PUT", "/v1/acl/bootstrap"), 0, "{later:?}");
+    assert!(puts <= first_puts + 1, "{reqs:?}");
+    // The management token never reaches logs, Events or status.
+    let statuses = sb.kubectl_ok(&["get", "catalogaclbootstraps", "-o", "json"]);
+    for text in [op.log(), sb.log(), events, statuses] {
+        assert!(!text.contains(&token), "the management token leaked");
+    }
+    // Deleting the first resource keeps its Secret.
+    sb.kubectl_ok(&[
+        "delete",
+        "catalogaclbootstrap",
+        "first",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    assert!(sb.get_json("secret", "first-token").is_some());
+}
+
+#[test]
+fn replication_status_of_an_unhealthy_secondary_shows_healthy_false() {
+    let (sb, op) = env("2s");
+    let catalog = sb.url("catalog").to_string();
+    let config = format!("{catalog}/_sandbox/catalog/config");
+    http(
+        "PUT",
+        &config,
+        None,
+        Some(json!({"SecondaryDatacenter": "dc2", "TokenReplication": true})),
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    http(
+        "PUT",
+        &config,
+        None,
+        Some(json!({"ReplicationError": "failed to sync remote tokens"})),
+    );
+    sb.apply_ok(&bootstrap_yaml(
+        "rep",
+        "  replicationDatacenters: [dc2]\n  secretPolicy: Owned\n",
+    ));
+    let obj = wait_for("unhealthy replication in status", WAIT, || {
+        sb.get_json("catalogaclbootstrap", "rep")
+            .filter(|o| o["status"]["replication"][0]["healthy"] == false)
+    });
+    let r = &obj["status"]["replication"][0];
+    assert_eq!(r["datacenter"], "dc2");
+    assert_eq!(r["lastErrorMessage"], "failed to sync remote tokens");
+    assert_eq!(r["replicationType"], "tokens");
+    assert!(condition_is(&obj, "ReplicationHealthy", "False"), "{obj}");
+    assert!(condition_is(&obj, "Ready", "True"), "{obj}");
+    // A metric per datacenter.
+    let addr = op.metrics_addr();
+    let metrics = reqwest::blocking::get(format!("http://{addr}/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains(r#"resource="default/rep",datacenter="dc2",measure="healthy"} 0"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"datacenter="dc2",measure="seconds_since_last_success"}"#),
+        "{metrics}"
+    );
+    // Owned: the Secret names the resource as its owner.
+    let s = sb.get_json("secret", "rep-token").unwrap();
+    assert_eq!(s["metadata"]["ownerReferences"][0]["name"], "rep");
+    // Recovery: the error stays reported, but success is later: healthy.
+    http("PUT", &config, None, Some(json!({"ReplicationError": ""})));
+    let obj = wait_for("healthy replication in status", WAIT, || {
+        sb.get_json("catalogaclbootstrap", "rep")
+            .filter(|o| o["status"]["replication"][0]["healthy"] == true)
+    });
+    assert_eq!(
+        obj["status"]["replication"][0]["lastErrorMessage"],
+        "failed to sync remote tokens"
+    );
+    assert!(condition_is(&obj, "ReplicationHealthy", "True"), "{obj}");
+}
+
+// ---- CatalogAclToken ----
+
+const SA_KEY: &str = "sandbox-service-account-signing-key";
+
+/// An HS256 ServiceAccount JWT the catalog's `kubernetes` auth method verifies with `SA_KEY`.
+fn sa_jwt(ns: &str, name: &str) -> String {
+    use hmac::Mac;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let claims = b64(json!({
+        "iss": "https://kubernetes.default.svc",
+        "sub": format!("system:serviceaccount:{ns}:{name}"),
+        "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": "0b6c0e4e-1111-2222-3333-444455556666"}},
+        "iat": now, "exp": now + 3600,
+    })
+    .to_string()
+    .as_bytes());
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SA_KEY.as_bytes()).unwrap();
+    mac.update(format!("{header}.{claims}").as_bytes());
+    let sig = b64(&mac.finalize().into_bytes());
+    format!("{header}.{claims}.{sig}")
+}
+
+fn token_works(catalog: &str, token: &str) -> bool {
+    http(
+        "GET",
+        &format!("{catalog}/v1/acl/token/self"),
+        Some(("X-Catalog-Token", token)),
+        None,
+    )
+    .0 == 200
+}
+
+#[test]
+fn acl_token_logs_in_rotates_and_is_logged_out_on_delete() {
+    let (sb, op) = env("3s");
+    let catalog = sb.url("catalog").to_string();
+    let (s, v) = http(
+        "POST",
+        &format!("{catalog}/_sandbox/catalog/auth-methods"),
+        None,
+        Some(json!({"Name": "k8s", "Type": "kubernetes",
+            "Config": {"Host": "https://kubernetes.default.svc", "ValidationKey": SA_KEY}})),
+    );
+    assert!((200..300).contains(&s), "{v}");
+    let (s, v) = http(
+        "POST",
+        &format!("{catalog}/_sandbox/catalog/binding-rules"),
+        None,
+        Some(
+            json!({"AuthMethod": "k8s", "BindType": "service", "BindName": "${serviceaccount.name}"}),
+        ),
+    );
+    assert!((200..300).contains(&s), "{v}");
+    let jwt = sa_jwt("default", "web");
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: web-jwt, namespace: default}}\nstringData: {{token: {jwt}}}\n---\n\
+         apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclToken\nmetadata: {{name: web, namespace: default}}\n\
+         spec:\n  authMethod: k8s\n  meta: {{app: web}}\n  bearerTokenSecretRef: {{name: web-jwt, key: token}}\n  rotationInterval: 6s\n"
+    ));
+    let obj = wait_for("token Ready", WAIT, || {
+        sb.get_json("catalogacltoken", "web")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    let first = secret_key(&sb, "web", "token").expect("token");
+    let (status, me) = http(
+        "GET",
+        &format!("{catalog}/v1/acl/token/self"),
+        Some(("X-Catalog-Token", &first)),
+        None,
+    );
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(me["AuthMethod"], "k8s");
+    assert_eq!(me["ServiceIdentities"][0]["ServiceName"], "web");
+    assert_eq!(obj["status"]["accessorId"], me["AccessorID"]);
+    let s = sb.get_json("secret", "web").unwrap();
+    assert_eq!(s["metadata"]["ownerReferences"][0]["name"], "web");
+    // Rotation: a new token in the Secret, the old one logged out.
+    let second = wait_for("rotated token", WAIT, || {
+        secret_key(&sb, "web", "token").filter(|t| *t != first)
+    });
+    wait_for("previous token logged out", WAIT, || {
+        (!token_works(&catalog, &first) && secret_key(&sb, "web", "previousToken").is_none())
+            .then_some(())
+    });
+    let current = secret_key(&sb, "web", "token").unwrap();
+    assert!(current == second || current != first);
+    assert!(token_works(&catalog, &current));
+    // No token in logs, Events or status.
+    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
+    let status = sb.get_json("catalogacltoken", "web").unwrap()["status"].to_string();
+    for text in [sb.log(), op.log(), events, status] {
+        for secret in [&jwt, &first, &current] {
+            assert!(!text.contains(secret.as_str()), "a token leaked");
+        }
+    }
+    // A token the catalog no longer accepts is replaced at the next pass.
+    let (st, _) = http(
+        "POST",
+        &format!("{catalog}/v1/acl/logout"),
+        Some(("X-Catalog-Token", &current)),
+        None,
+    );
+    assert_eq!(st, 200);
+    let current = wait_for("a new token after the refusal", WAIT, || {
+        secret_key(&sb, "web", "token").filter(|t| *t != current && token_works(&catalog, t))
+    });
+    // Delete (deletionPolicy Delete): the token stops working.
+    sb.kubectl_ok(&[
+        "delete",
+        "catalogacltoken",
+        "web",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    let last = current;
+    wait_for("logged out on delete", WAIT, || {
+        (!token_works(&catalog, &last)).then_some(())
+    });
+}
+
+// ---- DeploymentGate ----
+
+struct Sched<'a> {
+    sb: &'a Sandbox,
+    url: String,
+}
+
+impl<'a> Sched<'a> {
+    fn new(sb: &'a Sandbox) -> Self {
+        Self {
+            sb,
+            url: sb.url("scheduler").to_string(),
+        }
+    }
+    fn admin(&self, path: &str, body: Value) -> Value {
+        let (s, v) = http("POST", &format!("{}{path}", self.url), None, Some(body));
+        assert!((200..300).contains(&s), "admin {path}: {s} {v}");
+        v
+    }
+    /// Register a job version; returns its deployment ID.
+    fn job(&self, body: Value) -> String {
+        self.admin("/_sandbox/scheduler/jobs", body)["DeploymentID"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+    fn all_healthy(&self, dep: &str) {
+        self.admin(
+            &format!("/_sandbox/scheduler/deployments/{dep}/health"),
+            json!({"Healthy": true}),
+        );
+    }
+    fn get(&self, path: &str) -> Value {
+        let (s, v) = http(
+            "GET",
+            &format!("{}{path}", self.url),
+            Some(("X-Nomad-Token", &self.sb.root_token)),
+            None,
+        );
+        assert_eq!(s, 200, "{path}: {v}");
+        v
+    }
+    fn deployment(&self, id: &str) -> Value {
+        self.get(&format!("/v1/deployment/{id}"))
+    }
+    fn allocs(&self, id: &str) -> Vec<Value> {
+        self.get(&format!("/v1/deployment/allocations/{id}"))
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+fn gate(sb: &Sandbox, name: &str, spec: &str) {
+    sb.apply_ok(&format!(
+        "apiVersion: scheduler.quartet.dev/v1alpha1\nkind: DeploymentGate\nmetadata: {{name: {name}, namespace: default}}\nspec:\n{spec}"
+    ));
+}
+
+fn gate_obj(sb: &Sandbox, name: &str) -> Value {
+    sb.get_json("deploymentgate", name).unwrap_or(Value::Null)
+}
+
+#[test]
+fn canaries_are_promoted_automatically_once_healthy_with_exactly_one_promote() {
+    let (sb, _op) = env("30s");
+    let s = Sched::new(&sb);
+    let job = |task: &str| {
+        json!({"ID": "web", "TaskGroups": [{"Name": "web", "Count": 2, "Canary": 1,
+               "MaxParallel": 2, "Tasks": [task]}]})
+    };
+    let v0 = s.job(job("v0"));
+    s.all_healthy(&v0);
+    let v1 = s.job(job("v1"));
+    let (_, since) = sb.requests("scheduler", 0);
+    gate(
+        &sb,
+        "web",
+        "  jobId: web\n  promote: {policy: Auto, healthyFor: 1s}\n",
+    );
+    let obj = wait_for("gate waiting for canaries", WAIT, || {
+        Some(gate_obj(&sb, "web")).filter(|o| ready_reason(o) == "WaitingForCanaries")
+    });
+    assert_eq!(obj["status"]["deploymentId"], v1.as_str());
+    assert_eq!(obj["status"]["taskGroups"]["web"]["desiredCanaries"], 1);
+    // Unhealthy canaries: the gate does not call promote.
+    std::thread::sleep(Duration::from_secs(3));
+    let (reqs, _) = sb.requests("scheduler", since);
+    assert_eq!(
+        count(&reqs, "POST", "/v1/deployment/promote/"),
+        0,
+        "{reqs:?}"
+    );
+    let canary = s.deployment(&v1)["TaskGroups"]["web"]["PlacedCanaries"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.admin(
+        &format!("/_sandbox/scheduler/allocations/{canary}/health"),
+        json!({"Healthy": true}),
+    );
+    wait_for("promotion", WAIT, || {
+        (s.deployment(&v1)["TaskGroups"]["web"]["Promoted"] == true).then_some(())
+    });
+    s.all_healthy(&v1);
+    let obj = wait_for("gate Ready", WAIT, || {
+        Some(gate_obj(&sb, "web")).filter(|o| condition_is(o, "Ready", "True"))
+    });
+    assert_eq!(obj["status"]["deploymentStatus"], "successful");
+    assert_eq!(obj["status"]["lastAction"]["type"], "promote");
+    assert!(!obj["status"]["lastAction"]["evalId"]
+        .as_str()
+        .unwrap()
+        .is_empty());
+    let (reqs, _) = sb.requests("scheduler", since);
+    assert_eq!(
+        count(&reqs, "POST", "/v1/deployment/promote/"),
+        1,
+        "{reqs:?}"
+    );
+}
+
+#[test]
+fn a_deployment_past_the_gates_deadline_is_failed_and_rolled_back() {
+    let (sb, _op) = env("30s");
+    let s = Sched::new(&sb);
+    // The service's own deadline is off: the gate's decides.
+    let job = |task: &str| {
+        json!({"ID": "api", "TaskGroups": [{"Name": "api", "Count": 1, "AutoRevert": true,
+               "ProgressDeadline": 0, "Tasks": [task]}]})
+    };
+    let v0 = s.job(job("v0"));
+    s.all_healthy(&v0);
+    let v1 = s.job(job("v1"));
+    let (_, since) = sb.requests("scheduler", 0);
+    gate(&sb, "api", "  jobId: api\n  progressDeadline: 4s\n");
+    wait_for("deployment failed", WAIT, || {
+        (s.deployment(&v1)["Status"] == "failed").then_some(())
+    });
+    let d = s.deployment(&v1);
+    assert_eq!(
+        d["StatusDescription"],
+        "Deployment marked as failed - rolling back to job version 0"
+    );
+    let obj = wait_for("reverted version in status", WAIT, || {
+        Some(gate_obj(&sb, "api")).filter(|o| o["status"]["revertedJobVersion"] == 0)
+    });
+    assert_eq!(obj["status"]["lastAction"]["type"], "fail");
+    let (reqs, _) = sb.requests("scheduler", since);
+    assert_eq!(
+        count(&reqs, "POST", &format!("/v1/deployment/fail/{v1}")),
+        1,
+        "one fail for the late deployment: {reqs:?}"
+    );
+    // The rollback is a new job version (a copy of version 0) with its own deployment.
+    let versions = s.get("/_sandbox/scheduler/jobs/default/api");
+    assert_eq!(versions[0]["Version"], 2);
+}
+
+#[test]
+fn manual_health_is_marked_from_task_states_and_never_for_pending_allocations() {
+    let (sb, _op) = env("30s");
+    let s = Sched::new(&sb);
+    let dep = s.job(json!({"ID": "db", "TaskGroups": [{"Name": "db", "Count": 2,
+        "MaxParallel": 1, "HealthCheck": "manual", "ProgressDeadline": 0, "Tasks": ["app", "sidecar"]}]}));
+    let (_, since) = sb.requests("scheduler", 0);
+    gate(
+        &sb,
+        "db",
+        "  jobId: db\n  manualHealth: {policy: FromTaskStates, healthyFor: 1s}\n",
+    );
+    wait_for("gate observing", WAIT, || {
+        Some(gate_obj(&sb, "db")).filter(|o| o["status"]["deploymentId"] == dep.as_str())
+    });
+    // Pending allocation: no verdict.
+    std::thread::sleep(Duration::from_secs(3));
+    let (reqs, _) = sb.requests("scheduler", since);
+    assert_eq!(
+        count(&reqs, "POST", "/v1/deployment/allocation-health/"),
+        0,
+        "{reqs:?}"
+    );
+    let first = s.allocs(&dep)[0]["ID"].as_str().unwrap().to_string();
+    s.admin(
+        &format!("/_sandbox/scheduler/allocations/{first}/tasks"),
+        json!({"State": "running"}),
+    );
+    wait_for("first allocation healthy", WAIT, || {
+        let allocs = s.allocs(&dep);
+        let a = allocs.iter().find(|a| a["ID"] == first.as_str())?;
+        (a["DeploymentStatus"]["Healthy"] == true).then_some(())
+    });
+    // The rolling update places the second; one of its tasks fails.
+    let second = wait_for("second allocation", WAIT, || {
+        s.allocs(&dep)
+            .iter()
+            .find(|a| a["ID"] != first.as_str())
+            .map(|a| a["ID"].as_str().unwrap().to_string())
+    });
+    s.admin(
+        &format!("/_sandbox/scheduler/allocations/{second}/tasks"),
+        json!({"Task": "sidecar", "State": "dead", "Failed": true}),
+    );
+    s.admin(
+        &format!("/_sandbox/scheduler/allocations/{second}/tasks"),
+        json!({"Task": "app", "State": "running"}),
+    );
+    wait_for("deployment failed", WAIT, || {
+        (s.deployment(&dep)["Status"] == "failed").then_some(())
+    });
+    let d = s.deployment(&dep);
+    assert_eq!(d["TaskGroups"]["db"]["UnhealthyAllocs"], 1);
+    let obj = wait_for("gate reports the failure", WAIT, || {
+        Some(gate_obj(&sb, "db")).filter(|o| condition_is(o, "Failed", "True"))
+    });
+    assert_eq!(ready_reason(&obj), "DeploymentFailed");
+    let (reqs, _) = sb.requests("scheduler", since);
+    assert_eq!(
+        count(&reqs, "POST", "/v1/deployment/allocation-health/"),
+        2,
+        "{reqs:?}"
+    );
+}
+
+#[test]
+fn pause_and_resume_follow_spec_paused_and_a_token_without_submit_job_is_forbidden() {
+    let (sb, _op) = env("30s");
+    let s = Sched::new(&sb);
+    let dep = s.job(json!({"ID": "cache", "TaskGroups": [{"Name": "cache", "Count": 1}]}));
+    let (_, since) = sb.requests("scheduler", 0);
+    gate(&sb, "cache", "  jobId: cache\n  paused: true\n");
+    wait_for("deployment paused", WAIT, || {
+        (s.deployment(&dep)["Status"] == "paused").then_some(())
+    });
+    let obj = wait_for("gate reports paused", WAIT, || {
+        Some(gate_obj(&sb, "cache")).filter(|o| o["status"]["deploymentStatus"] == "paused")
+    });
+    assert_eq!(ready_reason(&obj), "Paused");
+    gate(&sb, "cache", "  jobId: cache\n  paused: false\n");
+    wait_for("deployment resumed", WAIT, || {
+        (s.deployment(&dep)["Status"] == "running").then_some(())
+    });
+    let obj = wait_for("gate reports resume", WAIT, || {
+        Some(gate_obj(&sb, "cache")).filter(|o| o["status"]["lastAction"]["type"] == "resume")
+    });
+    assert_eq!(obj["status"]["deploymentStatus"], "running");
+    let (reqs, _) = sb.requests("scheduler", since);
+    assert_eq!(count(&reqs, "POST", "/v1/deployment/pause/"), 2, "{reqs:?}");
+
+    // A read-only token: the pause is refused, reported as Forbidden with the service's words.
+    s.admin(
+        "/_sandbox/scheduler/acl/policies",
+        json!({"Name": "ro", "Namespaces": {"default": {"Policy": "read"}}}),
+    );
+    let tok = s.admin(
+        "/_sandbox/scheduler/acl/tokens",
+        json!({"Name": "ro", "Policies": ["ro"]}),
+    )["SecretID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: ro-token, namespace: default}}\nstringData: {{token: {tok}}}\n---\n\
+         apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: scheduler-ro, namespace: default}}\n\
+         spec: {{service: scheduler, address: \"{}\", tokenSecretRef: {{name: ro-token, key: token}}}}\n",
+        s.url
+    ));
+    gate(
+        &sb,
+        "cache-ro",
+        "  jobId: cache\n  paused: true\n  connectionRef: {name: scheduler-ro}\n",
+    );
+    let obj = wait_for("Forbidden", WAIT, || {
+        Some(gate_obj(&sb, "cache-ro")).filter(|o| ready_reason(o) == "Forbidden")
+    });
+    let msg = condition(&obj, "Ready").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("Permission denied"), "{msg}");
+    assert!(!msg.contains(&tok));
+    assert_eq!(s.deployment(&dep)["Status"], "running");
+}
+
+// ---- examples under `quartet dev` ----
+
+#[test]
+fn the_catalog_and_deployment_gate_examples_become_ready_under_quartet_dev() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = Command::new(BIN)
+        .args([
+            "dev",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--secrets-addr",
+            "127.0.0.1:0",
+            "--workspaces-addr",
+            "127.0.0.1:0",
+            "--catalog-addr",
+            "127.0.0.1:0",
+            "--scheduler-addr",
+            "127.0.0.1:0",
+            "--kube-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--resync-interval",
+            "30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.path().join("dev.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let urls = read_ready(&mut child, "Quartet dev is ready");
+    let apply = |file: &str| {
+        let path = repo_root().join("examples").join(file);
+        let out = kubectl(&kubeconfig, &["apply", "-f", path.to_str().unwrap()], None);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let wait_ready = |what: &str| {
+        let out = kubectl(
+            &kubeconfig,
+            &["wait", "--for=condition=Ready", "--timeout=60s", what],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{what} not Ready: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    apply("catalog.yaml");
+    wait_ready("catalogaclbootstrap/catalog-acl");
+    // The dev scheduler has no jobs: register the example's job as its comment says.
+    let sched = urls["scheduler"].clone();
+    let (_, v) = http(
+        "POST",
+        &format!("{sched}/_sandbox/scheduler/jobs"),
+        None,
+        Some(json!({"ID": "web", "TaskGroups": [{"Name": "web", "Count": 2, "Canary": 1}]})),
+    );
+    let dep = v["DeploymentID"].as_str().unwrap().to_string();
+    http(
+        "POST",
+        &format!("{sched}/_sandbox/scheduler/deployments/{dep}/health"),
+        None,
+        Some(json!({"Healthy": true})),
+    );
+    apply("deployment-gate.yaml");
+    wait_ready("deploymentgate/web");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_new_unblock_request_unblocks_a_blocked_multiregion_deployment_once() {
+    let (sb, _op) = env("30s");
+    let s = Sched::new(&sb);
+    let dep = s.job(json!({"ID": "multi", "Multiregion": true,
+        "TaskGroups": [{"Name": "g", "Count": 1}]}));
+    s.all_healthy(&dep);
+    assert_eq!(s.deployment(&dep)["Status"], "blocked");
+    let (_, since) = sb.requests("scheduler", 0);
+    gate(&sb, "multi", "  jobId: multi\n");
+    let obj = wait_for("gate reports blocked", WAIT, || {
+        Some(gate_obj(&sb, "multi")).filter(|o| ready_reason(o) == "Blocked")
+    });
+    assert_eq!(obj["status"]["deploymentStatus"], "blocked");
+    gate(
+        &sb,
+        "multi",
+        "  jobId: multi\n  unblockRequest: \"first\"\n",
+    );
+    let obj = wait_for("gate Ready after unblock", WAIT, || {
+        Some(gate_obj(&sb, "multi")).filter(|o| condition_is(o, "Ready", "True"))
+    });
+    assert_eq!(obj["status"]["handledUnblockRequest"], "first");
+    assert_eq!(s.deployment(&dep)["Status"], "successful");
+    let (reqs, _) = sb.requests("scheduler", since);
+    assert_eq!(
+        count(&reqs, "POST", "/v1/deployment/unblock/"),
+        1,
+        "{reqs:?}"
+    );
+}
