@@ -3,12 +3,16 @@
 
 pub mod connection;
 pub mod secrets_policy;
+pub mod transform;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
 pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
+pub use transform::{
+    TransformAlphabet, TransformRole, TransformStore, TransformTemplate, Transformation,
+};
 
 /// Which Connection a managed resource uses to reach its service.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
