@@ -44,7 +44,7 @@ impl std::fmt::Display for SecretString {
 #[derive(Clone, Debug)]
 pub enum Auth {
     /// A named header carrying the token as is (`X-Secrets-Token`, `X-Catalog-Token`, ...).
-    Header(&'static str, SecretString),
+    Header(String, SecretString),
     /// `Authorization: Bearer <token>`.
     Bearer(SecretString),
 }
@@ -224,7 +224,7 @@ impl Http {
         let url = format!("{}{}", self.cfg.base_url, path);
         let mut req = self.client.request(method, &url);
         req = match &self.cfg.auth {
-            Auth::Header(name, token) => req.header(*name, token.expose()),
+            Auth::Header(name, token) => req.header(name.as_str(), token.expose()),
             Auth::Bearer(token) => req.bearer_auth(token.expose()),
         };
         for (k, v) in &self.cfg.extra_headers {

@@ -122,14 +122,15 @@ impl Context {
             .remove(key);
     }
 
-    /// The configured HTTP client for the Connection a resource in `ns` uses for `service`.
-    /// Without `cref`, the Connection named after the service in `ns`.
-    pub async fn http_for(
+    /// The Connection a resource in `ns` uses for `service` (without `cref`, the one named
+    /// after the service in `ns`), checked for use from `ns` and for the service. Kinds read
+    /// Connection-level defaults from it (the workspace service's `organization`).
+    pub fn connection_for(
         &self,
         ns: &str,
         cref: Option<&ConnectionRef>,
         service: Service,
-    ) -> Result<Arc<Http>> {
+    ) -> Result<Arc<Connection>> {
         let (conn_ns, conn_name) = match cref {
             Some(r) => (
                 r.namespace.clone().unwrap_or_else(|| ns.to_string()),
@@ -165,6 +166,20 @@ impl Context {
                 conn.spec.service
             )));
         }
+        Ok(conn)
+    }
+
+    /// The configured HTTP client for the Connection a resource in `ns` uses for `service`.
+    /// Without `cref`, the Connection named after the service in `ns`.
+    pub async fn http_for(
+        &self,
+        ns: &str,
+        cref: Option<&ConnectionRef>,
+        service: Service,
+    ) -> Result<Arc<Http>> {
+        let conn = self.connection_for(ns, cref, service)?;
+        let conn_ns = conn.namespace().unwrap_or_default();
+        let conn_name = conn.name_any();
         let cache_key = (conn_ns.clone(), conn_name.clone());
         {
             let cache = self.http_cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -232,11 +247,17 @@ impl Context {
             None => None,
         };
         let service = conn.spec.service;
+        let header = |default: &str| {
+            conn.spec
+                .token_header
+                .clone()
+                .unwrap_or_else(|| default.to_string())
+        };
         let auth = match service {
-            Service::Secrets => Auth::Header("X-Secrets-Token", token),
+            Service::Secrets => Auth::Header(header("X-Secrets-Token"), token),
             Service::Workspaces => Auth::Bearer(token),
-            Service::Catalog => Auth::Header("X-Catalog-Token", token),
-            Service::Scheduler => Auth::Header("X-Scheduler-Token", token),
+            Service::Catalog => Auth::Header(header("X-Catalog-Token"), token),
+            Service::Scheduler => Auth::Header(header("X-Scheduler-Token"), token),
         };
         let mut extra_headers = Vec::new();
         if let Some(n) = &conn.spec.service_namespace {
