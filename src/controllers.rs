@@ -10,7 +10,10 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{Connection, SecretsPolicy};
+use crate::api::{
+    Connection, SecretsPolicy, TransformAlphabet, TransformRole, TransformStore, TransformTemplate,
+    Transformation,
+};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -18,7 +21,15 @@ use crate::reconcile::{Context, Settings};
 
 /// Every CRD Quartet serves.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![Connection::crd(), SecretsPolicy::crd()]
+    vec![
+        Connection::crd(),
+        SecretsPolicy::crd(),
+        TransformRole::crd(),
+        Transformation::crd(),
+        TransformTemplate::crd(),
+        TransformAlphabet::crd(),
+        TransformStore::crd(),
+    ]
 }
 
 /// Run every controller until `shutdown` is cancelled.
@@ -46,6 +57,11 @@ pub async fn run(
     tokio::join!(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<TransformRole>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<Transformation>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<TransformTemplate>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<TransformAlphabet>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<TransformStore>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

@@ -42,11 +42,27 @@ fn default_password_key() -> String {
     status = "TransformRoleStatus",
     shortname = "trole",
     category = "quartet",
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Synced", type_ = "string", json_path = ".status.conditions[?(@.type==\"Synced\")].status"),
-    printcolumn(name = "Allowed", type_ = "string", json_path = ".status.conditions[?(@.type==\"TransformationsAllowed\")].status"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Synced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Synced\")].status"
+    ),
+    printcolumn(
+        name = "Allowed",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"TransformationsAllowed\")].status"
+    ),
     printcolumn(name = "Remote ID", type_ = "string", json_path = ".status.remoteId"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(
     validation = Rule::new("has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)").message("name is immutable: create a new TransformRole instead")
@@ -82,6 +98,12 @@ pub struct TransformRoleSpec {
 pub struct TransformRoleStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
+    /// Transformations of the spec that the service does not have (yet).
+    #[serde(default)]
+    pub transformations_missing: Vec<String>,
+    /// Transformations of the spec that do not list this role in their `allowed_roles`.
+    #[serde(default)]
+    pub transformations_not_allowing: Vec<String>,
 }
 
 /// A transform alphabet: the set of characters format-preserving encryption may use.
@@ -97,10 +119,22 @@ pub struct TransformRoleStatus {
     status = "TransformAlphabetStatus",
     shortname = "talpha",
     category = "quartet",
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Synced", type_ = "string", json_path = ".status.conditions[?(@.type==\"Synced\")].status"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Synced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Synced\")].status"
+    ),
     printcolumn(name = "Remote ID", type_ = "string", json_path = ".status.remoteId"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(
     validation = Rule::new("has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)").message("name is immutable: create a new TransformAlphabet instead")
@@ -165,10 +199,22 @@ pub enum TemplateType {
     shortname = "ttmpl",
     category = "quartet",
     printcolumn(name = "Alphabet", type_ = "string", json_path = ".spec.alphabet"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Synced", type_ = "string", json_path = ".status.conditions[?(@.type==\"Synced\")].status"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Synced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Synced\")].status"
+    ),
     printcolumn(name = "Remote ID", type_ = "string", json_path = ".status.remoteId"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(
     validation = Rule::new("has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)").message("name is immutable: create a new TransformTemplate instead")
@@ -342,10 +388,22 @@ pub struct KeyImport {
     shortname = "tform",
     category = "quartet",
     printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Synced", type_ = "string", json_path = ".status.conditions[?(@.type==\"Synced\")].status"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Synced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Synced\")].status"
+    ),
     printcolumn(name = "Remote ID", type_ = "string", json_path = ".status.remoteId"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(
     validation = Rule::new("has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)").message("name is immutable: create a new Transformation instead"),
@@ -507,10 +565,22 @@ pub struct SchemaInit {
     shortname = "tstore",
     category = "quartet",
     printcolumn(name = "Driver", type_ = "string", json_path = ".spec.driver"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Synced", type_ = "string", json_path = ".status.conditions[?(@.type==\"Synced\")].status"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Synced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Synced\")].status"
+    ),
     printcolumn(name = "Remote ID", type_ = "string", json_path = ".status.remoteId"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(
     validation = Rule::new("has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)").message("name is immutable: create a new TransformStore instead"),

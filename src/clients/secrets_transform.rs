@@ -150,6 +150,9 @@ mod tests {
     #[test]
     fn names_are_encoded_as_one_segment() {
         assert_eq!(encode_segment("ccn fpe/x"), "ccn%20fpe%2Fx");
-        assert_eq!(TransformClient::url("/transform/", "role/a"), "/v1/transform/role/a");
+        assert_eq!(
+            TransformClient::url("/transform/", "role/a"),
+            "/v1/transform/role/a"
+        );
     }
 }
