@@ -104,6 +104,9 @@ pub struct TransformRoleStatus {
     /// Transformations of the spec that do not list this role in their `allowed_roles`.
     #[serde(default)]
     pub transformations_not_allowing: Vec<String>,
+    /// The message of the `TransformationsAllowed` condition, as last computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transformations_allowed_message: Option<String>,
 }
 
 /// A transform alphabet: the set of characters format-preserving encryption may use.

@@ -367,8 +367,11 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 status.last_sync_time = Some(conditions::now());
             }
             if let Some(rv) = write_status(obj.as_ref(), ctx, &status, &mut written).await? {
-                // Our own status write comes back as a watch event: that pass has nothing to do.
-                ctx.mark_fresh(&key, rv);
+                // Our own status write comes back as a watch event: that pass has nothing to do,
+                // unless more work was asked for (an incomplete create observes again at once).
+                if again.is_none() {
+                    ctx.mark_fresh(&key, rv);
+                }
             }
             if let Some(reason) = reason {
                 publish(
