@@ -62,6 +62,13 @@ pub struct Context {
     http_cache: Mutex<HashMap<(String, String), CachedHttp>>,
     failures: Mutex<HashMap<String, u32>>,
     fresh: Mutex<HashMap<String, (String, Instant)>>,
+    /// resourceVersion of each object at the end of its last successful pass: a pass that
+    /// finds the same one (and was not woken by a Connection or Secret) is a periodic resync.
+    settled: Mutex<HashMap<String, String>>,
+    /// Objects woken by a change of their Connection or of a Secret they read.
+    urgent: Mutex<std::collections::HashSet<String>>,
+    /// When the last "resyncs stretched" line was logged, per kind.
+    stretched_logged: Mutex<HashMap<String, Instant>>,
 }
 
 impl Context {
@@ -86,6 +93,9 @@ impl Context {
             http_cache: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             fresh: Mutex::new(HashMap::new()),
+            settled: Mutex::new(HashMap::new()),
+            urgent: Mutex::new(std::collections::HashSet::new()),
+            stretched_logged: Mutex::new(HashMap::new()),
         }
     }
 
@@ -112,6 +122,57 @@ impl Context {
                 Some(rv.as_str()) == resource_version && at.elapsed() < Duration::from_secs(5)
             }
             None => false,
+        }
+    }
+
+    /// Remember that `key` ended a successful pass at `resource_version`.
+    pub fn settle(&self, key: &str, resource_version: Option<String>) {
+        let mut s = self.settled.lock().unwrap_or_else(|e| e.into_inner());
+        match resource_version {
+            Some(rv) => {
+                s.insert(key.to_string(), rv);
+            }
+            None => {
+                s.remove(key);
+            }
+        }
+    }
+
+    /// Mark `key` as woken by a change it must react to (its Connection, a Secret it reads).
+    pub fn mark_urgent(&self, key: String) {
+        self.urgent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key);
+    }
+
+    /// Whether this pass of `key` is a periodic resync: nothing changed on the object since its
+    /// last successful pass and nothing it depends on woke it. Consumes the urgent mark.
+    pub fn is_resync(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let urgent = self
+            .urgent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        if urgent {
+            return false;
+        }
+        let s = self.settled.lock().unwrap_or_else(|e| e.into_inner());
+        resource_version.is_some() && s.get(key).map(String::as_str) == resource_version
+    }
+
+    /// Whether to log (again) that resyncs of `kind` are being stretched: at most once a minute.
+    pub fn should_log_stretch(&self, kind: &str) -> bool {
+        let mut l = self
+            .stretched_logged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match l.get(kind) {
+            Some(at) if at.elapsed() < Duration::from_secs(60) => false,
+            _ => {
+                l.insert(kind.to_string(), Instant::now());
+                true
+            }
         }
     }
 

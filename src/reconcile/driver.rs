@@ -179,7 +179,7 @@ pub async fn run<K: Reconciled>(
 
 /// The controller of kind `K`, also woken by a change of the Connection a resource uses (fixed
 /// token, new address, Ready again) and, for kinds that read Secrets, of such a Secret.
-pub fn controller_for<K: Managed>(ctx: &Context, namespace: Option<&str>) -> Controller<K> {
+pub fn controller_for<K: Managed>(ctx: &Arc<Context>, namespace: Option<&str>) -> Controller<K> {
     let api: Api<K> = match namespace {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
@@ -215,7 +215,7 @@ pub fn controller_for<K: Managed>(ctx: &Context, namespace: Option<&str>) -> Con
 /// Wake the resources that read a Secret when it changes (a rotated password is sent at once).
 pub fn watch_secrets<K: Managed>(
     controller: Controller<K>,
-    ctx: &Context,
+    ctx: &Arc<Context>,
     namespace: Option<&str>,
 ) -> Controller<K> {
     let secrets: Api<Secret> = match namespace {
@@ -314,6 +314,14 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     if pending_free(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref()) {
         return Ok(Action::requeue(jitter(ctx.settings.resync)));
     }
+    if pending_free(&before)
+        && ctx.is_resync(&key, obj.resource_version().as_deref())
+        && !resync_slot::<K>(obj.as_ref(), ctx).await
+    {
+        // Resyncs have used their share of the Connection's budget: put this one off without
+        // a call, so new and changed objects never wait behind resyncs of known ones.
+        return Ok(Action::requeue(spread(ctx.settings.resync)));
+    }
 
     match sync(obj.as_ref(), ctx, &mut status, &mut written).await {
         Ok((done, again, pending)) => {
@@ -366,13 +374,22 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             if changed_remote || conds_changed {
                 status.last_sync_time = Some(conditions::now());
             }
-            if let Some(rv) = write_status(obj.as_ref(), ctx, &status, &mut written).await? {
+            let rv = write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            if let Some(rv) = &rv {
                 // Our own status write comes back as a watch event: that pass has nothing to do,
                 // unless more work was asked for (an incomplete create observes again at once).
                 if again.is_none() {
-                    ctx.mark_fresh(&key, rv);
+                    ctx.mark_fresh(&key, rv.clone());
                 }
             }
+            ctx.settle(
+                &key,
+                if pending.is_none() && again.is_none() {
+                    rv.or_else(|| obj.resource_version())
+                } else {
+                    None
+                },
+            );
             if let Some(reason) = reason {
                 publish(
                     ctx,
@@ -516,6 +533,37 @@ async fn sync<K: Reconciled>(
         None,
         pending,
     ))
+}
+
+/// Whether a periodic resync of `obj` may run now (within the resync share of its Connection's
+/// budget). Says so in a metric and, at most once a minute per kind, a log line when not.
+async fn resync_slot<K: Managed>(obj: &K, ctx: &Context) -> bool {
+    let ns = obj.namespace().unwrap_or_default();
+    let Ok(http) = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await else {
+        // The pass will report the Connection problem itself.
+        return true;
+    };
+    if http.try_resync() {
+        return true;
+    }
+    let kind = K::kind(&()).to_string();
+    let connection = match obj.connection_ref() {
+        Some(r) => format!("{}/{}", r.namespace.as_deref().unwrap_or(&ns), r.name),
+        None => format!("{ns}/{}", K::SERVICE),
+    };
+    ctx.metrics.resync_deferred(&kind, &connection);
+    if ctx.should_log_stretch(&kind) {
+        tracing::warn!(%kind, %connection, share = crate::clients::http::RESYNC_SHARE, "resyncs need more than their share of the Connection's requestsPerSecond: stretching the resync period (raise requestsPerSecond or --resync-interval)");
+    }
+    false
+}
+
+/// A random delay in [¼, ¾] of the resync interval (at least a second), so put-off resyncs
+/// spread out instead of coming back together.
+fn spread(resync: Duration) -> Duration {
+    use rand::Rng;
+    let secs = resync.as_secs_f64().max(4.0);
+    Duration::from_secs_f64(rand::rng().random_range(secs * 0.25..secs * 0.75))
 }
 
 /// Not following a long-running operation (those poll on their own schedule).
