@@ -432,7 +432,10 @@ fn a_keyed_transformation_is_deleted_only_when_deletion_is_allowed() {
         "the key was deleted without deletionAllowed"
     );
     let ev = events(&sb);
-    assert!(ev.contains("Retained"), "no Retained event: {ev}");
+    assert!(
+        ev.contains("Retained") && ev.contains("deletionAllowed is not true"),
+        "no Retained event saying why: {ev}"
+    );
 
     sb.apply_ok(&format!("{G}\nkind: Transformation\nmetadata: {{name: drop-key, namespace: default}}\nspec: {{type: tokenization, deletionAllowed: true}}\n"));
     ready(&sb, "transformation", "drop-key");
@@ -514,10 +517,8 @@ fn an_imported_key_is_the_secrets_bytes_and_a_rotation_is_sent_exactly_once() {
     sb.apply_ok(&key_secret("fpe-key", &k2));
     let obj = wait("KeyImmutable", || {
         sb.get_json("transformation", "byok-fpe").filter(|o| {
-            condition(o, "Ready").is_some_and(|c| {
-                c["status"] == "False"
-                    && c["message"].as_str().unwrap_or("").contains("KeyImmutable")
-            })
+            condition(o, "Ready")
+                .is_some_and(|c| c["status"] == "False" && c["reason"] == "KeyImmutable")
         })
     });
     assert_eq!(stored_keys(&sb, "byok-fpe"), vec![b64(&k1)]);

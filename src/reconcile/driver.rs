@@ -52,6 +52,11 @@ pub trait Managed:
     fn secret_refs(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Why the remote object is kept when the resource is deleted with
+    /// [`Managed::deletion_policy`] `Retain` (the `Retained` Event says it).
+    fn retain_note(&self) -> String {
+        "deletionPolicy Retain".into()
+    }
     /// Whether the controller watches Secrets for [`Managed::secret_refs`] (needs list/watch on
     /// Secrets, so only kinds that read Secrets turn it on).
     const WATCHES_SECRETS: bool = false;
@@ -420,11 +425,13 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             }
             ctx.metrics.error(&K::kind(&()), category.reason());
             let message = err.to_string();
+            // The condition and Event reason: the category, or a kind's own (`KeyImmutable`).
+            let reason = err.reason();
             let newly = conditions::set(
                 &mut status.conditions,
                 SYNCED,
                 false,
-                category.reason(),
+                reason,
                 &message,
                 generation,
             );
@@ -438,7 +445,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     &mut status.conditions,
                     READY,
                     false,
-                    category.reason(),
+                    reason,
                     &message,
                     generation,
                 );
@@ -452,7 +459,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     ctx,
                     obj.as_ref(),
                     EventType::Warning,
-                    category.reason(),
+                    reason,
                     "Reconcile",
                     message,
                 )
@@ -661,7 +668,7 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             EventType::Normal,
             "Retained",
             "Delete",
-            format!("{remote_id} kept in the service (deletionPolicy Retain)"),
+            format!("{remote_id} kept in the service ({})", obj.retain_note()),
         )
         .await;
         return Ok(Action::await_change());

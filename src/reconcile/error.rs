@@ -29,6 +29,14 @@ pub enum Error {
     InvalidSpec(String),
     #[error("finalizer: {0}")]
     Finalizer(String),
+    /// A request the kind itself refuses until the spec or a referenced Secret changes, with a
+    /// reason of its own for the condition and Event (`KeyImmutable`). Categorised as
+    /// [`Category::InvalidSpec`].
+    #[error("{message}")]
+    Refused {
+        reason: &'static str,
+        message: String,
+    },
 }
 
 /// Bounded error categories.
@@ -84,7 +92,15 @@ impl Error {
             Error::Connection(_) => Category::ConnectionUnavailable,
             Error::MissingReference(_) => Category::ReferenceMissing,
             Error::Unsupported(_) => Category::Unsupported,
-            Error::InvalidSpec(_) => Category::InvalidSpec,
+            Error::InvalidSpec(_) | Error::Refused { .. } => Category::InvalidSpec,
+        }
+    }
+
+    /// The condition and Event reason: the category's, or a [`Error::Refused`] one's own.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Refused { reason, .. } => reason,
+            e => e.category().reason(),
         }
     }
 

@@ -192,8 +192,11 @@ impl Reconciled for TransformRole {
         );
         // Also the condition's message, so a status that lacks the condition (the list fields
         // are defaulted by the API server) differs and is written once.
-        let (_, _, message) =
-            allowed_condition(&self.remote_name(), &observed.missing, &observed.not_allowing);
+        let (_, _, message) = allowed_condition(
+            &self.remote_name(),
+            &observed.missing,
+            &observed.not_allowing,
+        );
         m.insert("transformationsAllowedMessage".into(), json!(message));
         m
     }

@@ -92,6 +92,13 @@ impl Managed for Transformation {
     fn managed_status(&self) -> Option<&ManagedStatus> {
         self.status.as_ref().map(|s| &s.managed)
     }
+    fn retain_note(&self) -> String {
+        if self.spec.deletion_policy == DeletionPolicy::Delete {
+            "deletionAllowed is not true: deleting the transformation would delete its key and make decoding impossible; set deletionAllowed: true to let it be deleted".into()
+        } else {
+            "deletionPolicy Retain".into()
+        }
+    }
     fn secret_refs(&self) -> Vec<String> {
         self.spec
             .key_import
@@ -467,9 +474,10 @@ impl Reconciled for Transformation {
                         .map_err(err)?;
                 }
                 _ => {
-                    return Err(Error::InvalidSpec(
-                        "KeyImmutable: the key of an fpe transformation can only be imported when it is created; the key Secret changed: restore it, or create a new Transformation".into(),
-                    ))
+                    return Err(Error::Refused {
+                        reason: "KeyImmutable",
+                        message: "the key of an fpe transformation can only be imported when it is created, and the key Secret changed: restore the key, or create a new Transformation".into(),
+                    })
                 }
             }
         }
