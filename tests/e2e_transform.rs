@@ -482,7 +482,7 @@ fn sorted_keep_order(v: &Value) -> Vec<String> {
 
 #[test]
 fn an_imported_key_is_the_secrets_bytes_and_a_rotation_is_sent_exactly_once() {
-    let (sb, _op) = env("3s", &[]);
+    let (sb, op) = env("3s", &[]);
     let b64 = |k: &[u8]| base64::engine::general_purpose::STANDARD.encode(k);
     let k1 = [0x11u8; 32];
     let k2 = [0x22u8; 32];
@@ -522,8 +522,30 @@ fn an_imported_key_is_the_secrets_bytes_and_a_rotation_is_sent_exactly_once() {
         })
     });
     assert_eq!(stored_keys(&sb, "byok-fpe"), vec![b64(&k1)]);
+
+    // An import whose response is lost is found again, never sent twice.
+    let (status, _) = http(
+        "POST",
+        &format!("{}/_sandbox/faults", sb.url("secrets")),
+        None,
+        Some(
+            json!({"method": "POST", "path": "/v1/transform/transformations/tokenization/lost/import", "after": true, "count": 1}),
+        ),
+    );
+    assert!(status < 300, "fault not installed: {status}");
+    let since = now_mark(&sb);
+    sb.apply_ok(&format!("{G}\nkind: Transformation\nmetadata: {{name: lost, namespace: default}}\nspec:\n  type: tokenization\n  keyImport:\n    keySecretRef: {{name: tok-key, key: key}}\n"));
+    ready(&sb, "transformation", "lost");
+    assert_eq!(stored_keys(&sb, "lost"), vec![b64(&k2)]);
+    assert_eq!(
+        writes(&sb, since, "/lost/import").len(),
+        1,
+        "import sent again"
+    );
+    assert!(writes(&sb, since, "/lost/import_version").is_empty());
+
     // The key never reaches status, events or the operator's log.
-    let everything = format!("{obj}{}", events(&sb));
+    let everything = format!("{obj}{}{}", events(&sb), op.log());
     for k in [&k1[..], &k2[..]] {
         assert!(!everything.contains(&b64(k)), "key material leaked");
     }
@@ -531,7 +553,7 @@ fn an_imported_key_is_the_secrets_bytes_and_a_rotation_is_sent_exactly_once() {
 
 #[test]
 fn a_store_sends_its_credentials_once_per_change_and_initialises_its_schema_once() {
-    let (sb, _op) = env("2s", &[]);
+    let (sb, op) = env("2s", &[]);
     let creds = |name: &str, user: &str, pass: &str| {
         format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: default}}\nstringData: {{username: {user}, password: {pass}}}\n")
     };
@@ -574,9 +596,10 @@ fn a_store_sends_its_credentials_once_per_change_and_initialises_its_schema_once
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(writes(&sb, since, "/stores/mysql-tokens/schema").len(), 1);
     let obj = sb.get_json("transformstore", "mysql-tokens").unwrap();
+    let everything = format!("{obj}{}{}", events(&sb), op.log());
     assert!(
-        !obj.to_string().contains("pw-"),
-        "a password reached status"
+        !everything.contains("pw-"),
+        "a password reached status, events or logs"
     );
 }
 
