@@ -6,6 +6,9 @@
 //! them are by name and are not checked by the service when written: a missing one is reported
 //! by the operator as a waiting condition.
 
+// `printcolumn(... type_ = "string" ...)` repeats an argument, not an attribute.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
