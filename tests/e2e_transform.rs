@@ -261,6 +261,10 @@ fn a_template_waits_for_its_alphabet_and_a_used_alphabet_is_deleted_only_after_i
         sb.get_json("transformalphabet", "hexdigits")
             .filter(|o| condition_is(o, "DeletionBlocked", "True"))
     });
+    assert_eq!(
+        condition(&obj, "DeletionBlocked").unwrap()["reason"],
+        "InUse"
+    );
     let msg = condition(&obj, "DeletionBlocked").unwrap()["message"]
         .as_str()
         .unwrap()

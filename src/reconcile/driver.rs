@@ -718,7 +718,7 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 &mut status.conditions,
                 DELETION_BLOCKED,
                 true,
-                err.category().reason(),
+                err.reason(),
                 &message,
                 obj.meta().generation,
             );

@@ -22,16 +22,16 @@ pub fn err(e: TransformError) -> Error {
 
 /// A refused delete. The engine refuses to delete what is still in use (a transformation listed
 /// by a role, a template or store used by a transformation, an alphabet used by a template):
-/// that resolves itself when the users go, so it is retried with backoff (a waiting category,
-/// not a rejection that waits for the resync) and shown as `DeletionBlocked` with the service's
-/// message.
+/// that resolves itself when the users go, so it is retried with backoff ([`Error::InUse`], not
+/// a rejection that waits for the resync) and shown as `DeletionBlocked` (reason `InUse`) with
+/// the service's message.
 pub fn delete_err(e: TransformError) -> Error {
     match e {
         TransformError::Client(ClientError::Status {
             status: 400,
             ref message,
             ..
-        }) if message.contains("in use") => Error::MissingReference(message.clone()),
+        }) if message.contains("in use") => Error::InUse(message.clone()),
         e => err(e),
     }
 }
