@@ -10,6 +10,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::dr_replication::DrReplication;
 use crate::api::{
     Connection, SecretsPolicy, TransformAlphabet, TransformRole, TransformStore, TransformTemplate,
     Transformation,
@@ -24,6 +25,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         Connection::crd(),
         SecretsPolicy::crd(),
+        DrReplication::crd(),
         TransformRole::crd(),
         Transformation::crd(),
         TransformTemplate::crd(),
@@ -57,6 +59,7 @@ pub async fn run(
     tokio::join!(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<TransformRole>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<Transformation>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<TransformTemplate>(ctx.clone(), namespace.clone(), stop()),
