@@ -288,7 +288,8 @@ fn a_template_waits_for_its_alphabet_and_a_used_alphabet_is_deleted_only_after_i
 
 #[test]
 fn a_role_names_the_transformations_that_do_not_allow_it() {
-    let (sb, _op) = env("2s", &[]);
+    // A long resync: the role looks again on its own while a transformation does not allow it.
+    let (sb, _op) = env("5m", &[]);
     let masking = |roles: &str| {
         format!("{G}\nkind: Transformation\nmetadata: {{name: mask, namespace: default}}\nspec:\n  type: masking\n  template: builtin/creditcardnumber\n  maskingCharacter: '#'\n  allowedRoles: [{roles}]\n")
     };

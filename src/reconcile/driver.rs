@@ -123,6 +123,11 @@ pub trait Reconciled: Managed {
     fn pending(_observed: &Self::Observed) -> Option<String> {
         None
     }
+    /// Observe again after this long although the object is in sync (something the kind reports
+    /// from other objects it cannot watch, such as a role's `TransformationsAllowed`).
+    fn recheck(_observed: &Self::Observed) -> Option<Duration> {
+        None
+    }
     /// How often an operation in progress is polled.
     const POLL: Duration = Duration::from_secs(5);
     /// Keyed hash of write-only inputs (compared with status, never read back from the service).
@@ -511,6 +516,7 @@ async fn sync<K: Reconciled>(
         status.fields = fields;
     }
     let pending = K::pending(&observed);
+    let recheck = K::recheck(&observed);
     let mut changed = K::diff(&desired, &observed);
     if hash.is_some() && hash != status.write_only_hash {
         changed.push("(write-only fields)");
@@ -518,7 +524,7 @@ async fn sync<K: Reconciled>(
     if changed.is_empty() {
         return Ok((
             if adopted { Done::Adopted } else { Done::InSync },
-            None,
+            recheck,
             pending,
         ));
     }
@@ -537,7 +543,7 @@ async fn sync<K: Reconciled>(
         } else {
             Done::Updated(changed)
         },
-        None,
+        recheck,
         pending,
     ))
 }

@@ -5,7 +5,8 @@
 //! `TransformationsAllowed` reports, from the operator's own reads, which transformations do
 //! not exist yet or do not list the role. While one does not exist yet the role is polled
 //! (`Ready=False`, `InProgress`, naming it), so a role applied together with its
-//! transformations converges in any order.
+//! transformations converges in any order; while one does not list the role it stays `Ready`
+//! and is looked at again every 10 s.
 
 use serde_json::{json, Map, Value};
 
@@ -181,6 +182,12 @@ impl Reconciled for TransformRole {
                 observed.missing.join(", ")
             )
         })
+    }
+
+    /// While a transformation does not list the role, look again every 10 s (the role cannot
+    /// watch the service), so fixing `allowedRoles` shows at once, not at the next resync.
+    fn recheck(observed: &Observed) -> Option<std::time::Duration> {
+        (!observed.not_allowing.is_empty()).then_some(std::time::Duration::from_secs(10))
     }
 
     fn status_fields(&self, observed: &Observed) -> Map<String, Value> {
