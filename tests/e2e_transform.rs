@@ -442,8 +442,13 @@ fn a_keyed_transformation_is_deleted_only_when_deletion_is_allowed() {
         "no Retained event saying why: {ev}"
     );
 
-    sb.apply_ok(&format!("{G}\nkind: Transformation\nmetadata: {{name: drop-key, namespace: default}}\nspec: {{type: tokenization, deletionAllowed: true}}\n"));
+    sb.apply_ok(&format!("{G}\nkind: Transformation\nmetadata: {{name: drop-key, namespace: default}}\nspec: {{type: tokenization, deletionAllowed: true, maxTtl: 7200}}\n"));
     ready(&sb, "transformation", "drop-key");
+    // A duration may also be given as a number of seconds.
+    assert_eq!(
+        remote(&sb, "transformation/drop-key").unwrap()["max_ttl"],
+        7200
+    );
     sb.kubectl_ok(&[
         "delete",
         "transformation",

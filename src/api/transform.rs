@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -470,11 +471,10 @@ pub struct TransformationSpec {
     /// service default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub convergent: Option<bool>,
-    /// Maximum lifetime of tokens, a duration such as `24h` or seconds (tokenization only; `0`
-    /// means no expiration). Managed only when set.
+    /// Maximum lifetime of tokens: a duration such as `24h`, or a number of seconds
+    /// (tokenization only; `0` means no expiration). Managed only when set; compared in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"))]
-    pub max_ttl: Option<String>,
+    pub max_ttl: Option<IntOrString>,
     /// Stores holding the tokens (tokenization only; a set; service default
     /// `[builtin/internal]`). Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -633,11 +633,10 @@ pub struct TransformStoreSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub max_idle_connections: Option<i64>,
-    /// Maximum lifetime of a connection, a duration such as `1h` or seconds (`0` = no limit,
-    /// the service default). Managed only when set.
+    /// Maximum lifetime of a connection: a duration such as `1h`, or a number of seconds (`0`
+    /// = no limit, the service default). Managed only when set; compared in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"))]
-    pub max_connection_lifetime: Option<String>,
+    pub max_connection_lifetime: Option<IntOrString>,
     /// Create the store's schema once with a DDL-capable user (again whenever those
     /// credentials change).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -101,6 +101,25 @@ pub fn parse_duration(s: &str) -> Option<i64> {
     Some(total.round() as i64)
 }
 
+/// A duration field of a spec (`24h`, `"3600"` or `3600`) in seconds; `what` names it in the
+/// error.
+pub fn spec_seconds(
+    v: &Option<k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
+    what: &str,
+) -> Result<Option<i64>> {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    match v {
+        None => Ok(None),
+        Some(IntOrString::Int(i)) if *i >= 0 => Ok(Some(i64::from(*i))),
+        Some(IntOrString::String(s)) if parse_duration(s).is_some_and(|n| n >= 0) => {
+            Ok(parse_duration(s))
+        }
+        Some(other) => Err(Error::InvalidSpec(format!(
+            "{what} {other:?} is not a duration (e.g. 24h, 90m, or a number of seconds)"
+        ))),
+    }
+}
+
 /// A duration as the service returns it: a number of seconds, or a duration string.
 pub fn value_seconds(v: Option<&Value>) -> i64 {
     match v {
@@ -143,6 +162,22 @@ mod tests {
         assert_eq!(parse_duration("0"), Some(0));
         assert_eq!(parse_duration("1.5h"), Some(5400));
         assert_eq!(parse_duration("abc"), None);
+    }
+
+    #[test]
+    fn spec_durations_are_seconds_or_duration_strings() {
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+        assert_eq!(
+            spec_seconds(&Some(IntOrString::Int(90)), "x").unwrap(),
+            Some(90)
+        );
+        assert_eq!(
+            spec_seconds(&Some(IntOrString::String("2h".into())), "x").unwrap(),
+            Some(7200)
+        );
+        assert_eq!(spec_seconds(&None, "x").unwrap(), None);
+        assert!(spec_seconds(&Some(IntOrString::String("soon".into())), "x").is_err());
+        assert!(spec_seconds(&Some(IntOrString::Int(-1)), "x").is_err());
     }
 
     #[test]

@@ -9,13 +9,13 @@
 use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 
-use super::{delete_err, err, parse_duration, same_set, strings, text, value_seconds};
+use super::{delete_err, err, same_set, spec_seconds, strings, text, value_seconds};
 use crate::api::transform::{StoreCredentialsRef, TransformStore};
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef, Service};
 use crate::clients::secrets_transform::{encode_segment, TransformClient};
 use crate::clients::SecretString;
 use crate::reconcile::hash::keyed_hash;
-use crate::reconcile::{Context, Created, Error, Managed, Reconciled, Result};
+use crate::reconcile::{Context, Created, Managed, Reconciled, Result};
 
 pub struct Credentials {
     pub username: SecretString,
@@ -214,12 +214,10 @@ impl Reconciled for TransformStore {
             schema: s.schema.clone(),
             max_open_connections: s.max_open_connections,
             max_idle_connections: s.max_idle_connections,
-            max_connection_lifetime: match &s.max_connection_lifetime {
-                Some(t) => Some(parse_duration(t).ok_or_else(|| {
-                    Error::InvalidSpec(format!("maxConnectionLifetime {t:?} is not a duration"))
-                })?),
-                None => None,
-            },
+            max_connection_lifetime: spec_seconds(
+                &s.max_connection_lifetime,
+                "maxConnectionLifetime",
+            )?,
             store_hash: String::new(),
             schema_hash: None,
             schema_init,
@@ -333,6 +331,7 @@ async fn write(s: &TransformStore, client: &TransformClient, d: &Desired) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kinds::transform::parse_duration;
 
     #[test]
     fn hash_parts_are_found_by_name() {

@@ -15,7 +15,7 @@ use k8s_openapi::ByteString;
 use kube::{Api, ResourceExt};
 use serde_json::{json, Map, Value};
 
-use super::{delete_err, err, missing, parse_duration, same_set, strings, text, value_seconds};
+use super::{delete_err, err, missing, same_set, spec_seconds, strings, text, value_seconds};
 use crate::api::transform::{HashFunction, KeyImport, Transformation, TransformationType};
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::secrets_transform::{encode_segment, TransformClient};
@@ -364,12 +364,7 @@ impl Reconciled for Transformation {
             deletion_allowed: s.deletion_allowed,
             mapping_mode: s.mapping_mode.map(|m| m.as_str().to_string()),
             convergent: s.convergent,
-            max_ttl: match &s.max_ttl {
-                Some(t) => Some(parse_duration(t).ok_or_else(|| {
-                    Error::InvalidSpec(format!("maxTtl {t:?} is not a duration"))
-                })?),
-                None => None,
-            },
+            max_ttl: spec_seconds(&s.max_ttl, "maxTtl")?,
             stores: s.stores.clone(),
             key,
         })
@@ -514,6 +509,7 @@ async fn write(t: &Transformation, client: &TransformClient, d: &Desired) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kinds::transform::parse_duration;
 
     fn desired(kind: TransformationType) -> Desired {
         Desired {
