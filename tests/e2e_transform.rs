@@ -134,6 +134,25 @@ fn a_role_two_transformations_a_template_an_alphabet_and_a_store_in_one_manifest
         "store password read back"
     );
 
+    // A transformation edited in the service is restored, naming the field; a role deleted in the
+    // service is recreated.
+    let (status, _) = sb.secrets(
+        "POST",
+        "/v1/transform/transformations/fpe/ccn-fpe",
+        Some(json!({"template": "ccn", "allowed_roles": ["intruder"]})),
+    );
+    assert_eq!(status, 204);
+    wait("fpe drift corrected", || {
+        sb.get_json("transformation", "ccn-fpe")
+            .filter(|o| o["status"]["driftedFields"] == json!(["allowedRoles"]))
+    });
+    assert_eq!(
+        remote(&sb, "transformation/ccn-fpe").unwrap()["allowed_roles"],
+        json!(["payments"])
+    );
+    sb.secrets("DELETE", "/v1/transform/role/payments", None);
+    wait("role recreated", || remote(&sb, "role/payments"));
+
     // Deleting everything at once finishes although the service refuses to delete what is
     // still in use: those deletes are retried until their users are gone.
     sb.kubectl_ok(&[
