@@ -265,6 +265,7 @@ fn a_template_waits_for_its_alphabet_and_a_used_alphabet_is_deleted_only_after_i
         condition_is(&obj, "Synced", "True"),
         "a wait is not an error"
     );
+    assert_eq!(condition(&obj, "Ready").unwrap()["reason"], "Waiting");
     // The service accepts a template naming an alphabet it does not have yet.
     assert_eq!(
         remote(&sb, "template/acct").unwrap()["alphabet"],

@@ -123,6 +123,9 @@ pub trait Reconciled: Managed {
     fn pending(_observed: &Self::Observed) -> Option<String> {
         None
     }
+    /// The `Ready` reason while [`Reconciled::pending`] says something: `InProgress` for an
+    /// operation, `Waiting` for a kind that waits for objects it names to appear.
+    const PENDING_REASON: &'static str = "InProgress";
     /// Observe again after this long although the object is in sync (something the kind reports
     /// from other objects it cannot watch, such as a role's `TransformationsAllowed`).
     fn recheck(_observed: &Self::Observed) -> Option<Duration> {
@@ -321,10 +324,10 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let mut status = before.clone();
     status.observed_generation = generation;
     let mut written = before.clone();
-    if pending_free(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref()) {
+    if pending_free::<K>(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref()) {
         return Ok(Action::requeue(jitter(ctx.settings.resync)));
     }
-    if pending_free(&before)
+    if pending_free::<K>(&before)
         && ctx.is_resync(&key, obj.resource_version().as_deref())
         && !resync_slot::<K>(obj.as_ref(), ctx).await
     {
@@ -359,7 +362,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     &mut status.conditions,
                     READY,
                     false,
-                    "InProgress",
+                    K::PENDING_REASON,
                     progress.clone(),
                     generation,
                 ),
@@ -580,8 +583,8 @@ fn spread(resync: Duration) -> Duration {
 }
 
 /// Not following a long-running operation (those poll on their own schedule).
-fn pending_free(status: &ManagedStatus) -> bool {
-    conditions::get(&status.conditions, READY).is_none_or(|c| c.reason != "InProgress")
+fn pending_free<K: Reconciled>(status: &ManagedStatus) -> bool {
+    conditions::get(&status.conditions, READY).is_none_or(|c| c.reason != K::PENDING_REASON)
 }
 
 fn before_was_ready(status: &ManagedStatus) -> bool {

@@ -4,7 +4,7 @@
 //! written whatever its transformations say (the service does not check), and the condition
 //! `TransformationsAllowed` reports, from the operator's own reads, which transformations do
 //! not exist yet or do not list the role. While one does not exist yet the role is polled
-//! (`Ready=False`, `InProgress`, naming it), so a role applied together with its
+//! (`Ready=False`, `Waiting`, naming it), so a role applied together with its
 //! transformations converges in any order; while one does not list the role it stays `Ready`
 //! and is looked at again every 10 s.
 
@@ -174,6 +174,8 @@ impl Reconciled for TransformRole {
     fn diff(desired: &Role, observed: &Observed) -> Vec<&'static str> {
         diff(desired, &observed.role)
     }
+
+    const PENDING_REASON: &'static str = "Waiting";
 
     fn pending(observed: &Observed) -> Option<String> {
         (!observed.missing.is_empty()).then(|| {

@@ -1,7 +1,7 @@
 //! TransformTemplate ↔ `/v1/<mount>/template/:name` (spec C §4.1).
 //!
 //! The service does not check that the alphabet exists when the template is written: the
-//! template is written anyway and `Ready=False` (`InProgress`) names the missing alphabet until
+//! template is written anyway and `Ready=False` (`Waiting`) names the missing alphabet until
 //! it appears (polled).
 
 use std::collections::BTreeMap;
@@ -124,6 +124,8 @@ impl Reconciled for TransformTemplate {
     fn diff(desired: &Template, observed: &Observed) -> Vec<&'static str> {
         diff(desired, &observed.template)
     }
+
+    const PENDING_REASON: &'static str = "Waiting";
 
     fn pending(observed: &Observed) -> Option<String> {
         (!observed.missing.is_empty()).then(|| {

@@ -404,6 +404,8 @@ impl Reconciled for Transformation {
         diff(desired, &observed.remote)
     }
 
+    const PENDING_REASON: &'static str = "Waiting";
+
     fn pending(observed: &Observed) -> Option<String> {
         (!observed.missing.is_empty()).then(|| {
             format!(
