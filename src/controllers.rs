@@ -13,6 +13,10 @@ use tokio_util::sync::CancellationToken;
 use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
 use crate::api::{CatalogAclBootstrap, CatalogAclToken, Connection, DeploymentGate, SecretsPolicy};
+use crate::api::{
+    Connection, SecretsPolicy, TransformAlphabet, TransformRole, TransformStore, TransformTemplate,
+    Transformation,
+};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -31,6 +35,11 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         AdLibrarySet::crd(),
         AdCheckout::crd(),
         DrReplication::crd(),
+        TransformRole::crd(),
+        Transformation::crd(),
+        TransformTemplate::crd(),
+        TransformAlphabet::crd(),
+        TransformStore::crd(),
     ]
 }
 
@@ -71,6 +80,11 @@ pub async fn run(
         driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<AdCheckout>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<TransformRole>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<Transformation>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<TransformTemplate>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<TransformAlphabet>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<TransformStore>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

@@ -61,6 +61,46 @@ fn strip_template_actions(text: &str) -> String {
     out
 }
 
+const TRANSFORM_KINDS: [(&str, &str); 5] = [
+    ("transformrole", "rbac-role"),
+    ("transformation", "rbac-mask"),
+    ("transformtemplate", "rbac-tmpl"),
+    ("transformalphabet", "rbac-alpha"),
+    ("transformstore", "rbac-store"),
+];
+
+const TRANSFORM_OBJECTS: &str = "\
+apiVersion: secrets.quartet.dev/v1alpha1
+kind: TransformRole
+metadata: {name: rbac-role, namespace: default}
+spec: {transformations: [rbac-mask]}
+---
+apiVersion: secrets.quartet.dev/v1alpha1
+kind: Transformation
+metadata: {name: rbac-mask, namespace: default}
+spec: {type: masking, template: builtin/creditcardnumber, allowedRoles: [rbac-role]}
+---
+apiVersion: secrets.quartet.dev/v1alpha1
+kind: TransformTemplate
+metadata: {name: rbac-tmpl, namespace: default}
+spec: {pattern: '(\\d+)', alphabet: builtin/numeric}
+---
+apiVersion: secrets.quartet.dev/v1alpha1
+kind: TransformAlphabet
+metadata: {name: rbac-alpha, namespace: default}
+spec: {alphabet: ab}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: rbac-db, namespace: default}
+stringData: {username: u, password: p}
+---
+apiVersion: secrets.quartet.dev/v1alpha1
+kind: TransformStore
+metadata: {name: rbac-store, namespace: default}
+spec: {driver: postgres, connectionString: 'postgresql://{{username}}:{{password}}@db/t', credentialsSecretRef: {name: rbac-db}}
+";
+
 #[test]
 fn the_chart_grants_exactly_what_the_operator_uses() {
     let sb = Sandbox::start(&[]);
@@ -79,6 +119,17 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         sb.get_json("secretspolicy", "rbac-ok")
             .filter(|o| condition_is(o, "Ready", "True"))
     });
+    // Transform engine kinds: one object of each, so their resource and status patches are used.
+    sb.apply_ok(TRANSFORM_OBJECTS);
+    for (kind, name) in TRANSFORM_KINDS {
+        wait_for(&format!("{kind} Ready"), Duration::from_secs(60), || {
+            sb.get_json(kind, name)
+                .filter(|o| condition_is(o, "Ready", "True"))
+        });
+    }
+    for (kind, name) in TRANSFORM_KINDS {
+        sb.kubectl_ok(&["delete", kind, name, "--wait=true", "--timeout=60s"]);
+    }
     wait_for("rejected", Duration::from_secs(30), || {
         sb.get_json("secretspolicy", "rbac-bad")
             .filter(|o| condition_is(o, "Synced", "False"))

@@ -107,16 +107,10 @@ async fn fpe_transformation_has_type_specific_defaults() {
 }
 
 #[tokio::test]
-async fn fpe_needs_an_existing_template_and_a_valid_tweak_source() {
+async fn fpe_needs_a_template_and_a_valid_tweak_source() {
     let s = start().await;
     assert_eq!(
         put(&s, "transformations/fpe/x", json!({})).await.status,
-        400
-    );
-    assert_eq!(
-        put(&s, "transformations/fpe/x", json!({"template": "nope"}))
-            .await
-            .status,
         400
     );
     assert_eq!(
@@ -214,6 +208,7 @@ async fn tokenization_has_defaults_and_convergent_is_immutable() {
         .status,
         400
     );
+    // A store that does not exist yet is accepted (references are not checked when written).
     assert_eq!(
         put(
             &s,
@@ -222,7 +217,7 @@ async fn tokenization_has_defaults_and_convergent_is_immutable() {
         )
         .await
         .status,
-        400
+        204
     );
 }
 
@@ -364,16 +359,6 @@ async fn template_is_a_regex_with_capture_groups() {
         .status,
         400
     );
-    assert_eq!(
-        put(
-            &s,
-            "template/t",
-            json!({"type": "regex", "pattern": r"(\d+)", "alphabet": "nope"})
-        )
-        .await
-        .status,
-        400
-    );
     let r = put(
         &s,
         "template/t",
@@ -440,6 +425,12 @@ async fn alphabet_write_read_list_delete_and_validation() {
         )
         .await
         .status,
+        204
+    );
+    assert_eq!(
+        s.root(Method::DELETE, "transform/template/h", None)
+            .await
+            .status,
         204
     );
     assert_eq!(
@@ -774,4 +765,155 @@ async fn transform_can_be_mounted_at_another_path() {
         204
     );
     assert_eq!(s.root(Method::GET, "tx/role/r", None).await.status, 404);
+}
+
+async fn delete(s: &S, p: &str) -> R {
+    s.root(Method::DELETE, &format!("transform/{p}"), None)
+        .await
+}
+
+/// The real engine's setup walkthrough writes role → transformation → template → alphabet, in
+/// that order: none of the references is checked when written.
+#[tokio::test]
+async fn references_are_not_checked_when_written() {
+    let s = start().await;
+    for (path, body) in [
+        (
+            "role/payments",
+            json!({"transformations": ["ccn-fpe", "tok"]}),
+        ),
+        (
+            "transformations/fpe/ccn-fpe",
+            json!({"template": "ccn", "tweak_source": "internal", "allowed_roles": ["payments"]}),
+        ),
+        (
+            "transformations/masking/ccn-mask",
+            json!({"template": "ccn"}),
+        ),
+        (
+            "transformations/tokenization/tok",
+            json!({"stores": ["pg"]}),
+        ),
+        (
+            "template/ccn",
+            json!({"type": "regex", "pattern": r"(\d{4})-(\d{4})", "alphabet": "digits"}),
+        ),
+        ("alphabet/digits", json!({"alphabet": "0123456789"})),
+    ] {
+        let r = put(&s, path, body).await;
+        assert_eq!(r.status, 204, "{path}: {:?}", r.body);
+    }
+    assert_eq!(
+        get(&s, "transformation/ccn-fpe").await.body["data"]["templates"],
+        json!(["ccn"])
+    );
+    assert_eq!(
+        get(&s, "transformation/tok").await.body["data"]["stores"],
+        json!(["pg"])
+    );
+    assert_eq!(
+        get(&s, "template/ccn").await.body["data"]["alphabet"],
+        "digits"
+    );
+}
+
+/// "Deletion Behavior": what is in use cannot be deleted until the reference is removed; a set
+/// of objects can always be deleted in dependency order.
+#[tokio::test]
+async fn deleting_what_is_in_use_is_refused_with_the_user_named() {
+    let s = start().await;
+    put(&s, "alphabet/digits", json!({"alphabet": "0123456789"})).await;
+    put(
+        &s,
+        "template/ccn",
+        json!({"type": "regex", "pattern": r"(\d+)", "alphabet": "digits"}),
+    )
+    .await;
+    put(&s, "stores/pg", json!({"type": "sql", "driver": "postgres",
+        "connection_string": "postgresql://{{username}}:{{password}}@db/t", "username": "u", "password": "p"})).await;
+    put(
+        &s,
+        "transformations/fpe/f",
+        json!({"template": "ccn", "deletion_allowed": true}),
+    )
+    .await;
+    put(
+        &s,
+        "transformations/tokenization/t",
+        json!({"stores": ["pg"], "deletion_allowed": true}),
+    )
+    .await;
+    put(&s, "role/payments", json!({"transformations": ["f"]})).await;
+
+    for (path, needle) in [
+        ("alphabet/digits", "template(s) ccn"),
+        ("template/ccn", "transformation(s) f"),
+        ("stores/pg", "transformation(s) t"),
+        ("transformation/f", "role(s) payments"),
+    ] {
+        let r = delete(&s, path).await;
+        assert_eq!(r.status, 400, "{path}");
+        let msg = r.body["errors"][0].as_str().unwrap_or_default().to_string();
+        assert!(
+            msg.contains("in use") && msg.contains(needle),
+            "{path}: {msg}"
+        );
+    }
+    // Dependency order succeeds.
+    for path in [
+        "role/payments",
+        "transformation/f",
+        "transformation/t",
+        "template/ccn",
+        "stores/pg",
+        "alphabet/digits",
+    ] {
+        assert_eq!(delete(&s, path).await.status, 204, "{path}");
+    }
+    assert_eq!(get(&s, "alphabet/digits").await.status, 404);
+}
+
+/// The sandbox admin API shows the key versions a transformation holds, for import tests.
+#[tokio::test]
+async fn admin_api_shows_the_imported_key() {
+    let s = start().await;
+    let pk = public_key(&s).await;
+    let key = [7u8; 32];
+    let r = put(
+        &s,
+        "transformations/tokenization/imp/import",
+        json!({"ciphertext": wrap::<rsa::sha2::Sha256>(&pk, &key)}),
+    )
+    .await;
+    assert_eq!(r.status, 204, "{:?}", r.body);
+    let r = s
+        .client
+        .get(format!(
+            "{}/_sandbox/secrets/transform/keys/transform/imp",
+            s.url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v["keys"],
+        json!([base64::engine::general_purpose::STANDARD.encode(key)])
+    );
+}
+
+/// The engine is part of an enterprise module: the community edition does not serve it.
+#[tokio::test]
+async fn community_edition_has_no_transform_engine() {
+    let mut opts = quartet_sandbox::SandboxOptions::ephemeral();
+    opts.edition = quartet_sandbox::Edition::Community;
+    let s = start_with(opts).await;
+    let r = put(&s, "alphabet/digits", json!({"alphabet": "0123456789"})).await;
+    assert_eq!(r.status, 404);
+    assert!(
+        r.body.to_string().contains("unsupported path"),
+        "{:?}",
+        r.body
+    );
 }

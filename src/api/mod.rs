@@ -7,6 +7,7 @@ pub mod directory;
 pub mod dr_replication;
 pub mod scheduler;
 pub mod secrets_policy;
+pub mod transform;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,9 @@ pub use catalog::{CatalogAclBootstrap, CatalogAclToken};
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
 pub use scheduler::DeploymentGate;
 pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
+pub use transform::{
+    TransformAlphabet, TransformRole, TransformStore, TransformTemplate, Transformation,
+};
 
 /// Which Connection a managed resource uses to reach its service.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -7,3 +7,4 @@ pub mod directory;
 pub mod dr_replication;
 pub mod scheduler;
 pub mod secrets_policy;
+pub mod transform;

@@ -52,6 +52,11 @@ pub trait Managed:
     fn secret_refs(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Why the remote object is kept when the resource is deleted with
+    /// [`Managed::deletion_policy`] `Retain` (the `Retained` Event says it).
+    fn retain_note(&self) -> String {
+        "deletionPolicy Retain".into()
+    }
     /// Whether the controller watches Secrets for [`Managed::secret_refs`] (needs list/watch on
     /// Secrets, so only kinds that read Secrets turn it on).
     const WATCHES_SECRETS: bool = false;
@@ -116,6 +121,14 @@ pub trait Reconciled: Managed {
     /// upgrade planning, a promotion): `Some(message)` keeps `Ready=False` with reason
     /// `InProgress` and polls again after [`Reconciled::POLL`] instead of the resync interval.
     fn pending(_observed: &Self::Observed) -> Option<String> {
+        None
+    }
+    /// The `Ready` reason while [`Reconciled::pending`] says something: `InProgress` for an
+    /// operation, `Waiting` for a kind that waits for objects it names to appear.
+    const PENDING_REASON: &'static str = "InProgress";
+    /// Observe again after this long although the object is in sync (something the kind reports
+    /// from other objects it cannot watch, such as a role's `TransformationsAllowed`).
+    fn recheck(_observed: &Self::Observed) -> Option<Duration> {
         None
     }
     /// How often an operation in progress is polled.
@@ -311,10 +324,10 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let mut status = before.clone();
     status.observed_generation = generation;
     let mut written = before.clone();
-    if pending_free(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref()) {
+    if pending_free::<K>(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref()) {
         return Ok(Action::requeue(jitter(ctx.settings.resync)));
     }
-    if pending_free(&before)
+    if pending_free::<K>(&before)
         && ctx.is_resync(&key, obj.resource_version().as_deref())
         && !resync_slot::<K>(obj.as_ref(), ctx).await
     {
@@ -349,7 +362,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     &mut status.conditions,
                     READY,
                     false,
-                    "InProgress",
+                    K::PENDING_REASON,
                     progress.clone(),
                     generation,
                 ),
@@ -376,12 +389,15 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             }
             let rv = write_status(obj.as_ref(), ctx, &status, &mut written).await?;
             if let Some(rv) = &rv {
-                // Our own status write comes back as a watch event: that pass has nothing to do.
-                ctx.mark_fresh(&key, rv.clone());
+                // Our own status write comes back as a watch event: that pass has nothing to do,
+                // unless more work was asked for (an incomplete create observes again at once).
+                if again.is_none() {
+                    ctx.mark_fresh(&key, rv.clone());
+                }
             }
             ctx.settle(
                 &key,
-                if pending.is_none() {
+                if pending.is_none() && again.is_none() {
                     rv.or_else(|| obj.resource_version())
                 } else {
                     None
@@ -417,11 +433,13 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             }
             ctx.metrics.error(&K::kind(&()), category.reason());
             let message = err.to_string();
+            // The condition and Event reason: the category, or a kind's own (`KeyImmutable`).
+            let reason = err.reason();
             let newly = conditions::set(
                 &mut status.conditions,
                 SYNCED,
                 false,
-                category.reason(),
+                reason,
                 &message,
                 generation,
             );
@@ -435,7 +453,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     &mut status.conditions,
                     READY,
                     false,
-                    category.reason(),
+                    reason,
                     &message,
                     generation,
                 );
@@ -449,7 +467,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     ctx,
                     obj.as_ref(),
                     EventType::Warning,
-                    category.reason(),
+                    reason,
                     "Reconcile",
                     message,
                 )
@@ -501,6 +519,7 @@ async fn sync<K: Reconciled>(
         status.fields = fields;
     }
     let pending = K::pending(&observed);
+    let recheck = K::recheck(&observed);
     let mut changed = K::diff(&desired, &observed);
     if hash.is_some() && hash != status.write_only_hash {
         changed.push("(write-only fields)");
@@ -508,7 +527,7 @@ async fn sync<K: Reconciled>(
     if changed.is_empty() {
         return Ok((
             if adopted { Done::Adopted } else { Done::InSync },
-            None,
+            recheck,
             pending,
         ));
     }
@@ -527,7 +546,7 @@ async fn sync<K: Reconciled>(
         } else {
             Done::Updated(changed)
         },
-        None,
+        recheck,
         pending,
     ))
 }
@@ -564,8 +583,8 @@ fn spread(resync: Duration) -> Duration {
 }
 
 /// Not following a long-running operation (those poll on their own schedule).
-fn pending_free(status: &ManagedStatus) -> bool {
-    conditions::get(&status.conditions, READY).is_none_or(|c| c.reason != "InProgress")
+fn pending_free<K: Reconciled>(status: &ManagedStatus) -> bool {
+    conditions::get(&status.conditions, READY).is_none_or(|c| c.reason != K::PENDING_REASON)
 }
 
 fn before_was_ready(status: &ManagedStatus) -> bool {
@@ -658,7 +677,7 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             EventType::Normal,
             "Retained",
             "Delete",
-            format!("{remote_id} kept in the service (deletionPolicy Retain)"),
+            format!("{remote_id} kept in the service ({})", obj.retain_note()),
         )
         .await;
         return Ok(Action::await_change());
@@ -708,7 +727,7 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 &mut status.conditions,
                 DELETION_BLOCKED,
                 true,
-                err.category().reason(),
+                err.reason(),
                 &message,
                 obj.meta().generation,
             );

@@ -29,6 +29,19 @@ pub enum Error {
     InvalidSpec(String),
     #[error("finalizer: {0}")]
     Finalizer(String),
+    /// The service refuses to delete an object other objects still use (a template used by a
+    /// transformation): resolves itself when they go, so it is retried with backoff, and never
+    /// orphaned (unlike a missing reference when the namespace goes).
+    #[error("{0}")]
+    InUse(String),
+    /// A request the kind itself refuses until the spec or a referenced Secret changes, with a
+    /// reason of its own for the condition and Event (`KeyImmutable`). Categorised as
+    /// [`Category::InvalidSpec`].
+    #[error("{message}")]
+    Refused {
+        reason: &'static str,
+        message: String,
+    },
 }
 
 /// Bounded error categories.
@@ -82,9 +95,18 @@ impl Error {
             },
             Error::Kube(_) | Error::Finalizer(_) => Category::KubeApi,
             Error::Connection(_) => Category::ConnectionUnavailable,
-            Error::MissingReference(_) => Category::ReferenceMissing,
+            Error::MissingReference(_) | Error::InUse(_) => Category::ReferenceMissing,
             Error::Unsupported(_) => Category::Unsupported,
-            Error::InvalidSpec(_) => Category::InvalidSpec,
+            Error::InvalidSpec(_) | Error::Refused { .. } => Category::InvalidSpec,
+        }
+    }
+
+    /// The condition and Event reason: the category's, or a [`Error::Refused`] one's own.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Refused { reason, .. } => reason,
+            Error::InUse(_) => "InUse",
+            e => e.category().reason(),
         }
     }
 
@@ -163,6 +185,19 @@ mod tests {
         assert!(first <= Duration::from_millis(1100));
         assert!(later >= Duration::from_secs(28));
         assert!(status(503).requeue_after(30, resync) <= Duration::from_secs(330));
+    }
+
+    #[test]
+    fn in_use_refusals_back_off_and_keep_their_own_reason() {
+        let e = Error::InUse("template t is in use".into());
+        assert_eq!(e.reason(), "InUse");
+        assert!(e.requeue_after(1, Duration::from_secs(300)) <= Duration::from_secs(6));
+        let r = Error::Refused {
+            reason: "KeyImmutable",
+            message: "m".into(),
+        };
+        assert_eq!(r.reason(), "KeyImmutable");
+        assert_eq!(r.category(), Category::InvalidSpec);
     }
 
     #[test]

@@ -783,6 +783,9 @@ fn admin_api(
     if let Some(r) = rest.strip_prefix("ad/") {
         return ad::admin(world, cluster, method, r, body);
     }
+    if let Some(r) = rest.strip_prefix("transform/") {
+        return transform::admin(&world.clusters[cluster].store.transform, method, r);
+    }
     if rest.trim_end_matches('/') == "keys" && method == "GET" {
         let b64: Vec<String> = world
             .key_shares

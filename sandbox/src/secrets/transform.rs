@@ -12,6 +12,11 @@
 //! the target must be a 256-bit key. Also `tokenization/keys/:name/rotate`, so that the
 //! "rotated imported key refuses import_version" rule can be exercised.
 //!
+//! References are not checked when written (a role may name a transformation, a transformation a
+//! template or store, a template an alphabet that does not exist yet), while deleting what is in
+//! use is refused, following the real engine's "Deletion Behavior" and its setup walkthrough.
+//! The engine is an enterprise feature: the community edition does not serve its paths.
+//!
 //! Not emulated: encode/decode/export (the spec's material stops before them), connecting to the
 //! SQL databases (stores are validated and stored only).
 //!
@@ -29,7 +34,7 @@ use serde_json::{json, Value};
 
 use super::fields;
 use super::http::{ApiError, Resp};
-use super::route::Route;
+use super::route::{Licence, Route};
 use super::Ctx;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -84,16 +89,6 @@ pub struct Store {
     pub max_connection_lifetime: i64,
 }
 
-const BUILTIN_TEMPLATES: &[&str] = &["builtin/creditcardnumber", "builtin/socialsecuritynumber"];
-const BUILTIN_ALPHABETS: &[&str] = &[
-    "builtin/numeric",
-    "builtin/alphalower",
-    "builtin/alphaupper",
-    "builtin/alphanumericlower",
-    "builtin/alphanumericupper",
-    "builtin/alphanumeric",
-];
-
 static WRAPPING_KEY: OnceLock<RsaPrivateKey> = OnceLock::new();
 
 /// The process-wide 4096-bit RSA wrapping key.
@@ -130,8 +125,11 @@ pub fn warm_up() {
     }
 }
 
+/// Every route needs the enterprise licence (the real engine is part of the Advanced Data
+/// Protection module): on the community edition the paths are not registered and answer 404
+/// `unsupported path`, as a server without the module does.
 pub fn routes() -> Vec<Route> {
-    vec![
+    let routes = vec![
         Route::new("role").list(list_roles).doc("List roles.", ""),
         Route::new("role/:name")
             .read(read_role)
@@ -218,7 +216,11 @@ pub fn routes() -> Vec<Route> {
             .write(write_store)
             .delete(delete_store)
             .doc("Manage a SQL store.", ""),
-    ]
+    ];
+    routes
+        .into_iter()
+        .map(|r| r.licence(Licence::Enterprise))
+        .collect()
 }
 
 fn tm<'a>(c: &'a mut Ctx) -> &'a mut TransformMount {
@@ -335,9 +337,37 @@ fn read_transformation(c: &mut Ctx) -> Result<Resp, ApiError> {
         .ok_or_else(ApiError::not_found)
 }
 
+/// Names of the objects in `map` whose `uses` says they refer to `name`, as a list for messages.
+fn users<'a, T>(
+    map: &'a BTreeMap<String, T>,
+    name: &str,
+    uses: impl Fn(&T, &str) -> bool,
+) -> Vec<&'a str> {
+    map.iter()
+        .filter(|(_, v)| uses(v, name))
+        .map(|(k, _)| k.as_str())
+        .collect()
+}
+
+/// The refusal of a delete of an object still in use (real engine, "Deletion Behavior": a
+/// transformation used by a role, a template or store used by a transformation, an alphabet
+/// used by a template cannot be deleted until those references are removed).
+fn in_use(what: &str, name: &str, by: &str, users: &[&str]) -> ApiError {
+    ApiError::bad_request(format!(
+        "unable to delete {what} {name:?}: it is in use by {by} {}; remove the reference first",
+        users.join(", ")
+    ))
+}
+
+/// Deleting a transformation is refused while a role lists it, and (fpe, tokenization) unless
+/// `deletion_allowed` is true, as the real engine's "Deletion Behavior" describes.
 fn delete_transformation(c: &mut Ctx) -> Result<Resp, ApiError> {
     let n = c.param("name");
     let m = tm(c);
+    let roles = users(&m.roles, &n, |r, n| r.iter().any(|t| t == n));
+    if m.transformations.contains_key(&n) && !roles.is_empty() {
+        return Err(in_use("transformation", &n, "role(s)", &roles));
+    }
     if let Some(t) = m.transformations.get(&n) {
         if t.kind != "masking" && !t.deletion_allowed {
             return Err(ApiError::bad_request(format!(
@@ -384,14 +414,9 @@ fn apply(c: &mut Ctx, t: &mut Transformation, kind: &str, creating: bool) -> Res
             if t.templates.is_empty() {
                 return Err(ApiError::bad_request("missing template"));
             }
-            for tpl in &t.templates {
-                if !BUILTIN_TEMPLATES.contains(&tpl.as_str()) && !tm(c).templates.contains_key(tpl)
-                {
-                    return Err(ApiError::bad_request(format!(
-                        "template {tpl:?} does not exist"
-                    )));
-                }
-            }
+            // References are not checked when written: the real engine's setup walkthrough
+            // writes the transformation before the template it names ("Optionally, create a
+            // template" comes after "Create a transformation").
         }
         "tokenization" => {}
         other => {
@@ -458,11 +483,7 @@ fn apply(c: &mut Ctx, t: &mut Transformation, kind: &str, creating: bool) -> Res
         if t.stores.is_empty() {
             t.stores = vec!["builtin/internal".into()];
         }
-        for s in &t.stores {
-            if s != "builtin/internal" && !tm(c).stores.contains_key(s) {
-                return Err(ApiError::bad_request(format!("store {s:?} does not exist")));
-            }
-        }
+        // Stores are not checked when written either (like templates).
     }
     if let Some(r) = fields::comma_list(&d, "allowed_roles")? {
         t.allowed_roles = r;
@@ -687,15 +708,8 @@ fn write_template(c: &mut Ctx) -> Result<Resp, ApiError> {
     if let Some(a) = fields::string(&d, "alphabet")? {
         t.alphabet = a;
     }
-    if !t.alphabet.is_empty()
-        && !BUILTIN_ALPHABETS.contains(&t.alphabet.as_str())
-        && !tm(c).alphabets.contains_key(&t.alphabet)
-    {
-        return Err(ApiError::bad_request(format!(
-            "alphabet {:?} does not exist",
-            t.alphabet
-        )));
-    }
+    // The alphabet is not checked when written: the real engine's setup walkthrough writes the
+    // template before the alphabet it names ("Optionally, create an alphabet" comes last).
     if let Some(e) = fields::string(&d, "encode_format")? {
         t.encode_format = e;
     }
@@ -722,9 +736,17 @@ fn write_template(c: &mut Ctx) -> Result<Resp, ApiError> {
     Ok(Resp::no_content())
 }
 
+/// Deleting a template is refused while a transformation uses it ("Deletion Behavior").
 fn delete_template(c: &mut Ctx) -> Result<Resp, ApiError> {
     let n = c.param("name");
-    tm(c).templates.remove(&n);
+    let m = tm(c);
+    let used = users(&m.transformations, &n, |t, n| {
+        t.templates.iter().any(|x| x == n)
+    });
+    if m.templates.contains_key(&n) && !used.is_empty() {
+        return Err(in_use("template", &n, "transformation(s)", &used));
+    }
+    m.templates.remove(&n);
     Ok(Resp::no_content())
 }
 
@@ -765,9 +787,15 @@ fn write_alphabet(c: &mut Ctx) -> Result<Resp, ApiError> {
     Ok(Resp::no_content())
 }
 
+/// Deleting an alphabet is refused while a template uses it ("Deletion Behavior").
 fn delete_alphabet(c: &mut Ctx) -> Result<Resp, ApiError> {
     let n = c.param("name");
-    tm(c).alphabets.remove(&n);
+    let m = tm(c);
+    let used = users(&m.templates, &n, |t, n| t.alphabet == n);
+    if m.alphabets.contains_key(&n) && !used.is_empty() {
+        return Err(in_use("alphabet", &n, "template(s)", &used));
+    }
+    m.alphabets.remove(&n);
     Ok(Resp::no_content())
 }
 
@@ -879,9 +907,17 @@ fn write_store(c: &mut Ctx) -> Result<Resp, ApiError> {
     Ok(resp)
 }
 
+/// Deleting a store is refused while a transformation uses it ("Deletion Behavior").
 fn delete_store(c: &mut Ctx) -> Result<Resp, ApiError> {
     let n = c.param("name");
-    tm(c).stores.remove(&n);
+    let m = tm(c);
+    let used = users(&m.transformations, &n, |t, n| {
+        t.stores.iter().any(|x| x == n)
+    });
+    if m.stores.contains_key(&n) && !used.is_empty() {
+        return Err(in_use("store", &n, "transformation(s)", &used));
+    }
+    m.stores.remove(&n);
     Ok(Resp::no_content())
 }
 
@@ -902,4 +938,34 @@ fn store_schema(c: &mut Ctx) -> Result<Resp, ApiError> {
         )));
     }
     Ok(Resp::no_content())
+}
+
+/// The sandbox admin API of the engine (`/_sandbox/secrets/transform/...`), for tests:
+/// `GET keys/:mount/:name` lists the key versions of a transformation (base64, oldest first),
+/// so a test can check that an imported key is the one it wrapped.
+pub fn admin(
+    transform: &BTreeMap<String, TransformMount>,
+    method: &str,
+    rest: &str,
+) -> (u16, Value) {
+    use base64::Engine;
+    let not_found = || (404, json!({ "errors": ["no such transformation"] }));
+    let (Some(r), "GET") = (rest.strip_prefix("keys/"), method) else {
+        return (404, json!({ "errors": ["unknown sandbox admin path"] }));
+    };
+    let Some((mount, name)) = r.split_once('/') else {
+        return not_found();
+    };
+    let Some(t) = transform
+        .get(&format!("{mount}/"))
+        .and_then(|m| m.transformations.get(name))
+    else {
+        return not_found();
+    };
+    let keys: Vec<String> = t
+        .keys
+        .iter()
+        .map(|k| base64::engine::general_purpose::STANDARD.encode(k))
+        .collect();
+    (200, json!({ "keys": keys, "imported": t.imported }))
 }
