@@ -14,8 +14,7 @@ use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
 use crate::api::{CatalogAclBootstrap, CatalogAclToken, Connection, DeploymentGate, SecretsPolicy};
 use crate::api::{
-    Connection, SecretsPolicy, TransformAlphabet, TransformRole, TransformStore, TransformTemplate,
-    Transformation,
+    TransformAlphabet, TransformRole, TransformStore, TransformTemplate, Transformation,
 };
 use crate::kinds;
 use crate::reconcile::driver;
