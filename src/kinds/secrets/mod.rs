@@ -1,0 +1,3 @@
+//! Kinds of the secrets service that live in their own module directory.
+
+pub mod totp_method;
