@@ -365,7 +365,10 @@ async fn a_lost_response_fault_processes_the_request_then_drops_the_connection()
         .unwrap();
     let sent = ws
         .http
-        .post(format!("{}/api/v2/organizations/quartet/workspaces", ws.url))
+        .post(format!(
+            "{}/api/v2/organizations/quartet/workspaces",
+            ws.url
+        ))
         .bearer_auth(ROOT)
         .header("content-type", "application/vnd.api+json")
         .body(json!({"data": {"type": "workspaces", "attributes": {"name": "lost"}}}).to_string())
@@ -376,7 +379,9 @@ async fn a_lost_response_fault_processes_the_request_then_drops_the_connection()
         Ok(r) => r.bytes().await.is_err(),
     };
     assert!(failed, "the response must not reach the client");
-    let r = ws.get("/api/v2/organizations/quartet/workspaces/lost").await;
+    let r = ws
+        .get("/api/v2/organizations/quartet/workspaces/lost")
+        .await;
     assert_eq!(r.status, 200, "the workspace was created: {}", r.body);
     let log = ws
         .http
