@@ -2,12 +2,14 @@
 //! the CRD schemas (their doc comments become `kubectl explain` text).
 
 pub mod connection;
+pub mod secrets;
 pub mod secrets_policy;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
+pub use secrets::totp::{TotpEnrollment, TotpMethod};
 pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
 
 /// Which Connection a managed resource uses to reach its service.

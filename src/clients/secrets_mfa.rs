@@ -62,10 +62,11 @@ fn int_field(d: &Value, key: &str) -> Option<i64> {
     match d.get(key)? {
         Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
         Value::String(s) if s.is_empty() => None,
-        Value::String(s) => s
-            .parse::<i64>()
-            .ok()
-            .or_else(|| humantime::parse_duration(s).ok().map(|d| d.as_secs() as i64)),
+        Value::String(s) => s.parse::<i64>().ok().or_else(|| {
+            humantime::parse_duration(s)
+                .ok()
+                .map(|d| d.as_secs() as i64)
+        }),
         _ => None,
     }
 }
@@ -241,7 +242,11 @@ impl SecretsMfaClient {
             )
             .await?;
         let d = data(&resp.body);
-        let Some(url) = d.get("url").and_then(Value::as_str).filter(|u| !u.is_empty()) else {
+        let Some(url) = d
+            .get("url")
+            .and_then(Value::as_str)
+            .filter(|u| !u.is_empty())
+        else {
             return Ok(None);
         };
         Ok(Some(GeneratedSecret {

@@ -74,8 +74,11 @@ pub fn from_openapi(doc: &Value) -> Vec<String> {
         IDP,
         any(&|p| {
             p.starts_with("/auth/")
-                && p.split_once("/verify/{")
-                    .is_some_and(|(m, _)| paths.iter().any(|q| q.starts_with(&format!("{m}/login/{{"))))
+                && p.split_once("/verify/{").is_some_and(|(m, _)| {
+                    paths
+                        .iter()
+                        .any(|q| q.starts_with(&format!("{m}/login/{{")))
+                })
         }),
     );
     add(
@@ -89,8 +92,11 @@ pub fn from_openapi(doc: &Value) -> Vec<String> {
         AD,
         any(&|p| {
             p.ends_with("/check-out")
-                && p.split_once("/library/{")
-                    .is_some_and(|(m, _)| paths.iter().any(|q| q.starts_with(&format!("{m}/roles/{{"))))
+                && p.split_once("/library/{").is_some_and(|(m, _)| {
+                    paths
+                        .iter()
+                        .any(|q| q.starts_with(&format!("{m}/roles/{{")))
+                })
         }),
     );
     add(
@@ -119,11 +125,12 @@ pub async fn require<K: Managed>(ctx: &Context, obj: &K, feature: &str) -> Resul
         return Ok(());
     }
     let ns = obj.namespace().unwrap_or_default();
-    let Some(conn) = ctx.connection_for(&ns, obj.connection_ref(), K::SERVICE) else {
-        // Reported by the client lookup that follows, with its own message.
-        return Ok(());
-    };
-    let name = format!("{}/{}", conn.namespace().unwrap_or_default(), conn.name_any());
+    let conn = ctx.connection_for(&ns, obj.connection_ref(), K::SERVICE)?;
+    let name = format!(
+        "{}/{}",
+        conn.namespace().unwrap_or_default(),
+        conn.name_any()
+    );
     check(
         conn.status.as_ref().and_then(|s| s.features.as_deref()),
         feature,
@@ -157,7 +164,14 @@ mod tests {
         ]);
         assert_eq!(
             from_openapi(&d),
-            vec!["acl-policies", "idp", "mfa-totp", "transform", "ad", "leases"]
+            vec![
+                "acl-policies",
+                "idp",
+                "mfa-totp",
+                "transform",
+                "ad",
+                "leases"
+            ]
         );
     }
 

@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod context;
 pub mod driver;
 pub mod error;
+pub mod features;
 pub mod hash;
 pub mod metrics;
 pub mod operation;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus};
 
 /// A TOTP MFA method of the secrets service (`identity/mfa/method/totp`). The service assigns
-/// the method's UUID; it is recorded in `status.methodId` (and `status.remoteId`) the moment the
+/// the method's UUID; it is recorded in `status.remoteId` the moment the
 /// method is created. Every field but `issuer` is optional: a field left out keeps the service's
 /// value (its default on create) and is not managed.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -24,10 +24,22 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus};
     shortname = "totp",
     category = "quartet",
     printcolumn(name = "Issuer", type_ = "string", json_path = ".spec.issuer"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Synced", type_ = "string", json_path = ".status.conditions[?(@.type==\"Synced\")].status"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Synced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Synced\")].status"
+    ),
     printcolumn(name = "Method ID", type_ = "string", json_path = ".status.remoteId"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(
     validation = Rule::new("!has(oldSelf.methodId) || (has(self.methodId) && self.methodId == oldSelf.methodId)").message("methodId is immutable once set: create a new TotpMethod instead")
@@ -88,12 +100,10 @@ pub struct TotpMethodSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TotpMethodStatus {
+    /// `remoteId` is the method's UUID in the service, recorded as soon as the service assigns
+    /// it; TotpEnrollments refer to the method through it.
     #[serde(flatten)]
     pub managed: ManagedStatus,
-    /// The method's UUID in the service (the same as `remoteId`), recorded as soon as the
-    /// service assigns it. TotpEnrollments refer to the method through it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub method_id: Option<String>,
 }
 
 /// A reference to a TotpMethod in the same namespace.
@@ -121,10 +131,22 @@ pub struct TotpMethodRef {
     shortname = "totpenroll",
     category = "quartet",
     printcolumn(name = "Secret", type_ = "string", json_path = ".status.secretName"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Synced", type_ = "string", json_path = ".status.conditions[?(@.type==\"Synced\")].status"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Synced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Synced\")].status"
+    ),
     printcolumn(name = "Remote ID", type_ = "string", json_path = ".status.remoteId"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(
     validation = Rule::new("has(self.methodRef) != has(self.methodId)").message("exactly one of methodRef and methodId must be set"),

@@ -7,9 +7,7 @@
 //! (the service keeps method names unique). Methods adopted through `spec.methodId` keep their
 //! own name.
 
-use serde_json::Value;
-
-use crate::api::secrets::totp::{TotpMethod, TotpMethodStatus};
+use crate::api::secrets::totp::TotpMethod;
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::secrets_mfa::{SecretsMfaClient, TotpConfig, TotpMethodInfo};
 use crate::clients::ClientError;
@@ -25,13 +23,6 @@ impl Managed for TotpMethod {
     }
     fn managed_status(&self) -> Option<&ManagedStatus> {
         self.status.as_ref().map(|s| &s.managed)
-    }
-    fn status_json(&self, managed: &ManagedStatus) -> Value {
-        serde_json::to_value(TotpMethodStatus {
-            managed: managed.clone(),
-            method_id: managed.remote_id.clone(),
-        })
-        .unwrap_or(Value::Null)
     }
 }
 

@@ -1,0 +1,397 @@
+//! TotpMethod, TotpEnrollment and the Connection's `features` end to end: the built `quartet`
+//! binary against the dev API server and the sandbox's secrets service, driven with the real
+//! `kubectl`, the service read over HTTP in the test.
+//!
+//! The test bodies reach the service only through [`Svc`] (an address and a token header), so
+//! they can run against a real server as well; sandbox-only tools (faults, the request log, the
+//! admin view of an entity's TOTP secret) are used only where a real server has no equivalent.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+const TOTP: &str = "/v1/identity/mfa/method/totp";
+
+/// The secrets service as the tests see it: an address and the header carrying a token.
+struct Svc {
+    url: String,
+    header: String,
+    token: String,
+}
+
+impl Svc {
+    fn of(sb: &Sandbox) -> Svc {
+        Svc {
+            url: sb.url("secrets").to_string(),
+            header: "X-Secrets-Token".into(),
+            token: sb.root_token.clone(),
+        }
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        http(
+            method,
+            &format!("{}{path}", self.url),
+            Some((&self.header, &self.token)),
+            body,
+        )
+    }
+
+    fn method(&self, id: &str) -> Option<Value> {
+        let (status, body) = self.call("GET", &format!("{TOTP}/{id}"), None);
+        (status == 200).then(|| body["data"].clone())
+    }
+
+    fn method_ids(&self) -> Vec<String> {
+        let (status, body) = self.call("LIST", TOTP, None);
+        if status != 200 {
+            return Vec::new();
+        }
+        body["data"]["keys"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|k| k.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn create_method(&self, body: Value) -> String {
+        let (status, resp) = self.call("POST", TOTP, Some(body));
+        assert_eq!(status, 200, "create method: {resp}");
+        resp["data"]["method_id"].as_str().unwrap().to_string()
+    }
+}
+
+/// A sandbox with CRDs, a `secrets` Connection and a running operator.
+fn ready_env(resync: &str) -> (Sandbox, Operator, Svc) {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token.clone());
+    let op = Operator::start(&sb, resync);
+    let svc = Svc::of(&sb);
+    (sb, op, svc)
+}
+
+fn totp_method(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\nmetadata: {{name: {name}, namespace: default}}\nspec: {spec}\n"
+    )
+}
+
+fn wait_ready(sb: &Sandbox, kind: &str, name: &str) -> Value {
+    wait_for(&format!("{kind} {name} Ready"), WAIT, || {
+        sb.get_json(kind, name).filter(|o| {
+            condition_is(o, "Ready", "True")
+                && o["status"]["observedGeneration"] == o["metadata"]["generation"]
+        })
+    })
+}
+
+fn remote_id(obj: &Value) -> String {
+    obj["status"]["remoteId"]
+        .as_str()
+        .expect("status.remoteId")
+        .to_string()
+}
+
+fn events(sb: &Sandbox) -> String {
+    sb.kubectl_ok(&["get", "events", "-o", "json"])
+}
+
+/// Calls the sandbox logged for `path` (exact) and `method` since `since`.
+fn calls(sb: &Sandbox, since: u64, method: &str, path: &str) -> usize {
+    sb.requests("secrets", since)
+        .0
+        .iter()
+        .filter(|(m, p, _)| m == method && p == path)
+        .count()
+}
+
+fn sandbox_fault(sb: &Sandbox, fault: Value) {
+    let (status, _) = http(
+        "POST",
+        &format!("{}/_sandbox/faults", sb.url("secrets")),
+        None,
+        Some(fault),
+    );
+    assert!(status < 300, "fault not accepted");
+}
+
+#[test]
+fn a_totp_method_is_created_edited_restored_after_drift_and_recreated_after_remote_delete() {
+    let (sb, _op, svc) = ready_env("2s");
+    sb.apply_ok(&totp_method(
+        "corp",
+        "{issuer: Acme, periodSeconds: 60, digits: 8, algorithm: SHA256, skew: 0, keySize: 32, qrSize: 150, maxValidationAttempts: 7}",
+    ));
+    let obj = wait_ready(&sb, "totp", "corp");
+    let id = remote_id(&obj);
+    let m = svc.method(&id).expect("method exists in the service");
+    assert_eq!(m["issuer"], "Acme");
+    assert_eq!(m["period"], 60);
+    assert_eq!(m["digits"], 8);
+    assert_eq!(m["algorithm"], "SHA256");
+    assert_eq!(m["skew"], 0);
+    assert_eq!(m["key_size"], 32);
+    assert_eq!(m["qr_size"], 150);
+    assert_eq!(m["max_validation_attempts"], 7);
+    assert_eq!(svc.method_ids(), vec![id.clone()]);
+    assert!(events(&sb).contains("Created"));
+
+    // Edit: the same method is updated in place.
+    sb.apply_ok(&totp_method(
+        "corp",
+        "{issuer: Acme Corp, periodSeconds: 60, digits: 6, algorithm: SHA256, skew: 0, keySize: 32, qrSize: 150, maxValidationAttempts: 7}",
+    ));
+    wait_for("edited method", WAIT, || {
+        svc.method(&id)
+            .filter(|m| m["issuer"] == "Acme Corp" && m["digits"] == 6)
+    });
+    let obj = wait_ready(&sb, "totp", "corp");
+    assert_eq!(remote_id(&obj), id);
+    assert_eq!(svc.method_ids(), vec![id.clone()]);
+    let m = svc.method(&id).unwrap();
+    assert_eq!(m["period"], 60, "unchanged settings are kept");
+
+    // Remote edit: restored, reported as drift.
+    let (status, _) = svc.call(
+        "POST",
+        &format!("{TOTP}/{id}"),
+        Some(json!({"issuer": "Evil", "period": 60, "digits": 6, "algorithm": "SHA256", "skew": 0, "key_size": 32, "qr_size": 150, "max_validation_attempts": 7})),
+    );
+    assert!(status < 300);
+    wait_for("drift corrected", WAIT, || {
+        svc.method(&id).filter(|m| m["issuer"] == "Acme Corp")
+    });
+    let obj = wait_for("driftedFields", WAIT, || {
+        sb.get_json("totp", "corp").filter(|o| {
+            o["status"]["driftedFields"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        })
+    });
+    assert_eq!(obj["status"]["driftedFields"], json!(["issuer"]));
+    assert!(events(&sb).contains("DriftCorrected"));
+
+    // Remote delete: recreated, the new id recorded.
+    let (status, _) = svc.call("DELETE", &format!("{TOTP}/{id}"), None);
+    assert!(status < 300);
+    let obj = wait_for("recreated with a new id", WAIT, || {
+        sb.get_json("totp", "corp")
+            .filter(|o| o["status"]["remoteId"].as_str().is_some_and(|r| r != id))
+    });
+    let new_id = remote_id(&obj);
+    let m = svc.method(&new_id).expect("recreated method");
+    assert_eq!(m["issuer"], "Acme Corp");
+    assert_eq!(svc.method_ids(), vec![new_id.clone()]);
+
+    // Delete: gone from the service.
+    sb.kubectl_ok(&["delete", "totp", "corp", "--wait=true", "--timeout=60s"]);
+    assert!(svc.method(&new_id).is_none(), "method still in the service");
+}
+
+#[test]
+fn retain_keeps_the_method_and_an_existing_method_is_adopted_by_its_id() {
+    let (sb, _op, svc) = ready_env("5m");
+    let id = svc.create_method(json!({"issuer": "Before", "digits": 8}));
+    sb.apply_ok(&totp_method(
+        "adopted",
+        &format!("{{issuer: After, methodId: {id}, deletionPolicy: Retain}}"),
+    ));
+    let obj = wait_ready(&sb, "totp", "adopted");
+    assert_eq!(remote_id(&obj), id);
+    let m = svc.method(&id).unwrap();
+    assert_eq!(m["issuer"], "After");
+    assert_eq!(m["digits"], 8, "a setting the spec leaves out is kept");
+    assert_eq!(svc.method_ids(), vec![id.clone()], "no second method");
+    assert!(events(&sb).contains("Adopted"));
+
+    sb.kubectl_ok(&["delete", "totp", "adopted", "--wait=true", "--timeout=60s"]);
+    assert!(svc.method(&id).is_some(), "retained method was deleted");
+}
+
+#[test]
+fn invalid_totp_methods_are_refused_at_admission_with_the_rule_message() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    for (spec, message) in [
+        ("{issuer: a, digits: 7}", "digits must be 6 or 8"),
+        ("{issuer: a, skew: 2}", "skew must be 0 or 1"),
+        (
+            "{issuer: a, algorithm: MD5}",
+            "algorithm must be SHA1, SHA256 or SHA512",
+        ),
+        (
+            "{issuer: a, periodSeconds: 0}",
+            "periodSeconds must be greater than zero",
+        ),
+        (
+            "{issuer: a, maxValidationAttempts: 0}",
+            "maxValidationAttempts must be greater than zero",
+        ),
+        ("{issuer: ''}", "issuer must not be empty"),
+        (
+            "{issuer: a, methodId: not-a-uuid}",
+            "methodId must be a UUID",
+        ),
+        ("{digits: 6}", "issuer"),
+    ] {
+        let out = sb.apply_yaml(&totp_method("bad", spec));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{spec} was accepted");
+        assert!(err.contains(message), "{spec}: {err}");
+    }
+    let id = "0f0e4bd8-7c2c-4b1c-9f39-6c2a2b4d2f10";
+    sb.apply_ok(&totp_method(
+        "fixed",
+        &format!("{{issuer: a, methodId: {id}}}"),
+    ));
+    let out = sb.apply_yaml(&totp_method(
+        "fixed",
+        "{issuer: a, methodId: 1f0e4bd8-7c2c-4b1c-9f39-6c2a2b4d2f10}",
+    ));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("methodId is immutable"));
+}
+
+#[test]
+fn a_lost_create_response_leaves_exactly_one_method() {
+    let (sb, _op, svc) = ready_env("5m");
+    sandbox_fault(
+        &sb,
+        json!({"method": "POST", "path": TOTP, "service": "secrets", "after": true}),
+    );
+    sb.apply_ok(&totp_method("lossy", "{issuer: Lossy}"));
+    let obj = wait_ready(&sb, "totp", "lossy");
+    let ids = svc.method_ids();
+    assert_eq!(ids.len(), 1, "duplicate methods: {ids:?}");
+    assert_eq!(remote_id(&obj), ids[0]);
+    assert_eq!(svc.method(&ids[0]).unwrap()["issuer"], "Lossy");
+}
+
+#[test]
+fn a_write_the_service_rejects_reports_its_message_without_a_retry_loop() {
+    let (sb, _op, _svc) = ready_env("5m");
+    let (_, since) = sb.requests("secrets", 0);
+    sandbox_fault(
+        &sb,
+        json!({"method": "POST", "path": TOTP, "service": "secrets", "status": 400, "count": 0,
+               "body": {"errors": ["issuer is not allowed here"]}}),
+    );
+    sb.apply_ok(&totp_method("refused", "{issuer: Nope}"));
+    let obj = wait_for("Rejected condition", WAIT, || {
+        sb.get_json("totp", "refused")
+            .filter(|o| condition(o, "Ready").is_some_and(|c| c["reason"] == "Rejected"))
+    });
+    let c = condition(&obj, "Ready").unwrap();
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .contains("issuer is not allowed here"),
+        "{c}"
+    );
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(
+        calls(&sb, since, "POST", TOTP),
+        1,
+        "the rejected create was retried"
+    );
+}
+
+#[test]
+fn deleting_a_method_used_by_a_login_enforcement_is_blocked_until_it_is_released() {
+    let (sb, _op, svc) = ready_env("2s");
+    sb.apply_ok(&totp_method("enforced", "{issuer: Enforced}"));
+    let id = remote_id(&wait_ready(&sb, "totp", "enforced"));
+    let (status, body) = svc.call(
+        "POST",
+        "/v1/identity/mfa/login-enforcement/everyone",
+        Some(json!({"mfa_method_ids": [id], "auth_method_types": ["userpass"]})),
+    );
+    assert!(status < 300, "enforcement: {body}");
+    sb.kubectl_ok(&["delete", "totp", "enforced", "--wait=false"]);
+    let obj = wait_for("DeletionBlocked", WAIT, || {
+        sb.get_json("totp", "enforced")
+            .filter(|o| condition_is(o, "DeletionBlocked", "True"))
+    });
+    let message = condition(&obj, "DeletionBlocked").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("enforcement"), "{message}");
+    assert!(svc.method(&id).is_some());
+    let (status, _) = svc.call(
+        "DELETE",
+        "/v1/identity/mfa/login-enforcement/everyone",
+        None,
+    );
+    assert!(status < 300);
+    wait_for("resource gone", WAIT, || {
+        sb.get_json("totp", "enforced").is_none().then_some(())
+    });
+    assert!(svc.method(&id).is_none(), "method still in the service");
+}
+
+#[test]
+fn a_connection_lists_features_and_a_method_without_its_feature_is_unsupported_without_a_write() {
+    let (sb, _op, svc) = ready_env("5m");
+    let conn = wait_for("features", WAIT, || {
+        sb.get_json("connection", "secrets")
+            .filter(|c| c["status"]["features"].is_array())
+    });
+    let features = conn["status"]["features"].to_string();
+    for f in ["acl-policies", "idp", "mfa-totp", "leases"] {
+        assert!(features.contains(f), "{f} missing from {features}");
+    }
+
+    // A token that reaches policies only (no default policy, so no identity paths).
+    let (status, _) = svc.call(
+        "PUT",
+        "/v1/sys/policies/acl/policies-only",
+        Some(json!({"policy": "path \"sys/policies/acl/*\" { capabilities = [\"create\", \"read\", \"update\", \"delete\", \"list\"] }\npath \"auth/token/lookup-self\" { capabilities = [\"read\"] }"})),
+    );
+    assert!(status < 300);
+    let (status, body) = svc.call(
+        "POST",
+        "/v1/auth/token/create",
+        Some(json!({"policies": ["policies-only"], "no_default_policy": true})),
+    );
+    assert!(status < 300, "{body}");
+    let token = body["auth"]["client_token"].as_str().unwrap().to_string();
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: narrow-token, namespace: default}}\nstringData: {{token: {token}}}\n---\n\
+         apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: narrow, namespace: default}}\n\
+         spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: narrow-token, key: token}}}}\n",
+        svc.url
+    ));
+    let conn = wait_for("narrow features", WAIT, || {
+        sb.get_json("connection", "narrow")
+            .filter(|c| c["status"]["features"].is_array())
+    });
+    let features = conn["status"]["features"].to_string();
+    assert!(features.contains("acl-policies"), "{features}");
+    assert!(!features.contains("mfa-totp"), "{features}");
+
+    let (_, since) = sb.requests("secrets", 0);
+    sb.apply_ok(&totp_method(
+        "narrow",
+        "{issuer: Narrow, connectionRef: {name: narrow}}",
+    ));
+    let obj = wait_for("Unsupported", WAIT, || {
+        sb.get_json("totp", "narrow")
+            .filter(|o| condition(o, "Ready").is_some_and(|c| c["reason"] == "Unsupported"))
+    });
+    assert!(condition(&obj, "Ready").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .contains("mfa-totp"));
+    assert_eq!(calls(&sb, since, "POST", TOTP), 0, "a write was sent");
+    assert!(svc.method_ids().is_empty());
+}
