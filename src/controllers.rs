@@ -10,15 +10,20 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{Connection, SecretsPolicy, TotpMethod};
+use crate::api::{Connection, SecretsPolicy, TotpEnrollment, TotpMethod};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
-use crate::reconcile::{Context, Settings};
+use crate::reconcile::{run_operation, Context, Settings};
 
 /// Every CRD Quartet serves.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![Connection::crd(), SecretsPolicy::crd(), TotpMethod::crd()]
+    vec![
+        Connection::crd(),
+        SecretsPolicy::crd(),
+        TotpMethod::crd(),
+        TotpEnrollment::crd(),
+    ]
 }
 
 /// Run every controller until `shutdown` is cancelled.
@@ -47,6 +52,7 @@ pub async fn run(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<TotpMethod>(ctx.clone(), namespace.clone(), stop()),
+        run_operation::<TotpEnrollment>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

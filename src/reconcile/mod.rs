@@ -12,6 +12,7 @@ pub mod features;
 pub mod hash;
 pub mod metrics;
 pub mod operation;
+pub mod owned_secret;
 
 pub use context::{Context, Settings};
 pub use driver::{Created, Managed, Reconciled};

@@ -220,6 +220,10 @@ pub struct TotpEnrollmentStatus {
     /// The last `spec.regenerate` value acted upon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_regenerate: Option<String>,
+    /// True when a generate may have happened in the service without its result reaching the
+    /// Secret (a lost response): the next pass destroys that secret and generates again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generate_outcome_unknown: Option<bool>,
 }
 
 impl TotpEnrollment {

@@ -1,3 +1,4 @@
 //! Kinds of the secrets service that live in their own module directory.
 
+pub mod totp_enrollment;
 pub mod totp_method;
