@@ -655,7 +655,7 @@ fn invalid_enrollments_are_refused_at_admission_with_the_rule_message() {
     let id = "0f0e4bd8-7c2c-4b1c-9f39-6c2a2b4d2f10";
     for (spec, message) in [
         (
-            format!("{{methodId: {id}, entityId: e, entityName: n}}"),
+            format!("{{methodId: {id}, entityId: e1, entityName: someone}}"),
             "exactly one of entityId and entityName must be set",
         ),
         (
