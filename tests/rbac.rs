@@ -91,6 +91,41 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "--wait=true",
         "--timeout=30s",
     ]);
+    // A TotpMethod and a TotpEnrollment naming it (methodRef: a get of the method; the result
+    // Secret: a patch of secrets).
+    let (status, _) = sb.secrets(
+        "POST",
+        "/v1/identity/entity",
+        Some(serde_json::json!({"name": "rbac-user"})),
+    );
+    assert!(status < 300);
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\nmetadata: {name: rbac-totp, namespace: default}\nspec: {issuer: RBAC}\n---\n\
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpEnrollment\nmetadata: {name: rbac-enroll, namespace: default}\nspec: {methodRef: {name: rbac-totp}, entityName: rbac-user}\n",
+    );
+    for (kind, name) in [
+        ("totpmethod", "rbac-totp"),
+        ("totpenrollment", "rbac-enroll"),
+    ] {
+        wait_for("Ready", Duration::from_secs(60), || {
+            sb.get_json(kind, name)
+                .filter(|o| condition_is(o, "Ready", "True"))
+        });
+    }
+    sb.kubectl_ok(&[
+        "delete",
+        "totpenrollment",
+        "rbac-enroll",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    sb.kubectl_ok(&[
+        "delete",
+        "totpmethod",
+        "rbac-totp",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
     std::thread::sleep(Duration::from_secs(3));
     // The leader renews its Lease every few seconds: wait for one renewal to be counted.
     let addr = op.metrics_addr();
