@@ -683,3 +683,29 @@ fn invalid_enrollments_are_refused_at_admission_with_the_rule_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("immutable"));
 }
+
+#[test]
+fn a_lost_generate_response_is_destroyed_and_generated_again_so_the_secret_matches() {
+    let (sb, _op, svc) = ready_env("5m");
+    let entity = create_entity(&svc, "carol");
+    let method = svc.create_method(json!({"issuer": "Lossy", "algorithm": "SHA256"}));
+    sandbox_fault(
+        &sb,
+        json!({"method": "POST", "path": format!("{TOTP}/admin-generate"), "service": "secrets", "after": true}),
+    );
+    sb.apply_ok(&enrollment(
+        "carol",
+        &format!("{{methodId: {method}, entityName: carol}}"),
+    ));
+    let obj = wait_ready(&sb, "totpenroll", "carol");
+    assert!(obj["status"]["generateOutcomeUnknown"].is_null());
+    let data = result_secret(&sb, "carol").expect("result Secret");
+    let url = String::from_utf8(data["url"].clone()).unwrap();
+    assert_url_matches_service(&sb, &url, &entity, &method);
+    let (reqs, _) = sb.requests("secrets", 0);
+    let generates = reqs
+        .iter()
+        .filter(|(m, p, _)| m == "POST" && p.ends_with("/admin-generate"))
+        .count();
+    assert_eq!(generates, 2, "one lost generate, one delivered");
+}
