@@ -10,6 +10,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::dr_replication::DrReplication;
 use crate::api::{Connection, SecretsPolicy, TotpEnrollment, TotpMethod};
 use crate::kinds;
 use crate::reconcile::driver;
@@ -21,6 +22,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         Connection::crd(),
         SecretsPolicy::crd(),
+        DrReplication::crd(),
         TotpMethod::crd(),
         TotpEnrollment::crd(),
     ]
@@ -51,6 +53,7 @@ pub async fn run(
     tokio::join!(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<TotpMethod>(ctx.clone(), namespace.clone(), stop()),
         run_operation::<TotpEnrollment>(ctx.clone(), namespace.clone(), stop()),
     );
