@@ -11,7 +11,7 @@ use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::dr_replication::DrReplication;
-use crate::api::{Connection, SecretsPolicy, TotpEnrollment, TotpMethod};
+use crate::api::{Connection, IdpGroup, IdpUser, SecretsPolicy, TotpEnrollment, TotpMethod};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -25,6 +25,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         DrReplication::crd(),
         TotpMethod::crd(),
         TotpEnrollment::crd(),
+        IdpUser::crd(),
+        IdpGroup::crd(),
     ]
 }
 
@@ -56,6 +58,8 @@ pub async fn run(
         crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<TotpMethod>(ctx.clone(), namespace.clone(), stop()),
         run_operation::<TotpEnrollment>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<IdpUser>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<IdpGroup>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

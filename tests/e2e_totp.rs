@@ -709,3 +709,154 @@ fn a_lost_generate_response_is_destroyed_and_generated_again_so_the_secret_match
         .count();
     assert_eq!(generates, 2, "one lost generate, one delivered");
 }
+
+// ---------------------------------------------------------------------------------------------
+// IdpUser and IdpGroup
+
+fn idp_resource(kind: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: {kind}\nmetadata: {{name: {name}, namespace: default}}\nspec: {spec}\n"
+    )
+}
+
+fn sorted(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = v
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn idp_entry(svc: &Svc, kind: &str, name: &str) -> Option<Value> {
+    let (status, body) = svc.call("GET", &format!("/v1/auth/idp/{kind}/{name}"), None);
+    (status == 200).then(|| body["data"].clone())
+}
+
+#[test]
+fn idp_users_and_groups_are_created_edited_restored_after_drift_recreated_and_deleted() {
+    let (sb, _op, svc) = ready_env("2s");
+    sb.apply_ok(&idp_resource(
+        "IdpGroup",
+        "ops",
+        "{policies: [deploy, read]}",
+    ));
+    sb.apply_ok(&idp_resource(
+        "IdpUser",
+        "alice",
+        "{groups: [ops], policies: [p1]}",
+    ));
+    wait_ready(&sb, "idpgroup", "ops");
+    let user = wait_ready(&sb, "idpuser", "alice");
+    assert_eq!(user["status"]["remoteId"], "alice");
+    let g = idp_entry(&svc, "groups", "ops").expect("group exists");
+    assert_eq!(sorted(&g["policies"]), vec!["deploy", "read"]);
+    let u = idp_entry(&svc, "users", "alice").expect("user exists");
+    assert_eq!(sorted(&u["policies"]), vec!["p1"]);
+    assert_eq!(sorted(&u["groups"]), vec!["ops"]);
+
+    // Edit.
+    sb.apply_ok(&idp_resource(
+        "IdpUser",
+        "alice",
+        "{groups: [ops], policies: [p1, p2]}",
+    ));
+    wait_for("edited user", WAIT, || {
+        idp_entry(&svc, "users", "alice").filter(|u| sorted(&u["policies"]) == ["p1", "p2"])
+    });
+
+    // Remote edit of the group: restored, reported.
+    let (status, _) = svc.call(
+        "POST",
+        "/v1/auth/idp/groups/ops",
+        Some(json!({"policies": ["evil"]})),
+    );
+    assert!(status < 300);
+    wait_for("group restored", WAIT, || {
+        idp_entry(&svc, "groups", "ops").filter(|g| sorted(&g["policies"]) == ["deploy", "read"])
+    });
+    let obj = wait_for("driftedFields", WAIT, || {
+        sb.get_json("idpgroup", "ops").filter(|o| {
+            o["status"]["driftedFields"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        })
+    });
+    assert_eq!(obj["status"]["driftedFields"], json!(["policies"]));
+
+    // Remote delete of the user: recreated.
+    let (status, _) = svc.call("DELETE", "/v1/auth/idp/users/alice", None);
+    assert!(status < 300);
+    wait_for("user recreated", WAIT, || idp_entry(&svc, "users", "alice"));
+
+    // Delete: gone.
+    sb.kubectl_ok(&[
+        "delete",
+        "idpuser/alice",
+        "idpgroup/ops",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+    assert!(idp_entry(&svc, "users", "alice").is_none());
+    assert!(idp_entry(&svc, "groups", "ops").is_none());
+}
+
+#[test]
+fn an_existing_idp_user_is_adopted_keeping_unmanaged_lists_and_retain_keeps_it() {
+    let (sb, _op, svc) = ready_env("5m");
+    let (status, _) = svc.call(
+        "POST",
+        "/v1/auth/idp/users/bob",
+        Some(json!({"policies": ["old"], "groups": ["legacy"]})),
+    );
+    assert!(status < 300);
+    sb.apply_ok(&idp_resource(
+        "IdpUser",
+        "bob-user",
+        "{username: bob, policies: [new], deletionPolicy: Retain}",
+    ));
+    let obj = wait_ready(&sb, "idpuser", "bob-user");
+    assert_eq!(obj["status"]["remoteId"], "bob");
+    let u = idp_entry(&svc, "users", "bob").unwrap();
+    assert_eq!(sorted(&u["policies"]), vec!["new"]);
+    assert_eq!(
+        sorted(&u["groups"]),
+        vec!["legacy"],
+        "unmanaged groups kept"
+    );
+    assert!(events(&sb).contains("Adopted"));
+    sb.kubectl_ok(&[
+        "delete",
+        "idpuser",
+        "bob-user",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+    assert!(
+        idp_entry(&svc, "users", "bob").is_some(),
+        "retained user deleted"
+    );
+}
+
+#[test]
+fn idp_names_and_mounts_cannot_change_after_creation() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.apply_ok(&idp_resource("IdpUser", "u", "{username: carol}"));
+    for (spec, message) in [
+        ("{username: dave}", "username is immutable"),
+        ("{username: carol, mount: other}", "mount is immutable"),
+    ] {
+        let out = sb.apply_yaml(&idp_resource("IdpUser", "u", spec));
+        assert!(!out.status.success(), "{spec} was accepted");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(message));
+    }
+    sb.apply_ok(&idp_resource("IdpGroup", "g", "{name: team}"));
+    let out = sb.apply_yaml(&idp_resource("IdpGroup", "g", "{name: other}"));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("name is immutable"));
+}

@@ -101,11 +101,15 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
     assert!(status < 300);
     sb.apply_ok(
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\nmetadata: {name: rbac-totp, namespace: default}\nspec: {issuer: RBAC}\n---\n\
-         apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpEnrollment\nmetadata: {name: rbac-enroll, namespace: default}\nspec: {methodRef: {name: rbac-totp}, entityName: rbac-user}\n",
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpEnrollment\nmetadata: {name: rbac-enroll, namespace: default}\nspec: {methodRef: {name: rbac-totp}, entityName: rbac-user}\n---\n\
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpUser\nmetadata: {name: rbac-idp-user, namespace: default}\nspec: {policies: [a]}\n---\n\
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpGroup\nmetadata: {name: rbac-idp-group, namespace: default}\nspec: {policies: [a]}\n",
     );
     for (kind, name) in [
         ("totpmethod", "rbac-totp"),
         ("totpenrollment", "rbac-enroll"),
+        ("idpuser", "rbac-idp-user"),
+        ("idpgroup", "rbac-idp-group"),
     ] {
         wait_for("Ready", Duration::from_secs(60), || {
             sb.get_json(kind, name)
@@ -116,6 +120,13 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "delete",
         "totpenrollment",
         "rbac-enroll",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    sb.kubectl_ok(&[
+        "delete",
+        "idpuser/rbac-idp-user",
+        "idpgroup/rbac-idp-group",
         "--wait=true",
         "--timeout=30s",
     ]);

@@ -3,6 +3,7 @@
 pub mod http;
 pub mod secrets;
 pub mod secrets_dr;
+pub mod secrets_idp;
 pub mod secrets_mfa;
 
 pub use http::{ClientError, Http, HttpConfig, SecretString};
