@@ -11,7 +11,9 @@ use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::dr_replication::DrReplication;
-use crate::api::{Connection, IdpGroup, IdpUser, SecretsPolicy, TotpEnrollment, TotpMethod};
+use crate::api::{
+    Connection, IdpAuthMethod, IdpGroup, IdpUser, SecretsPolicy, TotpEnrollment, TotpMethod,
+};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -27,6 +29,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         TotpEnrollment::crd(),
         IdpUser::crd(),
         IdpGroup::crd(),
+        IdpAuthMethod::crd(),
     ]
 }
 
@@ -60,6 +63,7 @@ pub async fn run(
         run_operation::<TotpEnrollment>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<IdpUser>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<IdpGroup>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<IdpAuthMethod>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

@@ -860,3 +860,176 @@ fn idp_names_and_mounts_cannot_change_after_creation() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("name is immutable"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// IdpAuthMethod
+
+fn idp_config(svc: &Svc, mount: &str) -> Option<Value> {
+    let (status, body) = svc.call("GET", &format!("/v1/auth/{mount}/config"), None);
+    (status == 200).then(|| body["data"].clone())
+}
+
+fn config_writes(sb: &Sandbox, since: u64) -> usize {
+    calls(sb, since, "POST", "/v1/auth/idp/config")
+}
+
+#[test]
+fn idp_auth_method_sends_every_field_and_a_rotated_api_token_is_written_once() {
+    let (sb, op, svc) = ready_env("2s");
+    let t1 = unique_token();
+    let t2 = unique_token();
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: idp-api, namespace: default}}\nstringData: {{token: {t1}}}\n"
+    ));
+    sb.apply_ok(&idp_resource(
+        "IdpAuthMethod",
+        "idp",
+        "{orgName: acme, apiTokenSecretRef: {name: idp-api, key: token}, baseUrl: example.com, bypassIdpMfa: true, \
+         token: {ttl: 1h, maxTtl: 2h, explicitMaxTtl: 3h, period: 30m, policies: [b, a], boundCidrs: [127.0.0.1/32], noDefaultPolicy: true, numUses: 5, type: service}}",
+    ));
+    let obj = wait_ready(&sb, "idpauth", "idp");
+    assert_eq!(obj["status"]["remoteId"], "idp");
+    let c = idp_config(&svc, "idp").expect("config exists");
+    assert_eq!(c["org_name"], "acme");
+    assert_eq!(c["base_url"], "example.com");
+    assert_eq!(c["bypass_idp_mfa"], true);
+    assert_eq!(c["token_ttl"], 3600);
+    assert_eq!(c["token_max_ttl"], 7200);
+    assert_eq!(c["token_explicit_max_ttl"], 10800);
+    assert_eq!(c["token_period"], 1800);
+    assert_eq!(sorted(&c["token_policies"]), vec!["a", "b"]);
+    assert_eq!(sorted(&c["token_bound_cidrs"]), vec!["127.0.0.1/32"]);
+    assert_eq!(c["token_no_default_policy"], true);
+    assert_eq!(c["token_num_uses"], 5);
+    assert_eq!(c["token_type"], "service");
+    assert!(c.get("api_token").is_none());
+    let hash1 = obj["status"]["writeOnlyHash"]
+        .as_str()
+        .expect("keyed hash")
+        .to_string();
+
+    // In sync: resyncs write nothing.
+    let (_, since) = sb.requests("secrets", 0);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        config_writes(&sb, since),
+        0,
+        "in-sync resyncs wrote the config"
+    );
+
+    // Rotating the Secret: exactly one write, soon (the Secret is watched).
+    let (_, since) = sb.requests("secrets", 0);
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: idp-api, namespace: default}}\nstringData: {{token: {t2}}}\n"
+    ));
+    wait_for("new keyed hash", WAIT, || {
+        sb.get_json("idpauth", "idp").filter(|o| {
+            o["status"]["writeOnlyHash"]
+                .as_str()
+                .is_some_and(|h| h != hash1)
+        })
+    });
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        config_writes(&sb, since),
+        1,
+        "the rotated token was not written exactly once"
+    );
+
+    // A remote edit is restored and reported.
+    let (status, _) = svc.call(
+        "POST",
+        "/v1/auth/idp/config",
+        Some(json!({"org_name": "evil"})),
+    );
+    assert!(status < 300);
+    wait_for("org restored", WAIT, || {
+        idp_config(&svc, "idp").filter(|c| c["org_name"] == "acme")
+    });
+    let obj = wait_for("driftedFields", WAIT, || {
+        sb.get_json("idpauth", "idp").filter(|o| {
+            o["status"]["driftedFields"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        })
+    });
+    assert_eq!(obj["status"]["driftedFields"], json!(["orgName"]));
+
+    // Neither token reaches status, Events or the log.
+    let status = obj["status"].to_string();
+    let evs = events(&sb);
+    let log = op.log();
+    for t in [&t1, &t2] {
+        assert!(
+            !status.contains(t.as_str()) && !evs.contains(t.as_str()) && !log.contains(t.as_str()),
+            "api token leaked"
+        );
+    }
+
+    // Without enableMount, deletion leaves the configuration and says so.
+    sb.kubectl_ok(&["delete", "idpauth", "idp", "--wait=true", "--timeout=60s"]);
+    assert!(idp_config(&svc, "idp").is_some(), "config removed");
+    assert!(events(&sb).contains("Retained"));
+}
+
+#[test]
+fn enable_mount_creates_the_auth_method_and_deletion_disables_it() {
+    let (sb, _op, svc) = ready_env("5m");
+    sb.apply_ok(&idp_resource(
+        "IdpAuthMethod",
+        "corp",
+        "{mount: corp-idp, orgName: corp, enableMount: true}",
+    ));
+    wait_ready(&sb, "idpauth", "corp");
+    let (_, mounts) = svc.call("GET", "/v1/sys/auth", None);
+    let mounts = if mounts["data"].is_object() {
+        &mounts["data"]
+    } else {
+        &mounts
+    };
+    assert_eq!(mounts["corp-idp/"]["type"], "idp");
+    assert_eq!(idp_config(&svc, "corp-idp").unwrap()["org_name"], "corp");
+    sb.kubectl_ok(&["delete", "idpauth", "corp", "--wait=true", "--timeout=60s"]);
+    let (_, mounts) = svc.call("GET", "/v1/sys/auth", None);
+    let mounts = if mounts["data"].is_object() {
+        &mounts["data"]
+    } else {
+        &mounts
+    };
+    assert!(mounts.get("corp-idp/").is_none(), "mount still enabled");
+}
+
+#[test]
+fn invalid_idp_auth_methods_are_refused_at_admission_with_the_rule_message() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    for (spec, message) in [
+        (
+            "{orgName: a, token: {type: batch, numUses: 3}}",
+            "when set to generate tokens with limited use count",
+        ),
+        (
+            "{orgName: a, token: {type: batch, period: 1h}}",
+            "when set to generate periodic tokens",
+        ),
+        (
+            "{orgName: a, token: {type: other}}",
+            "type must be service, batch or default",
+        ),
+        ("{orgName: a, token: {ttl: soon}}", "token.ttl"),
+        ("{orgName: ''}", "orgName must not be empty"),
+    ] {
+        let out = sb.apply_yaml(&idp_resource("IdpAuthMethod", "bad", spec));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{spec} was accepted");
+        assert!(err.contains(message), "{spec}: {err}");
+    }
+    sb.apply_ok(&idp_resource("IdpAuthMethod", "m", "{orgName: a}"));
+    let out = sb.apply_yaml(&idp_resource(
+        "IdpAuthMethod",
+        "m",
+        "{orgName: a, mount: x}",
+    ));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mount is immutable"));
+}

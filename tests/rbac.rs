@@ -103,13 +103,15 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\nmetadata: {name: rbac-totp, namespace: default}\nspec: {issuer: RBAC}\n---\n\
          apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpEnrollment\nmetadata: {name: rbac-enroll, namespace: default}\nspec: {methodRef: {name: rbac-totp}, entityName: rbac-user}\n---\n\
          apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpUser\nmetadata: {name: rbac-idp-user, namespace: default}\nspec: {policies: [a]}\n---\n\
-         apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpGroup\nmetadata: {name: rbac-idp-group, namespace: default}\nspec: {policies: [a]}\n",
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpGroup\nmetadata: {name: rbac-idp-group, namespace: default}\nspec: {policies: [a]}\n---\n\
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpAuthMethod\nmetadata: {name: rbac-idp-auth, namespace: default}\nspec: {orgName: rbac}\n",
     );
     for (kind, name) in [
         ("totpmethod", "rbac-totp"),
         ("totpenrollment", "rbac-enroll"),
         ("idpuser", "rbac-idp-user"),
         ("idpgroup", "rbac-idp-group"),
+        ("idpauthmethod", "rbac-idp-auth"),
     ] {
         wait_for("Ready", Duration::from_secs(60), || {
             sb.get_json(kind, name)
@@ -127,6 +129,7 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "delete",
         "idpuser/rbac-idp-user",
         "idpgroup/rbac-idp-group",
+        "idpauthmethod/rbac-idp-auth",
         "--wait=true",
         "--timeout=30s",
     ]);

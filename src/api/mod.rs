@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
-pub use secrets::idp::{IdpGroup, IdpUser};
+pub use secrets::idp::{IdpAuthMethod, IdpGroup, IdpUser};
 pub use secrets::totp::{TotpEnrollment, TotpMethod};
 pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
 

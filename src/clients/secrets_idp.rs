@@ -155,6 +155,163 @@ impl SecretsIdpClient {
     }
 }
 
+/// The auth method's configuration as read (`data` of `GET auth/:mount/config`); absent and
+/// `null` fields are their zero values.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IdpConfig {
+    /// The mount it was read from (not a field of the service).
+    pub mount: String,
+    pub org_name: String,
+    pub base_url: String,
+    pub bypass_idp_mfa: bool,
+    pub token_ttl: i64,
+    pub token_max_ttl: i64,
+    pub token_explicit_max_ttl: i64,
+    pub token_period: i64,
+    pub token_policies: Vec<String>,
+    pub token_bound_cidrs: Vec<String>,
+    pub token_no_default_policy: bool,
+    pub token_num_uses: i64,
+    pub token_type: String,
+}
+
+/// Seconds from a number, a numeric string or a duration string (`90s`, `1h30m`, `7d`).
+pub fn seconds(v: Option<&Value>) -> i64 {
+    match v {
+        Some(Value::Number(n)) => n.as_i64().unwrap_or_default(),
+        Some(Value::String(s)) => parse_duration(s).unwrap_or_default(),
+        _ => 0,
+    }
+}
+
+/// A duration string in seconds: a plain number, or number+unit groups with units `s`, `m`,
+/// `h`, `d`.
+pub fn parse_duration(s: &str) -> Option<i64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Some(0);
+    }
+    if let Ok(n) = s.parse::<i64>() {
+        return Some(n);
+    }
+    let (mut total, mut num) = (0i64, String::new());
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            num.push(c);
+            continue;
+        }
+        let n: i64 = num.parse().ok()?;
+        num.clear();
+        total += n * match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86400,
+            _ => return None,
+        };
+    }
+    num.is_empty().then_some(total)
+}
+
+fn flag(d: &Value, key: &str) -> bool {
+    d.get(key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn text(d: &Value, key: &str) -> String {
+    d.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+impl SecretsIdpClient {
+    fn config_path(mount: &str) -> String {
+        format!("/v1/auth/{}/config", mount_path(mount))
+    }
+
+    /// Read the configuration; `None` when there is none (or no such mount).
+    pub async fn read_config(&self, mount: &str) -> Result<Option<IdpConfig>, ClientError> {
+        match self.http.call("GET", &Self::config_path(mount), None).await {
+            Ok(resp) => {
+                let Some(d) = resp.body.get("data").filter(|d| d.is_object()) else {
+                    return Ok(None);
+                };
+                let org = text(d, "org_name");
+                Ok(Some(IdpConfig {
+                    mount: mount.trim_matches('/').to_string(),
+                    org_name: if org.is_empty() {
+                        text(d, "organization")
+                    } else {
+                        org
+                    },
+                    base_url: text(d, "base_url"),
+                    bypass_idp_mfa: flag(d, "bypass_idp_mfa") || flag(d, "bypass_okta_mfa"),
+                    token_ttl: seconds(d.get("token_ttl")),
+                    token_max_ttl: seconds(d.get("token_max_ttl")),
+                    token_explicit_max_ttl: seconds(d.get("token_explicit_max_ttl")),
+                    token_period: seconds(d.get("token_period")),
+                    token_policies: list_field(d, "token_policies"),
+                    token_bound_cidrs: list_field(d, "token_bound_cidrs"),
+                    token_no_default_policy: flag(d, "token_no_default_policy"),
+                    token_num_uses: d.get("token_num_uses").and_then(Value::as_i64).unwrap_or(0),
+                    token_type: text(d, "token_type"),
+                }))
+            }
+            Err(e) if e.status() == Some(404) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Write the configuration (only the fields in `body`; the others keep their values).
+    pub async fn write_config(&self, mount: &str, body: &Value) -> Result<(), ClientError> {
+        self.http
+            .call("POST", &Self::config_path(mount), Some(body))
+            .await
+            .map(|_| ())
+    }
+
+    /// Whether an auth method is enabled at `mount`.
+    pub async fn auth_mounted(&self, mount: &str) -> Result<bool, ClientError> {
+        let resp = self.http.call("GET", "/v1/sys/auth", None).await?;
+        let key = format!("{}/", mount.trim_matches('/'));
+        let d = resp
+            .body
+            .get("data")
+            .filter(|d| d.is_object())
+            .unwrap_or(&resp.body);
+        Ok(d.get(&key).is_some_and(Value::is_object))
+    }
+
+    /// Enable the identity-provider auth method at `mount`.
+    pub async fn enable_auth(&self, mount: &str) -> Result<(), ClientError> {
+        self.http
+            .call(
+                "POST",
+                &format!("/v1/sys/auth/{}", mount_path(mount)),
+                Some(&json!({"type": "idp"})),
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// Disable the auth method at `mount` (removes its users, groups and logins' tokens).
+    pub async fn disable_auth(&self, mount: &str) -> Result<(), ClientError> {
+        match self
+            .http
+            .call(
+                "DELETE",
+                &format!("/v1/sys/auth/{}", mount_path(mount)),
+                None,
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.status() == Some(404) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +324,16 @@ mod tests {
         );
         assert_eq!(list_field(&json!({"p": "a, b"}), "p"), vec!["a", "b"]);
         assert!(list_field(&json!({"p": null}), "p").is_empty());
+    }
+
+    #[test]
+    fn durations_are_read_in_seconds() {
+        assert_eq!(parse_duration("1h30m"), Some(5400));
+        assert_eq!(parse_duration("7d"), Some(604800));
+        assert_eq!(parse_duration("45"), Some(45));
+        assert_eq!(parse_duration("1x"), None);
+        assert_eq!(seconds(Some(&json!(60))), 60);
+        assert_eq!(seconds(Some(&json!(null))), 0);
     }
 
     #[test]

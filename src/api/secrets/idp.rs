@@ -5,7 +5,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus};
+use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef};
 
 fn default_mount() -> String {
     "idp".to_string()
@@ -148,6 +148,139 @@ pub struct IdpGroupSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IdpGroupStatus {
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
+}
+
+/// The configuration of the identity-provider auth method at `mount` (`auth/:mount/config`):
+/// the provider organisation, its API token (write-only) and the defaults of the tokens its
+/// logins create. Fields left out keep the service's value and are not managed (except
+/// `orgName`, which is required).
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "secrets.quartet.dev",
+    version = "v1alpha1",
+    kind = "IdpAuthMethod",
+    plural = "idpauthmethods",
+    doc = "The configuration of the secrets service's identity-provider auth method, kept equal to spec.",
+    cel,
+    namespaced,
+    status = "IdpAuthMethodStatus",
+    shortname = "idpauth",
+    category = "quartet",
+    printcolumn(name = "Mount", type_ = "string", json_path = ".spec.mount"),
+    printcolumn(name = "Org", type_ = "string", json_path = ".spec.orgName"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Synced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Synced\")].status"
+    ),
+    printcolumn(name = "Remote ID", type_ = "string", json_path = ".status.remoteId"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(
+    validation = Rule::new("self.mount == oldSelf.mount").message("mount is immutable: create a new IdpAuthMethod instead")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct IdpAuthMethodSpec {
+    /// Path the auth method is mounted at (default `idp`). Immutable.
+    #[serde(default = "default_mount")]
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[^\s]+$"))]
+    pub mount: String,
+    /// Organisation name used in the identity provider's API. Required.
+    #[x_kube(validation = Rule::new("self.size() > 0").message("orgName must not be empty"))]
+    #[schemars(length(max = 256))]
+    pub org_name: String,
+    /// The Secret key holding the provider's API token (needed to read group membership).
+    /// Write-only: the service never returns it; a change of the Secret is detected by a keyed
+    /// hash and sent at once (the Secret is watched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_token_secret_ref: Option<SecretKeyRef>,
+    /// Base domain of the provider's API; the provider's default domain when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("!self.contains(' ')").message("baseUrl must not contain spaces"))]
+    pub base_url: Option<String>,
+    /// Skip the provider's MFA request (also ignores other account statuses such as an expired
+    /// password).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bypass_idp_mfa: Option<bool>,
+    /// Defaults of the tokens logins create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<IdpTokenSettings>,
+    /// When true, the auth method is enabled at `mount` if it is missing and, with
+    /// `deletionPolicy: Delete`, disabled when this resource is deleted. WARNING: disabling an
+    /// auth method removes its users and groups and revokes the tokens of its logins. When
+    /// false (default), the configuration is left in the service on deletion (the service has
+    /// no delete for it).
+    #[serde(default)]
+    pub enable_mount: bool,
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
+    /// this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_ref: Option<ConnectionRef>,
+    /// `Delete` (default) disables the auth method on deletion when `enableMount` is true;
+    /// `Retain` leaves it. Without `enableMount` the configuration is always left.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+}
+
+/// Token defaults of the auth method (`token_*` fields of the service). Durations are strings
+/// such as `90s`, `30m`, `1h`, `7d` or a number of seconds, compared with the service's seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(
+    validation = Rule::new("!has(self.type) || self.type != 'batch' || !has(self.numUses) || self.numUses == 0").message("'token_type' cannot be 'batch' or 'default_batch' when set to generate tokens with limited use count"),
+    validation = Rule::new("!has(self.type) || self.type != 'batch' || !has(self.period) || self.period == '0' || self.period == '0s'").message("'token_type' cannot be 'batch' or 'default_batch' when set to generate periodic tokens")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct IdpTokenSettings {
+    /// Incremental lifetime of tokens (e.g. `1h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(s|m|h|d))+)$"))]
+    pub ttl: Option<String>,
+    /// Maximum lifetime of tokens (e.g. `24h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(s|m|h|d))+)$"))]
+    pub max_ttl: Option<String>,
+    /// Hard cap of a token's lifetime, even when renewable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(s|m|h|d))+)$"))]
+    pub explicit_max_ttl: Option<String>,
+    /// Period of periodic tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(s|m|h|d))+)$"))]
+    pub period: Option<String>,
+    /// Policies encoded on tokens (a set), in addition to the user's and groups'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policies: Option<Vec<String>>,
+    /// CIDR blocks allowed to log in and to use the tokens (a set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_cidrs: Option<Vec<String>>,
+    /// When true, the `default` policy is not added to tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_default_policy: Option<bool>,
+    /// Maximum uses of a token; 0 is unlimited (and required for tokens that create children).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 0").message("numUses must not be negative"))]
+    pub num_uses: Option<i64>,
+    /// Token type: `service`, `batch` or `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "type")]
+    #[x_kube(validation = Rule::new("self in ['service', 'batch', 'default']").message("type must be service, batch or default"))]
+    pub type_: Option<String>,
+}
+
+/// Observed state of an IdpAuthMethod.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IdpAuthMethodStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
 }
