@@ -10,6 +10,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
 use crate::api::{
     Connection, IdpAuthMethod, IdpGroup, IdpUser, SecretsPolicy, TotpEnrollment, TotpMethod,
@@ -24,6 +25,10 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         Connection::crd(),
         SecretsPolicy::crd(),
+        AdEngine::crd(),
+        AdRole::crd(),
+        AdLibrarySet::crd(),
+        AdCheckout::crd(),
         DrReplication::crd(),
         TotpMethod::crd(),
         TotpEnrollment::crd(),
@@ -58,6 +63,10 @@ pub async fn run(
     tokio::join!(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdEngine>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdRole>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<AdCheckout>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<TotpMethod>(ctx.clone(), namespace.clone(), stop()),
         run_operation::<TotpEnrollment>(ctx.clone(), namespace.clone(), stop()),
