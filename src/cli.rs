@@ -41,6 +41,8 @@ pub enum Command {
     /// Lease operations of the secrets service: lookup, list, renew, revoke, revoke-prefix,
     /// revoke-force, tidy, count and list irrevocable leases.
     Leases(crate::leases::LeasesArgs),
+    /// Log in to the secrets service (identity-provider auth method) and print the token.
+    Login(crate::login::LoginArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -184,6 +186,7 @@ pub fn main() -> ExitCode {
             Command::Sandbox(args) => crate::dev::sandbox(args).await,
             Command::Dev(args) => crate::dev::dev(args).await,
             Command::Leases(args) => crate::leases::run(args).await.map_err(Into::into),
+            Command::Login(args) => crate::login::run(args).await.map_err(Into::into),
         }
     });
     match result {

@@ -1033,3 +1033,132 @@ fn invalid_idp_auth_methods_are_refused_at_admission_with_the_rule_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("mount is immutable"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// quartet login idp
+
+fn idp_login_env() -> Sandbox {
+    let sb = Sandbox::start(&[]);
+    let svc = Svc::of(&sb);
+    let (status, _) = svc.call(
+        "POST",
+        "/v1/auth/idp/config",
+        Some(json!({"org_name": "acme"})),
+    );
+    assert!(status < 300);
+    sb
+}
+
+fn provider_user(sb: &Sandbox, name: &str, user: Value) -> Value {
+    let (status, body) = http(
+        "PUT",
+        &format!("{}/_sandbox/secrets/idp/users/{name}", sb.url("secrets")),
+        None,
+        Some(user),
+    );
+    assert!(status < 300, "provider user: {body}");
+    body
+}
+
+fn token_works(sb: &Sandbox, token: &str) -> bool {
+    let (status, _) = http(
+        "GET",
+        &format!("{}/v1/auth/token/lookup-self", sb.url("secrets")),
+        Some(("X-Secrets-Token", token)),
+        None,
+    );
+    status == 200
+}
+
+fn login_command(sb: &Sandbox, user: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(["login", "idp", user, "--address", sb.url("secrets")])
+        .env_remove("QUARTET_PASSWORD")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+#[test]
+fn quartet_login_idp_asks_for_the_passcode_of_the_verification_app_and_prints_the_token() {
+    use std::io::Write;
+    let sb = idp_login_env();
+    provider_user(
+        &sb,
+        "alice",
+        json!({"password": "pw-alice", "totp": {"provider": "OKTA"}}),
+    );
+    let (_, code) = http(
+        "GET",
+        &format!(
+            "{}/_sandbox/secrets/idp/users/alice/totp",
+            sb.url("secrets")
+        ),
+        None,
+        None,
+    );
+    let code = code["code"].as_str().expect("passcode").to_string();
+    let mut child = login_command(&sb, "alice").spawn().expect("quartet login");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("pw-alice\n{code}\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "login failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(token_works(&sb, &token), "the printed token is not valid");
+
+    // A wrong password is refused with the service's message.
+    let mut child = login_command(&sb, "alice").spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"wrong\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("idp auth failed"));
+}
+
+#[test]
+fn quartet_login_idp_prints_the_number_to_pick_while_the_push_waits() {
+    use std::io::{BufRead, Write};
+    let sb = idp_login_env();
+    provider_user(
+        &sb,
+        "bob",
+        json!({"password": "pw-bob", "push": {"provider": "OKTA", "response": "manual", "number_challenge": true, "correct_answer": 42}}),
+    );
+    let mut cmd = login_command(&sb, "bob");
+    cmd.args(["-o", "json"]);
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"pw-bob\n").unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the number to pick is printed");
+    assert!(line.contains("42"), "{line}");
+    let (status, _) = http(
+        "POST",
+        &format!("{}/_sandbox/secrets/idp/push/bob", sb.url("secrets")),
+        None,
+        Some(json!({"answer": 42})),
+    );
+    assert!(status < 300);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let auth: Value = serde_json::from_slice(&out.stdout).expect("auth as JSON");
+    assert!(token_works(&sb, auth["client_token"].as_str().unwrap()));
+}
