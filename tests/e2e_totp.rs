@@ -398,6 +398,18 @@ fn a_connection_lists_features_and_a_method_without_its_feature_is_unsupported_w
         .contains("mfa-totp"));
     assert_eq!(calls(&sb, since, "POST", TOTP), 0, "a write was sent");
     assert!(svc.method_ids().is_empty());
+
+    // The Connection changes to a token that reaches the TOTP methods: re-checked, created.
+    sb.kubectl_ok(&[
+        "patch",
+        "connection",
+        "narrow",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"tokenSecretRef":{"name":"secrets-token","key":"token"}}}"#,
+    ]);
+    let obj = wait_ready(&sb, "totp", "narrow");
+    assert_eq!(svc.method_ids(), vec![remote_id(&obj)]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1161,4 +1173,45 @@ fn quartet_login_idp_prints_the_number_to_pick_while_the_push_waits() {
     assert!(out.status.success());
     let auth: Value = serde_json::from_slice(&out.stdout).expect("auth as JSON");
     assert!(token_works(&sb, auth["client_token"].as_str().unwrap()));
+}
+
+#[test]
+fn an_entity_enrolled_elsewhere_is_not_replaced_until_regenerate_asks_for_it() {
+    let (sb, _op, svc) = ready_env("5m");
+    let entity = create_entity(&svc, "dora");
+    let method = svc.create_method(json!({"issuer": "Elsewhere", "algorithm": "SHA256"}));
+    let (status, _) = svc.call(
+        "POST",
+        &format!("{TOTP}/admin-generate"),
+        Some(json!({"method_id": method, "entity_id": entity})),
+    );
+    assert!(status < 300);
+    let (old_seed, _) = admin_view(&sb, &entity, &method).unwrap();
+    sb.apply_ok(&enrollment(
+        "dora",
+        &format!("{{methodId: {method}, entityId: {entity}}}"),
+    ));
+    let obj = wait_for("AlreadyEnrolled", WAIT, || {
+        sb.get_json("totpenroll", "dora")
+            .filter(|o| condition(o, "Ready").is_some_and(|c| c["reason"] == "AlreadyEnrolled"))
+    });
+    assert!(condition(&obj, "Ready").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .contains("regenerate"));
+    assert_eq!(admin_view(&sb, &entity, &method).unwrap().0, old_seed);
+    assert!(result_secret(&sb, "dora").is_none());
+    sb.apply_ok(&enrollment(
+        "dora",
+        &format!("{{methodId: {method}, entityId: {entity}, regenerate: now}}"),
+    ));
+    wait_ready(&sb, "totpenroll", "dora");
+    let data = result_secret(&sb, "dora").expect("result Secret");
+    let seed = assert_url_matches_service(
+        &sb,
+        &String::from_utf8(data["url"].clone()).unwrap(),
+        &entity,
+        &method,
+    );
+    assert_ne!(seed, old_seed);
 }
