@@ -43,6 +43,8 @@ pub enum Command {
     /// Lease operations of the secrets service: lookup, list, renew, revoke, revoke-prefix,
     /// revoke-force, tidy, count and list irrevocable leases.
     Leases(crate::leases::LeasesArgs),
+    /// Log in to the secrets service (identity-provider auth method) and print the token.
+    Login(crate::login::LoginArgs),
     /// Not in this build (built without the `sandbox` feature).
     #[cfg(not(feature = "sandbox"))]
     #[command(hide = true)]
@@ -223,6 +225,7 @@ pub fn main() -> ExitCode {
             Command::Sandbox(_) => not_built("sandbox"),
             #[cfg(not(feature = "sandbox"))]
             Command::Dev(_) => not_built("dev"),
+            Command::Login(args) => crate::login::run(args).await.map_err(Into::into),
         }
     });
     match result {

@@ -14,12 +14,13 @@ use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
 use crate::api::{CatalogAclBootstrap, CatalogAclToken, Connection, DeploymentGate, SecretsPolicy};
 use crate::api::{
-    TransformAlphabet, TransformRole, TransformStore, TransformTemplate, Transformation,
+    IdpAuthMethod, IdpGroup, IdpUser, TotpEnrollment, TotpMethod, TransformAlphabet, TransformRole,
+    TransformStore, TransformTemplate, Transformation,
 };
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
-use crate::reconcile::{Context, Settings};
+use crate::reconcile::{run_operation, Context, Settings};
 
 /// Every CRD Quartet serves.
 pub fn crds() -> Vec<CustomResourceDefinition> {
@@ -39,6 +40,11 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         TransformTemplate::crd(),
         TransformAlphabet::crd(),
         TransformStore::crd(),
+        TotpMethod::crd(),
+        TotpEnrollment::crd(),
+        IdpUser::crd(),
+        IdpGroup::crd(),
+        IdpAuthMethod::crd(),
     ]
 }
 
@@ -84,6 +90,11 @@ pub async fn run(
         driver::run::<TransformTemplate>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<TransformAlphabet>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<TransformStore>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<TotpMethod>(ctx.clone(), namespace.clone(), stop()),
+        run_operation::<TotpEnrollment>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<IdpUser>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<IdpGroup>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<IdpAuthMethod>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

@@ -10,6 +10,7 @@ pub mod dev;
 pub mod kinds;
 pub mod lease;
 pub mod leases;
+pub mod login;
 pub mod reconcile;
 pub mod run;
 pub mod server;

@@ -142,6 +142,55 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "--wait=true",
         "--timeout=30s",
     ]);
+    // A TotpMethod and a TotpEnrollment naming it (methodRef: a get of the method; the result
+    // Secret: a patch of secrets).
+    let (status, _) = sb.secrets(
+        "POST",
+        "/v1/identity/entity",
+        Some(serde_json::json!({"name": "rbac-user"})),
+    );
+    assert!(status < 300);
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\nmetadata: {name: rbac-totp, namespace: default}\nspec: {issuer: RBAC}\n---\n\
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpEnrollment\nmetadata: {name: rbac-enroll, namespace: default}\nspec: {methodRef: {name: rbac-totp}, entityName: rbac-user}\n---\n\
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpUser\nmetadata: {name: rbac-idp-user, namespace: default}\nspec: {policies: [a]}\n---\n\
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpGroup\nmetadata: {name: rbac-idp-group, namespace: default}\nspec: {policies: [a]}\n---\n\
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpAuthMethod\nmetadata: {name: rbac-idp-auth, namespace: default}\nspec: {orgName: rbac}\n",
+    );
+    for (kind, name) in [
+        ("totpmethod", "rbac-totp"),
+        ("totpenrollment", "rbac-enroll"),
+        ("idpuser", "rbac-idp-user"),
+        ("idpgroup", "rbac-idp-group"),
+        ("idpauthmethod", "rbac-idp-auth"),
+    ] {
+        wait_for("Ready", Duration::from_secs(60), || {
+            sb.get_json(kind, name)
+                .filter(|o| condition_is(o, "Ready", "True"))
+        });
+    }
+    sb.kubectl_ok(&[
+        "delete",
+        "totpenrollment",
+        "rbac-enroll",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    sb.kubectl_ok(&[
+        "delete",
+        "idpuser/rbac-idp-user",
+        "idpgroup/rbac-idp-group",
+        "idpauthmethod/rbac-idp-auth",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    sb.kubectl_ok(&[
+        "delete",
+        "totpmethod",
+        "rbac-totp",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
     std::thread::sleep(Duration::from_secs(3));
     // The leader renews its Lease every few seconds: wait for one renewal to be counted.
     let addr = op.metrics_addr();

@@ -129,4 +129,10 @@ pub struct ConnectionStatus {
     /// `Unreachable`, `Unauthorized`, `SecretNotFound`, `InvalidSpec`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Secrets service only: what the Connection's token can reach, from the service's OpenAPI
+    /// description (`acl-policies`, `rgp-policies`, `egp-policies`, `idp`, `mfa-totp`,
+    /// `transform`, `ad`, `dr-replication`, `leases`). Resources of a feature not listed report
+    /// `Ready=False` with reason `Unsupported` and send nothing. Absent until first read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<Vec<String>>,
 }

@@ -6,6 +6,7 @@ pub mod connection;
 pub mod directory;
 pub mod dr_replication;
 pub mod scheduler;
+pub mod secrets;
 pub mod secrets_policy;
 pub mod transform;
 
@@ -15,6 +16,8 @@ use serde::{Deserialize, Serialize};
 pub use catalog::{CatalogAclBootstrap, CatalogAclToken};
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
 pub use scheduler::DeploymentGate;
+pub use secrets::idp::{IdpAuthMethod, IdpGroup, IdpUser};
+pub use secrets::totp::{TotpEnrollment, TotpMethod};
 pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
 pub use transform::{
     TransformAlphabet, TransformRole, TransformStore, TransformTemplate, Transformation,

@@ -6,6 +6,8 @@ pub mod scheduler;
 pub mod secrets;
 pub mod secrets_ad;
 pub mod secrets_dr;
+pub mod secrets_idp;
+pub mod secrets_mfa;
 pub mod secrets_transform;
 
 pub use http::{ClientError, Http, HttpConfig, SecretString};

@@ -15,10 +15,11 @@ use crate::clients::Http;
 use crate::reconcile::conditions::{self, READY};
 use crate::reconcile::driver::patch_status;
 use crate::reconcile::error::jitter;
-use crate::reconcile::{Category, Context, Error, Result};
+use crate::reconcile::{features, Category, Context, Error, Result};
 
-/// A call every valid token may make, per service.
-async fn probe(http: &Http) -> Result<()> {
+/// A call every valid token may make, per service. For the secrets service, also what the token
+/// can reach (`status.features`, from the OpenAPI description; `None` when it cannot be read).
+async fn probe(http: &Http) -> Result<Option<Vec<String>>> {
     let path = match http.service() {
         Service::Secrets => "/v1/auth/token/lookup-self",
         Service::Workspaces => "/api/v2/account/details",
@@ -26,7 +27,19 @@ async fn probe(http: &Http) -> Result<()> {
         Service::Scheduler => "/v1/acl/token/self",
     };
     http.call("GET", path, None).await?;
-    Ok(())
+    if http.service() != Service::Secrets {
+        return Ok(None);
+    }
+    match http
+        .call("GET", "/v1/sys/internal/specs/openapi", None)
+        .await
+    {
+        Ok(resp) => Ok(Some(features::from_openapi(&resp.body))),
+        Err(e) => {
+            tracing::info!(error = %e, "the OpenAPI description could not be read: features unknown");
+            Ok(None)
+        }
+    }
 }
 
 pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Action> {
@@ -45,8 +58,9 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         conn.name_any()
     );
     let requeue = match &result {
-        Ok(()) => {
+        Ok(found) => {
             ctx.succeeded(&key);
+            status.features = found.clone();
             conditions::set(
                 &mut status.conditions,
                 READY,

@@ -6,5 +6,6 @@ pub mod connection;
 pub mod directory;
 pub mod dr_replication;
 pub mod scheduler;
+pub mod secrets;
 pub mod secrets_policy;
 pub mod transform;

@@ -8,9 +8,11 @@ pub mod conditions;
 pub mod context;
 pub mod driver;
 pub mod error;
+pub mod features;
 pub mod hash;
 pub mod metrics;
 pub mod operation;
+pub mod owned_secret;
 
 pub use context::{Context, Settings};
 pub use driver::{Created, Managed, Reconciled};
