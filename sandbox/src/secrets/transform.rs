@@ -130,7 +130,17 @@ pub fn warm_up() {
     }
 }
 
+/// The engine's routes. Transform is an enterprise feature: the community server (like
+/// OpenBao 2.7) has no transform engine, so with `--edition community` every path is 404
+/// `unsupported path`.
 pub fn routes() -> Vec<Route> {
+    all_routes()
+        .into_iter()
+        .map(|r| r.licence(super::route::Licence::Enterprise))
+        .collect()
+}
+
+fn all_routes() -> Vec<Route> {
     vec![
         Route::new("role").list(list_roles).doc("List roles.", ""),
         Route::new("role/:name")
