@@ -10,6 +10,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::dr_replication::DrReplication;
 use crate::api::{Connection, SecretsPolicy};
 use crate::kinds;
 use crate::reconcile::driver;
@@ -18,7 +19,11 @@ use crate::reconcile::{Context, Settings};
 
 /// Every CRD Quartet serves.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![Connection::crd(), SecretsPolicy::crd()]
+    vec![
+        Connection::crd(),
+        SecretsPolicy::crd(),
+        DrReplication::crd(),
+    ]
 }
 
 /// Run every controller until `shutdown` is cancelled.
@@ -46,6 +51,7 @@ pub async fn run(
     tokio::join!(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

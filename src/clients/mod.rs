@@ -2,5 +2,6 @@
 
 pub mod http;
 pub mod secrets;
+pub mod secrets_dr;
 
 pub use http::{ClientError, Http, HttpConfig, SecretString};

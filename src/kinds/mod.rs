@@ -2,4 +2,5 @@
 //! which calls to make. The framework in [`crate::reconcile`] does everything else.
 
 pub mod connection;
+pub mod dr_replication;
 pub mod secrets_policy;
