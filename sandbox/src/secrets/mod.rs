@@ -177,6 +177,11 @@ pub struct TokenEntry {
     /// Time of the last renewal, if any (lookup shows `last_renewal`/`last_renewal_time`).
     #[serde(default)]
     pub last_renewal: Option<i64>,
+    /// For identity-provider logins: a digest of the password the user logged in with, so
+    /// that a renewal re-authenticates the user (the real method keeps the password in the
+    /// token's internal data for the same purpose).
+    #[serde(default)]
+    pub login_digest: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -171,6 +171,7 @@ pub fn issue(store: &mut Store, spec: TokenSpec) -> (TokenEntry, Value) {
         parent: spec.parent.clone(),
         max_ttl: spec.max_ttl,
         last_renewal: None,
+        login_digest: None,
     };
     store.tokens.insert(id, entry.clone());
     let auth = auth_json(&entry, &spec.meta);
@@ -392,8 +393,10 @@ pub fn renew_token(store: &mut Store, id: &str, increment: i64) -> Result<Value,
     // A login token renews to its auth method's current `token_ttl`; any other token to its
     // own TTL (a token created with `ttl: 1h` renews to 3600 s, as OpenBao 2.7 does), never
     // to the system maximum.
-    let (cfg_ttl, cfg_max) =
-        super::idp::current_token_ttls(store, &e.mount_path).unwrap_or((e.ttl, e.max_ttl));
+    let (cfg_ttl, cfg_max, cfg_period) = super::idp::current_token_ttls(store, &e.mount_path)
+        .unwrap_or((e.ttl, e.max_ttl, e.period));
+    // The method's current `token_period` applies too (re-read at every renewal).
+    e.period = cfg_period;
     let n = now();
     let new_ttl = if e.period > 0 {
         e.period
@@ -422,6 +425,7 @@ pub fn renew_token(store: &mut Store, id: &str, increment: i64) -> Result<Value,
 fn renew_self(c: &mut Ctx) -> Result<Resp, ApiError> {
     let t = caller(c)?;
     let inc = fields::duration(&c.data, "increment")?.unwrap_or(0);
+    super::idp::reauthenticate(c.world, c.cluster, &t.id)?;
     let auth = renew_token(c.store(), &t.id, inc)?;
     Ok(Resp {
         auth: Some(auth),
@@ -432,6 +436,7 @@ fn renew_self(c: &mut Ctx) -> Result<Resp, ApiError> {
 fn renew(c: &mut Ctx) -> Result<Resp, ApiError> {
     let t = token_arg(c)?;
     let inc = fields::duration(&c.data, "increment")?.unwrap_or(0);
+    super::idp::reauthenticate(c.world, c.cluster, &t)?;
     let auth = renew_token(c.store(), &t, inc)?;
     Ok(Resp {
         auth: Some(auth),
@@ -477,6 +482,7 @@ fn revoke_accessor(c: &mut Ctx) -> Result<Resp, ApiError> {
 fn renew_accessor(c: &mut Ctx) -> Result<Resp, ApiError> {
     let e = by_accessor(c)?;
     let inc = fields::duration(&c.data, "increment")?.unwrap_or(0);
+    super::idp::reauthenticate(c.world, c.cluster, &e.id)?;
     let mut auth = renew_token(c.store(), &e.id, inc)?;
     if let Some(m) = auth.as_object_mut() {
         m.insert("client_token".into(), Value::String(String::new()));
