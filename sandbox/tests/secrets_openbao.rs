@@ -992,3 +992,260 @@ async fn enterprise_and_unmounted_paths_answer_like_the_community_server() {
         );
     }
 }
+
+// One test per behaviour of the issue "the sandbox as a real OpenBao answers" (each also part of
+// the broader tests above).
+
+#[tokio::test]
+async fn sys_responses_carry_their_fields_in_data_only_except_legacy_endpoints() {
+    for b in backends().await {
+        let n = b.name;
+        let r = b.root(Method::GET, "sys/policies/acl/default", None).await;
+        assert_eq!(
+            keys(&r.body),
+            set(ENVELOPE),
+            "{n}: no top-level copy, no mount_type"
+        );
+        let r = b.root(Method::GET, "sys/policy/default", None).await;
+        assert_eq!(
+            r.body["name"],
+            json!("default"),
+            "{n}: the legacy endpoint copies"
+        );
+        let r = b
+            .root(
+                Method::POST,
+                "sys/capabilities-self",
+                Some(json!({"paths": ["a/b"]})),
+            )
+            .await;
+        assert_eq!(r.body["capabilities"], json!(["root"]), "{n}");
+        assert_eq!(r.body["data"]["capabilities"], json!(["root"]), "{n}");
+    }
+}
+
+#[tokio::test]
+async fn acl_policy_names_may_contain_a_slash() {
+    for b in backends().await {
+        let name = uniq("a/b/c");
+        let p = format!("sys/policies/acl/{name}");
+        let r = b
+            .root(
+                Method::PUT,
+                &p,
+                Some(json!({"policy": "path \"x\" { capabilities = [\"read\"] }"})),
+            )
+            .await;
+        assert_eq!(r.status, 204, "{}: {:?}", b.name, r.body);
+        assert_eq!(
+            b.root(Method::GET, &p, None).await.body["data"]["name"],
+            json!(name),
+            "{}",
+            b.name
+        );
+        assert_eq!(
+            b.root(Method::DELETE, &p, None).await.status,
+            204,
+            "{}",
+            b.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn revoke_prefix_and_revoke_force_with_a_trailing_slash_are_refused_and_revoke_nothing() {
+    for b in backends().await {
+        let n = b.name;
+        let (tok, login, lease) = leased_login(&b, &uniq("carol")).await;
+        for ep in ["revoke-prefix", "revoke-force"] {
+            let r = b
+                .root(Method::PUT, &format!("sys/leases/{ep}/{login}/"), None)
+                .await;
+            assert_eq!(
+                (r.status, r.body.clone()),
+                (
+                    400,
+                    json!({"errors": ["cannot write to a path ending in '/'"]})
+                ),
+                "{n} {ep}"
+            );
+        }
+        let r = b
+            .root(
+                Method::PUT,
+                "sys/leases/lookup",
+                Some(json!({"lease_id": lease})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{n}");
+        let r = b
+            .call(Method::GET, "auth/token/lookup-self", Some(&tok), None)
+            .await;
+        assert_eq!(r.status, 200, "{n}");
+    }
+}
+
+#[tokio::test]
+async fn lease_lookup_has_path_and_last_renewal_with_nanosecond_times() {
+    for b in backends().await {
+        let n = b.name;
+        let (_tok, login, lease) = leased_login(&b, &uniq("dave")).await;
+        let r = b
+            .root(
+                Method::PUT,
+                "sys/leases/lookup",
+                Some(json!({"lease_id": lease})),
+            )
+            .await;
+        let d = &r.body["data"];
+        assert_eq!(d["path"], json!(login), "{n}");
+        assert!(
+            d.get("last_renewal").is_some() && d.get("last_renewal_time").is_none(),
+            "{n}"
+        );
+        assert!(is_rfc3339_nanos(d["issue_time"].as_str().unwrap()), "{n}");
+        let last = lease.rsplit('/').next().unwrap();
+        assert_eq!(last.len(), 65, "{n}: `h` and 64 hex characters");
+    }
+}
+
+#[tokio::test]
+async fn lookup_self_omits_period_when_unset() {
+    for b in backends().await {
+        let r = b
+            .root(
+                Method::POST,
+                "auth/token/create",
+                Some(json!({"ttl": "1h"})),
+            )
+            .await;
+        let t = r.body["auth"]["client_token"].as_str().unwrap().to_string();
+        let r = b
+            .call(Method::GET, "auth/token/lookup-self", Some(&t), None)
+            .await;
+        assert!(
+            r.body["data"].get("period").is_none(),
+            "{}: {:?}",
+            b.name,
+            r.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn totp_create_ignores_a_method_id_in_the_body_and_warns() {
+    for b in backends().await {
+        let n = b.name;
+        let r = b
+            .root(
+                Method::POST,
+                "identity/mfa/method/totp",
+                Some(json!({"issuer": "Q"})),
+            )
+            .await;
+        let first = r.body["data"]["method_id"].as_str().unwrap().to_string();
+        let r = b
+            .root(
+                Method::POST,
+                "identity/mfa/method/totp",
+                Some(json!({"issuer": "Q2", "method_id": first})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{n}");
+        assert_ne!(
+            r.body["data"]["method_id"],
+            json!(first),
+            "{n}: a new method"
+        );
+        assert_eq!(
+            r.body["warnings"],
+            json!(["Endpoint replaced the value of these parameters with the values captured from the endpoint's path: [method_id]"]),
+            "{n}"
+        );
+        let r = b
+            .root(
+                Method::GET,
+                &format!("identity/mfa/method/totp/{first}"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            r.body["data"]["issuer"],
+            json!("Q"),
+            "{n}: the first one is unchanged"
+        );
+    }
+}
+
+#[tokio::test]
+async fn totp_method_read_has_name_type_and_namespace_fields_but_no_mount_accessor() {
+    for b in backends().await {
+        let r = b
+            .root(
+                Method::POST,
+                "identity/mfa/method/totp",
+                Some(json!({"issuer": "Q"})),
+            )
+            .await;
+        let id = r.body["data"]["method_id"].as_str().unwrap().to_string();
+        let d = b
+            .root(Method::GET, &format!("identity/mfa/method/totp/{id}"), None)
+            .await
+            .body["data"]
+            .clone();
+        assert_eq!(keys(&d), set(METHOD_FIELDS), "{}", b.name);
+        assert!(
+            d.get("mount_accessor").is_none() && d.get("namespace").is_none(),
+            "{}",
+            b.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn list_identity_mfa_method_lists_every_method_type() {
+    for b in backends().await {
+        let r = b
+            .root(
+                Method::POST,
+                "identity/mfa/method/totp",
+                Some(json!({"issuer": "Q"})),
+            )
+            .await;
+        let id = r.body["data"]["method_id"].as_str().unwrap().to_string();
+        let r = b.root(list(), "identity/mfa/method", None).await;
+        assert_eq!(r.status, 200, "{}", b.name);
+        assert!(
+            r.body["data"]["keys"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(id)),
+            "{}",
+            b.name
+        );
+        assert_eq!(
+            r.body["data"]["key_info"][&id]["type"],
+            json!("totp"),
+            "{}",
+            b.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn list_identity_entity_id_has_key_info() {
+    for b in backends().await {
+        let name = uniq("e");
+        let r = b
+            .root(Method::POST, "identity/entity", Some(json!({"name": name})))
+            .await;
+        let id = r.body["data"]["id"].as_str().unwrap().to_string();
+        let r = b.root(list(), "identity/entity/id", None).await;
+        assert_eq!(
+            r.body["data"]["key_info"][&id]["name"],
+            json!(name),
+            "{}",
+            b.name
+        );
+    }
+}
