@@ -10,6 +10,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
 use crate::api::{Connection, SecretsPolicy};
 use crate::kinds;
@@ -22,6 +23,10 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         Connection::crd(),
         SecretsPolicy::crd(),
+        AdEngine::crd(),
+        AdRole::crd(),
+        AdLibrarySet::crd(),
+        AdCheckout::crd(),
         DrReplication::crd(),
     ]
 }
@@ -51,6 +56,10 @@ pub async fn run(
     tokio::join!(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdEngine>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdRole>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<AdCheckout>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
