@@ -1097,7 +1097,10 @@ async fn lease_lookup_has_path_and_last_renewal_with_nanosecond_times() {
                 Some(json!({"lease_id": lease})),
             )
             .await;
+        // The envelope's `renewable` is the envelope's (false), not the lease's.
+        assert_eq!(r.body["renewable"], json!(false), "{n}");
         let d = &r.body["data"];
+        assert_eq!(d["renewable"], json!(true), "{n}");
         assert_eq!(d["path"], json!(login), "{n}");
         assert!(
             d.get("last_renewal").is_some() && d.get("last_renewal_time").is_none(),

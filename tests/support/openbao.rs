@@ -86,24 +86,25 @@ impl OpenBao {
         let bin = bao_bin();
         let home = Home::new();
         let root_token = format!("root-{:016x}", rand::random::<u64>());
-        // Every request goes to a file audit device (declared in the configuration: OpenBao
-        // 2.7 does not enable audit devices through the API).
-        let config = home.path().join("audit.hcl");
-        std::fs::write(
-            &config,
-            format!(
-                "audit \"file\" \"to-file\" {{\n  options {{\n    file_path = \"{}\"\n  }}\n}}\n",
-                home.path().join("audit.log").display()
-            ),
-        )
-        .expect("write the audit configuration");
         for _attempt in 0..3 {
+            // (A failed attempt's wrapper removed the directory.)
+            let _ = std::fs::create_dir_all(home.path());
+            // Every request goes to a file audit device (declared in the configuration: OpenBao
+            // 2.7 does not enable audit devices through the API).
+            std::fs::write(
+                home.path().join("audit.hcl"),
+                format!(
+                    "audit \"file\" \"to-file\" {{\n  options {{\n    file_path = \"{}\"\n  }}\n}}\n",
+                    home.path().join("audit.log").display()
+                ),
+            )
+            .expect("write the audit configuration");
             let port = free_port();
             let addr = format!("127.0.0.1:{port}");
             // The wrapper stops bao when our end of its stdin closes (also on a crash).
             let mut child = Command::new("sh")
                 .arg("-c")
-                .arg(r#""$0" server -dev -dev-no-store-token -dev-root-token-id="$1" -dev-listen-address="$2" -config="$3/audit.hcl" >"$3/bao.log" 2>&1 & p=$!; read _; kill $p; wait $p"#)
+                .arg(r#""$0" server -dev -dev-no-store-token -dev-root-token-id="$1" -dev-listen-address="$2" -config="$3/audit.hcl" >"$3/bao.log" 2>&1 & p=$!; read _; kill $p; wait $p; rm -rf "$3""#)
                 .arg(&bin)
                 .arg(&root_token)
                 .arg(&addr)

@@ -85,12 +85,14 @@ impl OpenBao {
         let home = Home::new();
         let root_token = format!("root-{}", uuid::Uuid::new_v4().simple());
         for _attempt in 0..3 {
+            // (A failed attempt's wrapper removed the directory.)
+            let _ = std::fs::create_dir_all(home.path());
             let port = free_port();
             let addr = format!("127.0.0.1:{port}");
             // The wrapper stops bao when our end of its stdin closes (also on a crash).
             let mut child = Command::new("sh")
                 .arg("-c")
-                .arg(r#""$0" server -dev -dev-no-store-token -dev-root-token-id="$1" -dev-listen-address="$2" >"$3/bao.log" 2>&1 & p=$!; read _; kill $p; wait $p"#)
+                .arg(r#""$0" server -dev -dev-no-store-token -dev-root-token-id="$1" -dev-listen-address="$2" >"$3/bao.log" 2>&1 & p=$!; read _; kill $p; wait $p; rm -rf "$3""#)
                 .arg(&bin)
                 .arg(&root_token)
                 .arg(&addr)
