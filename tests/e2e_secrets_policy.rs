@@ -1,5 +1,10 @@
 //! SecretsPolicy end to end: the built `quartet` binary against the dev API server and the
 //! sandbox's secrets service, driven with the real `kubectl`.
+//!
+//! The scenarios of the definition of done run against both backends with the same code:
+//! `<scenario>::sandbox` against the sandbox, `<scenario>::openbao` against a real OpenBao 2.7.2
+//! (`bao server -dev`, one per test binary, see `support::openbao`), reached through a
+//! Connection with `tokenHeader: X-Vault-Token`.
 
 mod support;
 
@@ -16,6 +21,98 @@ fn acl_policy(name: &str, body: &str, extra: &str) -> String {
     )
 }
 
+/// Which secrets server a scenario runs against.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Backend {
+    Sandbox,
+    OpenBao,
+}
+
+/// Defines `mod <scenario> { fn sandbox(); fn openbao() }`, the test pair of one scenario.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn sandbox() {
+                    super::$name(super::Backend::Sandbox)
+                }
+                #[test]
+                fn openbao() {
+                    super::$name(super::Backend::OpenBao)
+                }
+            }
+        )*
+    };
+}
+
+on_both_backends!(
+    created_policy_exists_in_the_service_with_exactly_the_spec_content,
+    editing_the_spec_updates_the_policy,
+    a_policy_changed_in_the_service_is_restored_at_the_next_resync,
+    a_policy_deleted_in_the_service_is_recreated_at_the_next_resync,
+    deleting_the_resource_removes_the_policy_and_releases_the_finalizer,
+    retain_deletion_policy_keeps_the_policy_in_the_service,
+    rgp_and_egp_on_a_server_without_them_are_reported_unsupported_without_a_write,
+);
+
+/// The kube side (dev API server with CRDs, from the sandbox), the operator, and the secrets
+/// server the Connection `secrets` points at.
+struct Env {
+    sb: Sandbox,
+    _op: Operator,
+    bao: Option<&'static openbao::OpenBao>,
+}
+
+impl Env {
+    /// A call to the secrets server with its root token.
+    fn secrets(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        match self.bao {
+            Some(b) => b.call(method, path, body),
+            None => self.sb.secrets(method, path, body),
+        }
+    }
+
+    /// Writes (create/update/delete) the secrets server has seen on `path_suffix`.
+    fn writes_to(&self, path_suffix: &str) -> Vec<String> {
+        match self.bao {
+            Some(b) => b
+                .requests()
+                .into_iter()
+                .filter(|(op, p)| p.ends_with(path_suffix) && op != "read" && op != "list")
+                .map(|(op, p)| format!("{op} {p}"))
+                .collect(),
+            None => self
+                .sb
+                .requests("secrets", 0)
+                .0
+                .into_iter()
+                .filter(|(m, p, _)| p.ends_with(path_suffix) && m != "GET" && m != "LIST")
+                .map(|(m, p, s)| format!("{m} {p} {s}"))
+                .collect(),
+        }
+    }
+}
+
+/// Like [`ready_env`], on `backend`; `sandbox_args` go to the sandbox (e.g. its edition).
+fn env_on(backend: Backend, resync: &str, sandbox_args: &[&str]) -> Env {
+    let sb = Sandbox::start(sandbox_args);
+    sb.install_crds();
+    let bao = match backend {
+        Backend::Sandbox => {
+            sb.connect_secrets(&sb.root_token.clone());
+            None
+        }
+        Backend::OpenBao => {
+            let bao = openbao::OpenBao::shared();
+            sb.apply_ok(&bao.connection_yaml("secrets", "default"));
+            Some(bao)
+        }
+    };
+    let op = Operator::start(&sb, resync);
+    Env { sb, _op: op, bao }
+}
+
 /// A sandbox with CRDs, a working `secrets` Connection and a running operator.
 fn ready_env(resync: &str) -> (Sandbox, Operator) {
     let sb = Sandbox::start(&[]);
@@ -30,6 +127,11 @@ fn remote_policy(sb: &Sandbox, kind: &str, name: &str) -> Option<Value> {
     (status == 200).then(|| body["data"].clone())
 }
 
+fn remote(env: &Env, kind: &str, name: &str) -> Option<Value> {
+    let (status, body) = env.secrets("GET", &format!("/v1/sys/policies/{kind}/{name}"), None);
+    (status == 200).then(|| body["data"].clone())
+}
+
 fn wait_ready(sb: &Sandbox, name: &str) -> Value {
     wait_for(&format!("{name} Ready"), WAIT, || {
         sb.get_json("secretspolicy", name).filter(|o| {
@@ -39,16 +141,16 @@ fn wait_ready(sb: &Sandbox, name: &str) -> Value {
     })
 }
 
-#[test]
-fn created_policy_exists_in_the_service_with_exactly_the_spec_content() {
-    let (sb, _op) = ready_env("5m");
+fn created_policy_exists_in_the_service_with_exactly_the_spec_content(backend: Backend) {
+    let env = env_on(backend, "5m", &[]);
+    let sb = &env.sb;
     sb.apply_ok(&acl_policy(
         "app-read",
         r#"path "secret/data/app/*" { capabilities = ["read"] }"#,
         "",
     ));
-    let obj = wait_ready(&sb, "app-read");
-    let remote = remote_policy(&sb, "acl", "app-read").expect("policy exists remotely");
+    let obj = wait_ready(sb, "app-read");
+    let remote = remote(&env, "acl", "app-read").expect("policy exists remotely");
     assert_eq!(
         remote["policy"],
         "path \"secret/data/app/*\" { capabilities = [\"read\"] }\n"
@@ -64,25 +166,25 @@ fn created_policy_exists_in_the_service_with_exactly_the_spec_content() {
     assert!(events.contains("Created"), "no Created event: {events}");
 }
 
-#[test]
-fn editing_the_spec_updates_the_policy() {
-    let (sb, _op) = ready_env("5m");
+fn editing_the_spec_updates_the_policy(backend: Backend) {
+    let env = env_on(backend, "5m", &[]);
+    let sb = &env.sb;
     sb.apply_ok(&acl_policy(
         "edit-me",
         r#"path "a/*" { capabilities = ["read"] }"#,
         "",
     ));
-    wait_ready(&sb, "edit-me");
+    wait_ready(sb, "edit-me");
     sb.apply_ok(&acl_policy(
         "edit-me",
         r#"path "b/*" { capabilities = ["list"] }"#,
         "",
     ));
     wait_for("updated policy text", WAIT, || {
-        remote_policy(&sb, "acl", "edit-me")
+        remote(&env, "acl", "edit-me")
             .filter(|p| p["policy"].as_str().unwrap_or("").contains("\"b/*\""))
     });
-    let obj = wait_ready(&sb, "edit-me");
+    let obj = wait_ready(sb, "edit-me");
     assert_eq!(obj["metadata"]["generation"], 2);
 }
 
@@ -106,23 +208,23 @@ fn egp_policy_is_written_with_paths_and_enforcement_level() {
     assert_eq!(paths, vec!["kv/x", "secret/*"]);
 }
 
-#[test]
-fn a_policy_changed_in_the_service_is_restored_at_the_next_resync() {
-    let (sb, _op) = ready_env("2s");
+fn a_policy_changed_in_the_service_is_restored_at_the_next_resync(backend: Backend) {
+    let env = env_on(backend, "2s", &[]);
+    let sb = &env.sb;
     sb.apply_ok(&acl_policy(
         "drifty",
         r#"path "a/*" { capabilities = ["read"] }"#,
         "",
     ));
-    wait_ready(&sb, "drifty");
-    let (status, _) = sb.secrets(
+    wait_ready(sb, "drifty");
+    let (status, _) = env.secrets(
         "PUT",
         "/v1/sys/policies/acl/drifty",
         Some(json!({"policy": "path \"evil/*\" { capabilities = [\"sudo\"] }"})),
     );
     assert!(status == 204 || status == 200);
     wait_for("drift corrected", WAIT, || {
-        remote_policy(&sb, "acl", "drifty")
+        remote(&env, "acl", "drifty")
             .filter(|p| p["policy"].as_str().unwrap_or("").contains("\"a/*\""))
     });
     let obj = wait_for("driftedFields in status", WAIT, || {
@@ -137,31 +239,29 @@ fn a_policy_changed_in_the_service_is_restored_at_the_next_resync() {
     assert!(events.contains("DriftCorrected"), "no DriftCorrected event");
 }
 
-#[test]
-fn a_policy_deleted_in_the_service_is_recreated_at_the_next_resync() {
-    let (sb, _op) = ready_env("2s");
+fn a_policy_deleted_in_the_service_is_recreated_at_the_next_resync(backend: Backend) {
+    let env = env_on(backend, "2s", &[]);
+    let sb = &env.sb;
     sb.apply_ok(&acl_policy(
         "gone",
         r#"path "a/*" { capabilities = ["read"] }"#,
         "",
     ));
-    wait_ready(&sb, "gone");
-    let (status, _) = sb.secrets("DELETE", "/v1/sys/policies/acl/gone", None);
+    wait_ready(sb, "gone");
+    let (status, _) = env.secrets("DELETE", "/v1/sys/policies/acl/gone", None);
     assert!(status == 204 || status == 200);
-    wait_for("policy recreated", WAIT, || {
-        remote_policy(&sb, "acl", "gone")
-    });
+    wait_for("policy recreated", WAIT, || remote(&env, "acl", "gone"));
 }
 
-#[test]
-fn deleting_the_resource_removes_the_policy_and_releases_the_finalizer() {
-    let (sb, _op) = ready_env("5m");
+fn deleting_the_resource_removes_the_policy_and_releases_the_finalizer(backend: Backend) {
+    let env = env_on(backend, "5m", &[]);
+    let sb = &env.sb;
     sb.apply_ok(&acl_policy(
         "short-lived",
         r#"path "a/*" { capabilities = ["read"] }"#,
         "",
     ));
-    wait_ready(&sb, "short-lived");
+    wait_ready(sb, "short-lived");
     sb.kubectl_ok(&[
         "delete",
         "secretspolicy",
@@ -171,20 +271,20 @@ fn deleting_the_resource_removes_the_policy_and_releases_the_finalizer() {
     ]);
     assert!(sb.get_json("secretspolicy", "short-lived").is_none());
     assert!(
-        remote_policy(&sb, "acl", "short-lived").is_none(),
+        remote(&env, "acl", "short-lived").is_none(),
         "policy still in the service"
     );
 }
 
-#[test]
-fn retain_deletion_policy_keeps_the_policy_in_the_service() {
-    let (sb, _op) = ready_env("5m");
+fn retain_deletion_policy_keeps_the_policy_in_the_service(backend: Backend) {
+    let env = env_on(backend, "5m", &[]);
+    let sb = &env.sb;
     sb.apply_ok(&acl_policy(
         "kept",
         r#"path "a/*" { capabilities = ["read"] }"#,
         "  deletionPolicy: Retain\n",
     ));
-    wait_ready(&sb, "kept");
+    wait_ready(sb, "kept");
     sb.kubectl_ok(&[
         "delete",
         "secretspolicy",
@@ -194,7 +294,7 @@ fn retain_deletion_policy_keeps_the_policy_in_the_service() {
     ]);
     assert!(sb.get_json("secretspolicy", "kept").is_none());
     assert!(
-        remote_policy(&sb, "acl", "kept").is_some(),
+        remote(&env, "acl", "kept").is_some(),
         "retained policy was deleted"
     );
 }
@@ -428,18 +528,28 @@ fn in_sync_resyncs_make_no_writes() {
     );
 }
 
-#[test]
-fn rgp_on_a_server_without_the_licence_is_reported_unsupported() {
-    let sb = Sandbox::start(&["--edition", "community"]);
-    sb.install_crds();
-    sb.connect_secrets(&sb.root_token.clone());
-    let _op = Operator::start(&sb, "5m");
+/// The sandbox as the community edition, or OpenBao (which has neither): each resource gets
+/// `Ready=False` reason `Unsupported`, and the server sees no write for it.
+fn rgp_and_egp_on_a_server_without_them_are_reported_unsupported_without_a_write(backend: Backend) {
+    let env = env_on(backend, "5m", &["--edition", "community"]);
+    let sb = &env.sb;
     sb.apply_ok("apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: gated, namespace: default}\nspec: {type: rgp, policy: \"main = rule { true }\", enforcementLevel: advisory}\n");
-    let obj = wait_for("Unsupported", WAIT, || {
-        sb.get_json("secretspolicy", "gated")
-            .filter(|o| condition_is(o, "Ready", "False"))
-    });
-    assert_eq!(condition(&obj, "Ready").unwrap()["reason"], "Unsupported");
+    sb.apply_ok("apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: gated-egp, namespace: default}\nspec: {type: egp, policy: \"main = rule { true }\", enforcementLevel: advisory, paths: [\"secret/*\"]}\n");
+    for name in ["gated", "gated-egp"] {
+        let obj = wait_for("Unsupported", WAIT, || {
+            sb.get_json("secretspolicy", name)
+                .filter(|o| condition_is(o, "Ready", "False"))
+        });
+        assert_eq!(
+            condition(&obj, "Ready").unwrap()["reason"],
+            "Unsupported",
+            "{name}"
+        );
+    }
+    // No retry storm either: a few seconds later, still no write.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(env.writes_to("/rgp/gated"), Vec::<String>::new());
+    assert_eq!(env.writes_to("/egp/gated-egp"), Vec::<String>::new());
 }
 
 #[test]

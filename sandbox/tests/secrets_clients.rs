@@ -240,8 +240,15 @@ async fn queued_revocations_answer_202_with_an_empty_body() {
     assert!(r.status < 300, "{:?}", r.body);
     let ids: Vec<String> = serde_json::from_value(r.body["lease_ids"].clone()).unwrap();
     for (path, body) in [
-        ("sys/leases/revoke", json!({"lease_id": ids[0]})),
-        ("sys/leases/revoke-prefix/ad/library/q", json!({})),
+        // The real default is `sync=true` (204); a queued revocation is asked for explicitly.
+        (
+            "sys/leases/revoke",
+            json!({"lease_id": ids[0], "sync": false}),
+        ),
+        (
+            "sys/leases/revoke-prefix/ad/library/q",
+            json!({"sync": false}),
+        ),
     ] {
         let resp = s
             .client

@@ -84,7 +84,8 @@ async fn idp_config_write_then_read_returns_every_field_but_api_token() {
     assert_eq!(d["token_type"], "service");
     assert!(d.get("api_token").is_none(), "api_token is write-only");
     assert!(!r.body.to_string().contains("secret-api-token"));
-    assert_eq!(r.body["mount_type"], "idp");
+    // OpenBao 2.7 sends no `mount_type` in the envelope.
+    assert!(r.body.get("mount_type").is_none());
 }
 
 #[tokio::test]
@@ -94,7 +95,10 @@ async fn idp_config_read_defaults_token_type_to_default() {
     assert_eq!(d["token_type"], "default");
     assert_eq!(d["token_policies"], json!([]));
     assert_eq!(d["token_ttl"], 0);
-    assert_eq!(d["base_url"], "");
+    // `base_url`, `ttl` and `max_ttl` are read back only when set.
+    assert!(d.get("base_url").is_none());
+    assert!(d.get("ttl").is_none() && d.get("max_ttl").is_none());
+    assert!(d.get("policies").is_none());
     assert_eq!(d["bypass_idp_mfa"], false);
 }
 
@@ -1131,4 +1135,146 @@ async fn batch_token_type_issues_batch_tokens() {
         .call(Method::GET, "auth/token/lookup-self", Some(&tok), None)
         .await;
     assert_eq!(r.body["data"]["type"], "batch");
+}
+
+#[tokio::test]
+async fn idp_config_token_lists_are_kept_as_given_only_trimmed() {
+    let s = start().await;
+    let r = s
+        .root(
+            Method::POST,
+            "auth/idp/config",
+            Some(json!({"org_name": "a", "token_policies": " Zeta, alpha ,alpha,B", "policies": "ignored"})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{:?}", r.body);
+    let d = s.root(Method::GET, "auth/idp/config", None).await.body["data"].clone();
+    assert_eq!(d["token_policies"], json!(["Zeta", "alpha", "alpha", "B"]));
+    assert!(d.get("policies").is_none(), "no `policies` alias");
+}
+
+#[tokio::test]
+async fn idp_config_reads_ttl_max_ttl_and_base_url_only_when_set() {
+    let s = start().await;
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"org_name": "a", "ttl": "1h", "max_ttl": "2h", "base_url": "okta.com"})),
+    )
+    .await;
+    let d = s.root(Method::GET, "auth/idp/config", None).await.body["data"].clone();
+    assert_eq!(d["ttl"], 3600);
+    assert_eq!(d["max_ttl"], 7200);
+    assert_eq!(d["token_ttl"], 3600);
+    assert_eq!(d["token_max_ttl"], 7200);
+    assert_eq!(d["base_url"], "okta.com");
+}
+
+#[tokio::test]
+async fn idp_config_batch_tokens_refuse_a_use_count_or_a_period_with_tokenutil_messages() {
+    let s = start().await;
+    for (extra, msg) in [
+        (
+            json!({"token_num_uses": 3}),
+            "'token_type' cannot be 'batch' or 'default_batch' when set to generate tokens with limited use count",
+        ),
+        (
+            json!({"token_period": "1h"}),
+            "'token_type' cannot be 'batch' or 'default_batch' when set to generate periodic tokens",
+        ),
+    ] {
+        let mut body = json!({"org_name": "a", "token_type": "batch"});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = s.root(Method::POST, "auth/idp/config", Some(body)).await;
+        assert_eq!((r.status, r.body.clone()), (400, json!({"errors": [msg]})));
+    }
+}
+
+async fn idp_login_token(s: &S) -> String {
+    provider_user(s, "rene", json!({"password": "pw1"})).await;
+    let r = login(s, "rene", json!({"password": "pw1"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    r.body["auth"]["client_token"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn renewing_an_idp_login_token_re_authenticates_the_user() {
+    let s = configured().await;
+    let t = idp_login_token(&s).await;
+    let r = s
+        .call(
+            Method::POST,
+            "auth/token/renew-self",
+            Some(&t),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    // The password changes at the provider: the renewal fails.
+    provider_user(&s, "rene", json!({"password": "pw2"})).await;
+    let r = s
+        .call(
+            Method::POST,
+            "auth/token/renew-self",
+            Some(&t),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.clone()),
+        (400, json!({"errors": ["idp auth failed"]}))
+    );
+}
+
+#[tokio::test]
+async fn renewing_an_idp_login_token_refuses_changed_policies() {
+    let s = configured().await;
+    let t = idp_login_token(&s).await;
+    s.root(
+        Method::POST,
+        "auth/idp/users/rene",
+        Some(json!({"policies": "extra"})),
+    )
+    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "auth/token/renew-self",
+            Some(&t),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(r.status, 500, "{:?}", r.body);
+    assert!(r.body["errors"][0]
+        .as_str()
+        .unwrap()
+        .contains("policies have changed, not renewing"));
+}
+
+#[tokio::test]
+async fn renewing_an_idp_login_token_re_reads_the_token_period() {
+    let s = configured().await;
+    let t = idp_login_token(&s).await;
+    s.root(
+        Method::POST,
+        "auth/idp/config",
+        Some(json!({"org_name": "acme", "token_period": "30m"})),
+    )
+    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "auth/token/renew-self",
+            Some(&t),
+            Some(json!({"increment": "5h"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["auth"]["lease_duration"], 1800);
+    let r = s
+        .call(Method::GET, "auth/token/lookup-self", Some(&t), None)
+        .await;
+    assert_eq!(r.body["data"]["period"], 1800);
 }

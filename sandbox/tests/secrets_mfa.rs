@@ -100,7 +100,7 @@ async fn totp_method_period_accepts_duration_strings() {
 }
 
 #[tokio::test]
-async fn totp_method_update_by_path_id_and_by_body_id() {
+async fn totp_method_update_by_path_id_while_a_body_id_creates_a_new_method() {
     let s = start().await;
     let id = method(&s, json!({"issuer": "A"})).await;
     let r = s
@@ -118,12 +118,26 @@ async fn totp_method_update_by_path_id_and_by_body_id() {
         .clone();
     assert_eq!(d["issuer"], "B");
     assert_eq!(d["digits"], 8);
-    // An update replaces every setting: what is not given takes its default again.
+    // A `method_id` in the body of `POST .../totp` is ignored (OpenBao 2.7): a new method.
     let r = s
         .root(
             Method::POST,
             "identity/mfa/method/totp",
-            Some(json!({"method_id": id, "issuer": "C"})),
+            Some(json!({"method_id": id, "issuer": "X"})),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_ne!(r.body["data"]["method_id"], json!(id));
+    assert_eq!(
+        r.body["warnings"],
+        json!(["Endpoint replaced the value of these parameters with the values captured from the endpoint's path: [method_id]"])
+    );
+    // An update replaces every setting: what is not given takes its default again.
+    let r = s
+        .root(
+            Method::POST,
+            &format!("identity/mfa/method/totp/{id}"),
+            Some(json!({"issuer": "C"})),
         )
         .await;
     assert_eq!(r.status, 204);
@@ -144,7 +158,13 @@ async fn totp_method_update_by_path_id_and_by_body_id() {
         .await;
     assert_eq!(r.status, 400);
     let r = s.root(list(), "identity/mfa/method/totp", None).await;
-    assert_eq!(r.body["data"]["keys"], json!([id]));
+    let keys = r.body["data"]["keys"].as_array().unwrap().clone();
+    assert_eq!(
+        keys.len(),
+        2,
+        "the method and the one the body-ID write created"
+    );
+    assert!(keys.contains(&json!(id)));
 }
 
 #[tokio::test]
@@ -442,7 +462,21 @@ async fn method_in_use_by_a_login_enforcement_cannot_be_deleted() {
             None,
         )
         .await;
-    assert_eq!(r.status, 400);
+    // A plain 500 naming the enforcement's ID (OpenBao 2.7).
+    assert_eq!(r.status, 500);
+    let enf = s
+        .root(Method::GET, "identity/mfa/login-enforcement/e1", None)
+        .await
+        .body["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        r.body["errors"],
+        json!([format!(
+            "1 error occurred:\n\t* methodID is still used by an enforcement configuration with ID: {enf}\n\n"
+        )])
+    );
     assert_eq!(
         s.root(Method::GET, &format!("identity/mfa/method/totp/{id}"), None)
             .await

@@ -79,6 +79,11 @@ impl SecretsClient {
                     }),
                 }))
             }
+            // A 404 naming `unsupported path` is a server without the feature (RGP/EGP on a
+            // community server such as OpenBao), not an absent policy: reported, never written.
+            Err(e @ ClientError::Status { status: 404, .. }) if matches!(&e, ClientError::Status { message, .. } if message.contains("unsupported path")) => {
+                Err(e)
+            }
             Err(e) if e.status() == Some(404) => Ok(None),
             Err(e) => Err(e),
         }

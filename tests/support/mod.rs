@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod openbao;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_quartet");
 
 pub fn repo_root() -> PathBuf {

@@ -133,8 +133,9 @@ impl Resp {
             "wrap_info": self.wrap_info,
             "warnings": if self.warnings.is_empty() { Value::Null } else { json!(self.warnings) },
             "auth": self.auth,
-            "mount_type": mount_type,
         });
+        // The real service (OpenBao 2.7) sends no `mount_type` in the envelope.
+        let _ = mount_type;
         if let Value::Object(m) = &mut env {
             for (k, v) in self.top_level {
                 m.insert(k, v);

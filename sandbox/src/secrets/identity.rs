@@ -23,6 +23,9 @@ pub struct Entity {
     /// MFA method id -> TOTP secret (base32) stored on the entity.
     #[serde(default)]
     pub totp_secrets: BTreeMap<String, String>,
+    /// Time of the last write (0 for entities saved before this field existed).
+    #[serde(default)]
+    pub last_update_time: i64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -87,8 +90,26 @@ pub fn entity_for_alias(store: &mut Store, mount_accessor: &str, name: &str) -> 
     id
 }
 
+fn ts(t: i64) -> String {
+    chrono::DateTime::from_timestamp(t, 0)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}
+
+/// An entity as OpenBao 2.7 reads it: with its group IDs (direct, inherited, all), merged
+/// entity IDs (null when none) and `last_update_time`.
 fn entity_json(e: &Entity) -> Value {
+    let updated = if e.last_update_time > 0 {
+        e.last_update_time
+    } else {
+        e.creation_time
+    };
     json!({
+        "direct_group_ids": [],
+        "group_ids": [],
+        "inherited_group_ids": [],
+        "merged_entity_ids": Value::Null,
+        "last_update_time": ts(updated),
         "id": e.id,
         "name": e.name,
         "aliases": e.aliases.iter().map(|a| json!({"id": a.id, "mount_accessor": a.mount_accessor, "name": a.name, "canonical_id": e.id})).collect::<Vec<_>>(),
@@ -96,11 +117,12 @@ fn entity_json(e: &Entity) -> Value {
         "metadata": if e.metadata.is_empty() { Value::Null } else { json!(e.metadata) },
         "disabled": false,
         "namespace_id": "root",
-        "creation_time": chrono::DateTime::from_timestamp(e.creation_time, 0).unwrap_or_default().to_rfc3339(),
+        "creation_time": ts(e.creation_time),
     })
 }
 
 fn apply(e: &mut Entity, d: &fields::Data) -> Result<(), ApiError> {
+    e.last_update_time = now();
     if let Some(p) = fields::comma_list(d, "policies")? {
         e.policies = fields::policy_list(p);
     }
@@ -150,8 +172,31 @@ fn create_entity(c: &mut Ctx) -> Result<Resp, ApiError> {
     Ok(Resp::data(out))
 }
 
+/// `LIST identity/entity/id` answers `keys` and `key_info` (ID -> name, and aliases when the
+/// entity has any), as the real service does.
 fn list_ids(c: &mut Ctx) -> Result<Resp, ApiError> {
-    Resp::list(c.store().entities.keys().cloned().collect::<Vec<_>>())
+    let entities: Vec<Entity> = c.store().entities.values().cloned().collect();
+    if entities.is_empty() {
+        return Err(ApiError::not_found());
+    }
+    let keys: Vec<&String> = entities.iter().map(|e| &e.id).collect();
+    let info: serde_json::Map<String, Value> = entities
+        .iter()
+        .map(|e| {
+            let mut v = json!({ "name": e.name });
+            if !e.aliases.is_empty() {
+                v["aliases"] = json!(e
+                    .aliases
+                    .iter()
+                    .map(
+                        |a| json!({"id": a.id, "mount_accessor": a.mount_accessor, "name": a.name})
+                    )
+                    .collect::<Vec<_>>());
+            }
+            (e.id.clone(), v)
+        })
+        .collect();
+    Ok(Resp::data(json!({ "keys": keys, "key_info": info })))
 }
 
 fn list_names(c: &mut Ctx) -> Result<Resp, ApiError> {

@@ -20,6 +20,13 @@
 //!   `auth.metadata.policies` lists the user and group policies, sorted, joined by commas;
 //! * `token_bound_cidrs` is validated and stored; every sandbox client is on loopback, so it is
 //!   checked against `127.0.0.1`.
+//! * config `token_policies` and the other `token_*` lists are kept as given, only trimmed;
+//!   the read has `ttl`/`max_ttl` and `base_url` only when set, and no `policies` alias;
+//!   `token_type: batch` with `token_period` or `token_num_uses` is refused with tokenutil's
+//!   messages (`... when set to generate periodic tokens`, `... with limited use count`);
+//! * renewing a login token re-authenticates the user (a changed password fails with `idp
+//!   auth failed`), refuses changed policies (`policies have changed, not renewing`) and
+//!   re-reads `token_ttl`, `token_max_ttl` and `token_period`.
 
 use std::collections::BTreeMap;
 
@@ -56,6 +63,11 @@ pub struct IdpConfig {
     pub token_num_uses: i64,
     pub token_period: i64,
     pub token_type: String,
+    /// The deprecated `ttl`/`max_ttl`, kept apart and read back only when set.
+    #[serde(default)]
+    pub ttl: i64,
+    #[serde(default)]
+    pub max_ttl: i64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -108,20 +120,119 @@ fn mount_state<'a>(c: &'a mut Ctx) -> &'a mut IdpMount {
     c.store().idp.entry(path).or_default()
 }
 
-/// The current `token_ttl`/`token_max_ttl` of the method that issued a token (read at renewal).
-pub fn current_token_ttls(store: &Store, mount_path: &str) -> Option<(i64, i64)> {
+/// The current `token_ttl`/`token_max_ttl`/`token_period` of the method that issued a token
+/// (read at renewal, as the real method's renew does).
+pub fn current_token_ttls(store: &Store, mount_path: &str) -> Option<(i64, i64, i64)> {
     let cfg = store.idp.get(mount_path)?.config.as_ref()?;
-    Some((cfg.token_ttl, cfg.token_max_ttl))
+    Some((cfg.token_ttl, cfg.token_max_ttl, cfg.token_period))
+}
+
+fn digest(password: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(password.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Renewing a login token re-authenticates its user with the provider, as the real method's
+/// renew does: a changed password (or a locked-out user) fails the renewal (400 `idp auth
+/// failed`), and so do changed policies (500 `policies have changed, not renewing`). Tokens
+/// of other methods pass.
+pub fn reauthenticate(world: &mut World, cluster: usize, token: &str) -> Result<(), ApiError> {
+    let Some(t) = world.clusters[cluster].store.tokens.get(token).cloned() else {
+        return Ok(());
+    };
+    let Some(want) = t.login_digest.clone() else {
+        return Ok(());
+    };
+    let username = t.meta.get("username").cloned().unwrap_or_default();
+    let ok = world
+        .provider
+        .users
+        .get(&username)
+        .is_some_and(|u| digest(&u.password) == want && u.status != "LOCKED_OUT");
+    if !ok {
+        return Err(fail("idp auth failed"));
+    }
+    let store = &world.clusters[cluster].store;
+    let Some(cfg) = store.idp.get(&t.mount_path).and_then(|m| m.config.clone()) else {
+        return Err(fail("idp auth method not configured"));
+    };
+    let provider_groups = world
+        .provider
+        .users
+        .get(&username)
+        .map(|u| u.groups.clone())
+        .unwrap_or_default();
+    let m = store.idp.get(&t.mount_path).cloned().unwrap_or_default();
+    let (_, mut now) = login_policies(&m, &cfg, &username, provider_groups);
+    now.extend(cfg.token_policies.clone());
+    let norm = |p: &[String]| -> std::collections::BTreeSet<String> {
+        tokens::sanitize_policies(p.to_vec(), false)
+            .into_iter()
+            .filter(|x| x != "default")
+            .collect()
+    };
+    if norm(&now) != norm(&t.policies) {
+        return Err(ApiError::internal(super::http::multi(
+            "policies have changed, not renewing",
+        )));
+    }
+    Ok(())
+}
+
+/// The user's and groups' policies of a login (sorted), and the warnings of the login.
+fn login_policies(
+    m: &IdpMount,
+    cfg: &IdpConfig,
+    username: &str,
+    provider_groups: Vec<String>,
+) -> (Vec<String>, Vec<String>) {
+    let mut all_groups: Vec<String> = Vec::new();
+    let mut warnings = Vec::new();
+    if !cfg.api_token.is_empty() {
+        if provider_groups.is_empty() {
+            warnings.push(
+                "no IdP groups found; only policies from locally-defined groups available"
+                    .to_string(),
+            );
+        }
+        all_groups.extend(provider_groups);
+    }
+    let user = m.users.get(username).cloned();
+    if let Some(u) = &user {
+        all_groups.extend(u.groups.iter().cloned());
+    }
+    let mut policies: Vec<String> = Vec::new();
+    for g in &all_groups {
+        let entry = m.groups.get(g).or_else(|| {
+            m.groups
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(g))
+                .map(|(_, v)| v)
+        });
+        if let Some(e) = entry {
+            policies.extend(e.policies.iter().cloned());
+        }
+    }
+    if let Some(u) = &user {
+        policies.extend(u.policies.iter().cloned());
+    }
+    // The real method sorts the user and group policies before joining them.
+    policies.sort();
+    (warnings, policies)
 }
 
 fn read_config(c: &mut Ctx) -> Result<Resp, ApiError> {
     let Some(cfg) = mount_state(c).config.clone() else {
         return Err(ApiError::not_found());
     };
+    // As the real method reads it: `base_url` only when set, `ttl`/`max_ttl` only when set,
+    // no `policies` alias.
     let mut resp = Resp::data(json!({
         "org_name": cfg.org_name,
         "organization": cfg.org_name,
-        "base_url": cfg.base_url,
         "bypass_idp_mfa": cfg.bypass_idp_mfa,
         "bypass_okta_mfa": cfg.bypass_idp_mfa,
         "token_bound_cidrs": cfg.token_bound_cidrs,
@@ -134,6 +245,17 @@ fn read_config(c: &mut Ctx) -> Result<Resp, ApiError> {
         "token_ttl": cfg.token_ttl,
         "token_type": if cfg.token_type.is_empty() { "default".to_string() } else { cfg.token_type.clone() },
     }));
+    if let Some(Value::Object(d)) = &mut resp.data {
+        if !cfg.base_url.is_empty() {
+            d.insert("base_url".into(), json!(cfg.base_url));
+        }
+        if cfg.ttl > 0 {
+            d.insert("ttl".into(), json!(cfg.ttl));
+        }
+        if cfg.max_ttl > 0 {
+            d.insert("max_ttl".into(), json!(cfg.max_ttl));
+        }
+    }
     if cfg.bypass_idp_mfa {
         resp = resp.warn(BYPASS_WARNING);
     }
@@ -206,16 +328,29 @@ fn write_config(c: &mut Ctx) -> Result<Resp, ApiError> {
     {
         cfg.bypass_idp_mfa = b;
     }
-    // Token fields (the real service's tokenutil), with the deprecated aliases.
-    if let Some(p) =
-        fields::comma_list(&d, "token_policies")?.or(fields::comma_list(&d, "policies")?)
-    {
-        cfg.token_policies = fields::policy_list(p);
+    // Token fields (the real service's tokenutil): lists are kept as given, only trimmed (not
+    // lower-cased, sorted or de-duplicated); there is no `policies` alias. The deprecated
+    // `ttl`/`max_ttl` are kept apart and fill `token_ttl`/`token_max_ttl` when those are not
+    // given.
+    if let Some(p) = fields::comma_list(&d, "token_policies")? {
+        cfg.token_policies = p
+            .into_iter()
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect();
     }
-    if let Some(v) = fields::duration(&d, "token_ttl")?.or(fields::duration(&d, "ttl")?) {
+    let old_ttl = fields::duration(&d, "ttl")?;
+    let old_max = fields::duration(&d, "max_ttl")?;
+    if let Some(v) = old_ttl {
+        cfg.ttl = v;
+    }
+    if let Some(v) = old_max {
+        cfg.max_ttl = v;
+    }
+    if let Some(v) = fields::duration(&d, "token_ttl")?.or(old_ttl) {
         cfg.token_ttl = v;
     }
-    if let Some(v) = fields::duration(&d, "token_max_ttl")?.or(fields::duration(&d, "max_ttl")?) {
+    if let Some(v) = fields::duration(&d, "token_max_ttl")?.or(old_max) {
         cfg.token_max_ttl = v;
     }
     if let Some(v) = fields::duration(&d, "token_explicit_max_ttl")? {
@@ -236,7 +371,7 @@ fn write_config(c: &mut Ctx) -> Result<Resp, ApiError> {
                 "error parsing token_bound_cidrs: invalid CIDR address: {bad}"
             )));
         }
-        cfg.token_bound_cidrs = v;
+        cfg.token_bound_cidrs = v.into_iter().map(|x| x.trim().to_string()).collect();
     }
     if let Some(v) = fields::string(&d, "token_type")? {
         match v.as_str() {
@@ -272,9 +407,15 @@ fn write_config(c: &mut Ctx) -> Result<Resp, ApiError> {
             "'token_ttl' cannot be greater than 'token_max_ttl'",
         ));
     }
+    // tokenutil's messages: the period is checked before the use count.
     if cfg.token_type == "batch" && cfg.token_period > 0 {
         return Err(ApiError::bad_request(
-            "'token_type' cannot be 'batch' when 'token_period' is set",
+            "'token_type' cannot be 'batch' or 'default_batch' when set to generate periodic tokens",
+        ));
+    }
+    if cfg.token_type == "batch" && cfg.token_num_uses > 0 {
+        return Err(ApiError::bad_request(
+            "'token_type' cannot be 'batch' or 'default_batch' when set to generate tokens with limited use count",
         ));
     }
     let bypass = cfg.bypass_idp_mfa;
@@ -534,40 +675,15 @@ fn complete_login(
     let Some(cfg) = m.config.clone() else {
         return Err(fail("idp auth method not configured"));
     };
-    let mut all_groups: Vec<String> = Vec::new();
-    let mut warnings = Vec::new();
-    if !cfg.api_token.is_empty() {
-        if provider_groups.is_empty() {
-            warnings.push(
-                "no IdP groups found; only policies from locally-defined groups available"
-                    .to_string(),
-            );
-        }
-        all_groups.extend(provider_groups);
-    }
-    let user = m.users.get(username).cloned();
-    if let Some(u) = &user {
-        all_groups.extend(u.groups.iter().cloned());
-    }
-    let mut policies: Vec<String> = Vec::new();
-    for g in &all_groups {
-        let entry = m.groups.get(g).or_else(|| {
-            m.groups
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(g))
-                .map(|(_, v)| v)
-        });
-        if let Some(e) = entry {
-            policies.extend(e.policies.iter().cloned());
-        }
-    }
-    if let Some(u) = &user {
-        policies.extend(u.policies.iter().cloned());
-    }
+    let login_digest = world
+        .provider
+        .users
+        .get(username)
+        .map(|u| digest(&u.password));
+    let store = &mut world.clusters[cluster].store;
+    let (warnings, policies) = login_policies(&m, &cfg, username, provider_groups);
     let mut meta = BTreeMap::new();
     meta.insert("username".to_string(), username.to_string());
-    // The real method sorts the user and group policies before joining them.
-    policies.sort();
     meta.insert("policies".to_string(), policies.join(","));
     let entity_id = identity::entity_for_alias(store, &mount.accessor, username);
     let mut all = cfg.token_policies.clone();
@@ -600,6 +716,9 @@ fn complete_login(
         id: None,
     };
     let (entry, auth) = tokens::issue(store, spec);
+    if let Some(t) = store.tokens.get_mut(&entry.id) {
+        t.login_digest = login_digest;
+    }
     super::leases::register_token(store, &entry);
     Ok(Resp {
         auth: Some(auth),

@@ -8,14 +8,16 @@
 //! does after its retries; those are what `sys/leases/count` and `sys/leases` report.
 //!
 //! Choices where the spec is silent, following the real service:
-//! * lookup answers `id, issue_time, expire_time, last_renewal (and last_renewal_time), renewable,
-//!   ttl`; a missing `lease_id` or unknown lease answers 400 (`lease_id must be specified`,
+//! * lookup answers `id, issue_time, expire_time, last_renewal, path, renewable, ttl` (times in
+//!   RFC 3339 with nanoseconds; lease IDs end in `h` + 64 hex characters); a missing `lease_id` or unknown lease answers 400 (`lease_id must be specified`,
 //!   `invalid lease`);
 //! * renew answers the envelope with `lease_id`, `renewable`, `lease_duration` and no data;
 //!   token leases answer 400 `tokens cannot be renewed through this endpoint`;
-//! * revoke of an unknown lease succeeds; without `sync` (the spec's default) revoke and
-//!   revoke-prefix answer `202 Accepted` (the revocation is queued; the sandbox performs it
-//!   before answering, so a following lookup already fails), with `sync=true` 204;
+//! * revoke of an unknown lease succeeds; without `sync` revoke and revoke-prefix are
+//!   synchronous and answer 204 (the real default is `sync=true`, whatever spec A's table says);
+//!   with `sync=false` they answer `202 Accepted` (the sandbox revokes before answering);
+//! * `revoke-prefix`/`revoke-force` with a trailing `/` answer 400 `cannot write to a path
+//!   ending in '/'` and revoke nothing;
 //! * tidy answers 202 with the envelope and the real service's "Tidy operation successfully
 //!   started" warning; count/list with a `type` other than `irrevocable` answer 404;
 //! * count answers `{lease_count, counts}` and list `{lease_count, leases: [{lease_id, mount_id,
@@ -122,7 +124,8 @@ pub fn routes() -> Vec<Route> {
 
 fn salted(id: &str) -> String {
     let h = sha2::Sha256::digest(id.as_bytes());
-    format!("h{}", &hex(&h)[..40])
+    // The real service's lease IDs end in `h` and the 64 hex characters of a SHA-256.
+    format!("h{}", hex(&h))
 }
 
 fn hex(b: &[u8]) -> String {
@@ -132,7 +135,7 @@ fn hex(b: &[u8]) -> String {
 fn rfc3339(t: i64) -> String {
     chrono::DateTime::from_timestamp(t, 0)
         .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
 }
 
 /// Records the lease of a token issued by a login or `auth/token/create`.
@@ -315,12 +318,19 @@ fn lookup(c: &mut Ctx) -> Result<Resp, ApiError> {
     };
     let (exp, renewable, last) = view(store, &l);
     let last = last.map(rfc3339);
+    // The real lookup (OpenBao 2.7) answers `path` (the lease ID without its last segment) and
+    // `last_renewal`, with RFC 3339 timestamps carrying nanoseconds.
+    let path =
+        l.id.rsplit_once('/')
+            .map(|(p, _)| p)
+            .unwrap_or("")
+            .to_string();
     Ok(Resp::data(json!({
         "id": l.id,
         "issue_time": rfc3339(l.issue_time),
         "expire_time": rfc3339(exp),
         "last_renewal": last,
-        "last_renewal_time": last,
+        "path": path,
         "renewable": renewable,
         "ttl": (exp - now()).max(0),
     })))
@@ -395,9 +405,11 @@ fn accepted() -> Resp {
     Resp::raw(StatusCode::ACCEPTED, Value::Null)
 }
 
+/// Revokes one lease. Without `sync` the revocation is synchronous (204): the real server's
+/// default is `sync=true` (OpenBao 2.7), whatever spec A's table says; `sync=false` answers 202.
 fn revoke(c: &mut Ctx) -> Result<Resp, ApiError> {
     let id = lease_arg(c)?;
-    let sync = fields::bool_or(&c.data, "sync", false)?;
+    let sync = fields::bool_or(&c.data, "sync", true)?;
     let res = revoke_one(c.store(), &id, false);
     match (res, sync) {
         (Err(e), true) => Err(ApiError::bad_request(format!(
@@ -417,9 +429,23 @@ fn ids_with_prefix(store: &Store, prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// The real server refuses writes to a path ending in `/`: `revoke-prefix/<p>/` and
+/// `revoke-force/<p>/` are 400 `cannot write to a path ending in '/'` and revoke nothing
+/// (OpenBao 2.7; lease-list keys end in `/`, so this is the natural mistake).
+fn no_trailing_slash(c: &Ctx) -> Result<(), ApiError> {
+    if c.path.ends_with('/') {
+        return Err(ApiError::bad_request(
+            "cannot write to a path ending in '/'",
+        ));
+    }
+    Ok(())
+}
+
+/// Revokes every lease under a prefix; synchronous by default like [`revoke`].
 fn revoke_prefix(c: &mut Ctx) -> Result<Resp, ApiError> {
+    no_trailing_slash(c)?;
     let prefix = c.param("prefix");
-    let sync = fields::bool_or(&c.data, "sync", false)?;
+    let sync = fields::bool_or(&c.data, "sync", true)?;
     let ids = ids_with_prefix(c.store(), &prefix);
     let mut failed = Vec::new();
     for id in ids {
@@ -448,6 +474,7 @@ fn revoke_prefix(c: &mut Ctx) -> Result<Resp, ApiError> {
 }
 
 fn revoke_force(c: &mut Ctx) -> Result<Resp, ApiError> {
+    no_trailing_slash(c)?;
     let prefix = c.param("prefix");
     for id in ids_with_prefix(c.store(), &prefix) {
         let _ = revoke_one(c.store(), &id, true);

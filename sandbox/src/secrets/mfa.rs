@@ -13,7 +13,12 @@
 //! * `generate`/`admin-generate` on an entity that already has a secret for the method answer
 //!   200 with the warning `Entity already has a secret for MFA method "<name>"` and no data;
 //! * deleting an unknown method ID answers 204; deleting a method used by a login enforcement
-//!   answers 400.
+//!   answers 500 `methodID is still used by an enforcement configuration with ID: <id>`;
+//! * `POST .../totp` always creates (a body `method_id` is ignored with the framework's
+//!   "replaced" warning), unknown fields come back as `Endpoint ignored these unrecognized
+//!   parameters: [...]` on answers with a body, method IDs in paths are UUIDs (else 404
+//!   `unsupported path`), `LIST identity/mfa/method` lists every method type, `qr_size: 0`
+//!   gives an empty `barcode` (all as OpenBao 2.7 answers).
 
 use std::collections::BTreeMap;
 
@@ -67,11 +72,17 @@ pub fn routes() -> Vec<Route> {
         Route::new("mfa/method/totp/admin-destroy")
             .write(admin_destroy)
             .doc("Destroy an entity's TOTP secret.", ""),
-        Route::new("mfa/method/totp/:id")
+        Route::new("mfa/method/totp/:method_id")
             .read(read)
             .write(update)
             .delete(delete)
             .doc("Read, update or delete a TOTP MFA method.", ""),
+        Route::new("mfa/method")
+            .list(list)
+            .doc("List the MFA methods of every type.", ""),
+        Route::new("mfa/method/:method_id")
+            .read(read)
+            .doc("Read an MFA method of any type.", ""),
         Route::new("mfa/login-enforcement")
             .list(list_enforcements)
             .doc("List login enforcements.", ""),
@@ -97,9 +108,7 @@ fn method_json(m: &TotpMethod) -> Value {
         "max_validation_attempts": m.max_validation_attempts,
         "type": "totp",
         "namespace_id": "root",
-        "namespace": "root",
         "namespace_path": "",
-        "mount_accessor": "",
     })
 }
 
@@ -228,20 +237,73 @@ fn save(c: &mut Ctx, id: Option<String>) -> Result<Resp, ApiError> {
     })
 }
 
+/// The fields of a TOTP method write; others are ignored with a warning.
+const METHOD_FIELDS: &[&str] = &[
+    "method_name",
+    "method_id",
+    "issuer",
+    "period",
+    "key_size",
+    "qr_size",
+    "algorithm",
+    "digits",
+    "skew",
+    "max_validation_attempts",
+];
+
+/// The framework's warnings on a write that answers a body (OpenBao 2.7): unknown fields are
+/// ignored (`Endpoint ignored these unrecognized parameters: [a b]`), and a `method_id` in the
+/// body is replaced by the path's (`Endpoint replaced the value of these parameters with the
+/// values captured from the endpoint's path: [method_id]`).
+fn field_warnings(mut r: Resp, d: &fields::Data) -> Resp {
+    let mut unknown: Vec<&String> = d
+        .keys()
+        .filter(|k| !METHOD_FIELDS.contains(&k.as_str()))
+        .collect();
+    unknown.sort();
+    if !unknown.is_empty() && r.data.is_some() {
+        let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+        r = r.warn(format!(
+            "Endpoint ignored these unrecognized parameters: [{}]",
+            names.join(" ")
+        ));
+    }
+    if d.contains_key("method_id") && r.data.is_some() {
+        r = r.warn(
+            "Endpoint replaced the value of these parameters with the values captured from the endpoint's path: [method_id]",
+        );
+    }
+    r
+}
+
+/// `POST identity/mfa/method/totp` always creates a new method: a `method_id` in the body is
+/// ignored (and warned about), as OpenBao 2.7 does; updates go to `.../totp/:id`.
 fn create(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let id = fields::string(&c.data, "method_id")?
-        .or(fields::string(&c.data, "id")?)
-        .filter(|s| !s.is_empty());
-    save(c, id)
+    let d = c.data.clone();
+    let r = save(c, None)?;
+    Ok(field_warnings(r, &d))
+}
+
+/// Method IDs in the path are UUIDs; another segment matches no route (404 `unsupported path`),
+/// as in OpenBao 2.7.
+fn id_param(c: &Ctx) -> Result<String, ApiError> {
+    let id = c.param("method_id");
+    uuid::Uuid::parse_str(&id)
+        .map(|_| id)
+        .map_err(|_| ApiError::unsupported_path())
 }
 
 fn update(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let id = c.param("id");
-    save(c, Some(id))
+    let id = id_param(c)?;
+    let d = c.data.clone();
+    let r = save(c, Some(id))?;
+    Ok(field_warnings(r, &d))
 }
 
+/// The read has `name`, `type`, `namespace_id` and `namespace_path`, and no `mount_accessor`
+/// or `namespace` (OpenBao 2.7).
 fn read(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let id = c.param("id");
+    let id = id_param(c)?;
     c.store()
         .mfa_methods
         .get(&id)
@@ -262,20 +324,20 @@ fn list(c: &mut Ctx) -> Result<Resp, ApiError> {
     Ok(Resp::data(json!({ "keys": keys, "key_info": info })))
 }
 
+/// Deleting a method a login enforcement uses is a plain error, 500 `methodID is still used by
+/// an enforcement configuration with ID: <id>` (OpenBao 2.7); an unknown ID is 204.
 fn delete(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let id = c.param("id");
-    let users: Vec<String> = c
+    let id = id_param(c)?;
+    let user = c
         .store()
         .login_enforcements
         .values()
-        .filter(|e| e.mfa_method_ids.contains(&id))
-        .map(|e| e.name.clone())
-        .collect();
-    if !users.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "unable to delete MFA method as it is in use by login enforcement(s): {}",
-            users.join(", ")
-        )));
+        .find(|e| e.mfa_method_ids.contains(&id))
+        .map(|e| e.id.clone());
+    if let Some(enf) = user {
+        return Err(ApiError::internal(super::http::multi(&format!(
+            "methodID is still used by an enforcement configuration with ID: {enf}"
+        ))));
     }
     let store = c.store();
     store.mfa_methods.remove(&id);
@@ -369,8 +431,12 @@ fn generate_for(c: &mut Ctx, m: &TotpMethod, entity_id: &str) -> Result<Resp, Ap
         m.period,
         secret
     );
-    let barcode =
-        base64::engine::general_purpose::STANDARD.encode(qr_png(&url, m.qr_size.max(0) as u32)?);
+    // `qr_size: 0` gives an empty `barcode` (OpenBao 2.7: no QR code is rendered).
+    let barcode = if m.qr_size <= 0 {
+        String::new()
+    } else {
+        base64::engine::general_purpose::STANDARD.encode(qr_png(&url, m.qr_size as u32)?)
+    };
     if let Some(e) = c.store().entities.get_mut(entity_id) {
         e.totp_secrets.insert(m.id.clone(), secret);
     }
@@ -432,6 +498,7 @@ fn enforcement_json(e: &LoginEnforcement) -> Value {
         "name": e.name,
         "id": e.id,
         "namespace_id": "root",
+        "namespace_path": "",
         "mfa_method_ids": e.mfa_method_ids,
         "auth_method_accessors": e.auth_method_accessors,
         "auth_method_types": e.auth_method_types,

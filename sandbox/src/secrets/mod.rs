@@ -2,9 +2,10 @@
 //!
 //! It behaves like the real service (HashiCorp Vault, with the token header renamed
 //! `X-Secrets-Token` and the Okta auth method renamed `idp`) on the wire: `/v1` root, the `LIST`
-//! method and `GET ?list=true`, the response envelope (with `sys/` responses also carrying their
-//! `data` keys at the top level, as the real service does for backwards compatibility), 204 for
-//! writes without a result, and `{"errors": [...]}` bodies with the real status codes.
+//! method and `GET ?list=true`, the response envelope (fields in `data` only, no `mount_type`;
+//! only the legacy `sys/policy`, `sys/auth`, `sys/mounts` and `sys/capabilities*` also copy them
+//! to the top level, as
+//! OpenBao 2.7 does), 204 for writes without a result, and `{"errors": [...]}` bodies with the real status codes.
 //! `Authorization: Bearer <token>` is accepted as well as the header.
 //!
 //! All clusters of one sandbox live in one [`World`] behind one lock, which makes DR
@@ -138,6 +139,12 @@ pub struct StoredPolicy {
     pub enforcement_level: Option<String>,
     #[serde(default)]
     pub paths: Option<Vec<String>>,
+    /// Write count of an ACL policy (OpenBao's check-and-set version, from 1).
+    #[serde(default)]
+    pub version: u64,
+    /// Time of the last write (RFC 3339 with nanoseconds).
+    #[serde(default)]
+    pub modified: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -167,6 +174,14 @@ pub struct TokenEntry {
     pub parent: String,
     #[serde(default)]
     pub max_ttl: i64,
+    /// Time of the last renewal, if any (lookup shows `last_renewal`/`last_renewal_time`).
+    #[serde(default)]
+    pub last_renewal: Option<i64>,
+    /// For identity-provider logins: a digest of the password the user logged in with, so
+    /// that a renewal re-authenticates the user (the real method keeps the password in the
+    /// token's internal data for the same purpose).
+    #[serde(default)]
+    pub login_digest: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,7 +235,7 @@ impl World {
     fn new(opts: &SandboxOptions, n: usize) -> Self {
         let clusters = (0..n)
             .map(|_| Cluster {
-                store: Store::initial(&opts.root_token),
+                store: Store::initial_for(&opts.root_token, opts.edition),
                 dr: Default::default(),
                 host: String::new(),
             })
@@ -278,6 +293,16 @@ impl Store {
         ]
     }
 
+    /// A fresh cluster of an edition: the community server (like OpenBao 2.7) has no transform
+    /// engine mounted, so its paths answer 404 `no handler for route`.
+    pub fn initial_for(root_token: &str, edition: Edition) -> Self {
+        let mut s = Self::initial(root_token);
+        if edition == Edition::Community {
+            s.mounts.retain(|m| m.backend != Backend::Transform);
+        }
+        s
+    }
+
     /// A freshly initialised cluster: built-in mounts, the `default` policy and the root token.
     pub fn initial(root_token: &str) -> Self {
         let mut s = Store {
@@ -289,6 +314,8 @@ impl Store {
             StoredPolicy {
                 name: "default".into(),
                 raw: acl::DEFAULT_POLICY.trim_start().into(),
+                version: 1,
+                modified: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
                 ..Default::default()
             },
         );
@@ -302,6 +329,8 @@ impl Store {
                 display_name: "root".into(),
                 creation_time: now(),
                 token_type: "service".into(),
+                // The real root token has no parent.
+                orphan: true,
                 ..Default::default()
             },
         );
@@ -675,12 +704,13 @@ fn handle(
             return (Err(ApiError::permission_denied()), mount_type);
         }
         return (
+            // A plain message, not a multi-error (OpenBao 2.7).
             Err(ApiError::new(
                 StatusCode::NOT_FOUND,
-                http::multi(&format!(
+                format!(
                     "no handler for route {:?}. route entry not found.",
                     path.trim_end_matches('/')
-                )),
+                ),
             )),
             mount_type,
         );
@@ -751,8 +781,10 @@ fn handle(
         tokens::revoke_tree(ctx.store(), &id);
     }
     let wrote = resp.is_ok() && matches!(op, Op::Create | Op::Update | Op::Delete);
-    // The real service copies `data` of `sys/` responses to the top level too.
-    if ctx.mount.backend == Backend::System {
+    // The real service carries `sys/` fields in `data` only, except on its legacy endpoints
+    // (`sys/policy[/:name]`, `sys/auth[/...]`, `sys/mounts[/...]`, `sys/capabilities*`), which
+    // also copy them to the top level (OpenBao 2.7 answers exactly so).
+    if ctx.mount.backend == Backend::System && legacy_top_level(&path) {
         if let Ok(r) = &mut resp {
             if let Some(Value::Object(d)) = &r.data {
                 for (k, v) in d {
@@ -765,6 +797,21 @@ fn handle(
         dr::after_write(world, cluster);
     }
     (resp, mount_type)
+}
+
+/// The `sys/` endpoints whose answers also carry `data`'s fields at the top level.
+fn legacy_top_level(path: &str) -> bool {
+    let p = path.trim_end_matches('/');
+    let under = |base: &str| p == base || p.starts_with(&format!("{base}/"));
+    under("sys/policy")
+        || under("sys/auth")
+        || under("sys/mounts")
+        // Not served by OpenBao (enterprise): kept as the sandbox answered before.
+        || under("sys/replication")
+        || matches!(
+            p,
+            "sys/capabilities" | "sys/capabilities-self" | "sys/capabilities-accessor" | "sys/key-status"
+        )
 }
 
 /// The secrets service's part of the sandbox admin API (`/_sandbox/secrets/...`).

@@ -186,7 +186,10 @@ fn openapi(c: &mut Ctx) -> Result<Resp, ApiError> {
                 get["parameters"] = json!([{"name": "list", "description": "Must be set to `true`", "in": "query",
                                              "schema": {"type": "string", "enum": ["true"]}, "required": true}]);
                 li.insert("get".into(), get);
-                paths.insert(format!("{key}/"), Value::Object(li));
+                // A list-only path is described without the trailing slash, one with other
+                // operations too gets a second, slashed entry (as OpenBao 2.7 describes them).
+                let list_key = if any { format!("{key}/") } else { key.clone() };
+                paths.insert(list_key, Value::Object(li));
             }
         }
     }

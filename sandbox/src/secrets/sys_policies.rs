@@ -1,7 +1,9 @@
 //! `sys/policies/{acl,rgp,egp}` and the older `sys/policy` endpoints (spec A §4.3).
 //!
 //! Rules taken from the real service where the spec is silent:
-//! * names are lower-cased; `root` cannot be created, updated or deleted, `default` cannot be
+//! * names are lower-cased and may contain `/` (`sys/policies/acl/team/a`, as OpenBao 2.7);
+//!   an ACL read carries `version`, `modified`, `cas_required` and the
+//!   `allow_*_in_identity_templates` switches, as OpenBao 2.7's; `root` cannot be created, updated or deleted, `default` cannot be
 //!   deleted (400 with the real service's messages);
 //! * `policy` is tried as base64 first and used decoded when that succeeds;
 //! * ACL documents are parsed (HCL or JSON) and rejected with `failed to parse policy: ...`;
@@ -23,7 +25,7 @@ pub fn routes() -> Vec<Route> {
         Route::new("policies/acl")
             .list(list_acl)
             .doc("List the configured ACL policies.", ""),
-        Route::new("policies/acl/:name")
+        Route::new("policies/acl/*name")
             .read(|c| read(c, Kind::Acl))
             .write(|c| write(c, Kind::Acl))
             .delete(|c| delete(c, Kind::Acl))
@@ -59,7 +61,7 @@ pub fn routes() -> Vec<Route> {
             .read(list_legacy)
             .list(list_legacy)
             .doc("List the configured ACL policies.", ""),
-        Route::new("policy/:name")
+        Route::new("policy/*name")
             .read(|c| read(c, Kind::Legacy))
             .write(|c| write(c, Kind::Legacy))
             .delete(|c| delete(c, Kind::Legacy))
@@ -175,6 +177,15 @@ fn read(c: &mut Ctx, k: Kind) -> Result<Resp, ApiError> {
     if k == Kind::Egp {
         d.insert("paths".into(), json!(p.paths.unwrap_or_default()));
     }
+    if matches!(k, Kind::Acl | Kind::Legacy) {
+        // OpenBao 2.7 reads an ACL policy with its check-and-set version, modification time and
+        // the identity-template switches.
+        d.insert("version".into(), json!(p.version.max(1)));
+        d.insert("modified".into(), json!(p.modified));
+        d.insert("cas_required".into(), json!(false));
+        d.insert("allow_slashes_in_identity_templates".into(), json!(false));
+        d.insert("allow_wildcards_in_identity_templates".into(), json!(false));
+    }
     Ok(Resp::data(Value::Object(d)))
 }
 
@@ -240,6 +251,10 @@ fn write(c: &mut Ctx, k: Kind) -> Result<Resp, ApiError> {
     }
     if n.is_empty() {
         return Err(ApiError::bad_request("policy name missing"));
+    }
+    if matches!(k, Kind::Acl | Kind::Legacy) {
+        stored.version = map(c, k).get(&n).map(|p| p.version).unwrap_or(0) + 1;
+        stored.modified = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
     }
     map(c, k).insert(n, stored);
     Ok(resp)

@@ -170,6 +170,8 @@ pub fn issue(store: &mut Store, spec: TokenSpec) -> (TokenEntry, Value) {
         orphan: spec.orphan,
         parent: spec.parent.clone(),
         max_ttl: spec.max_ttl,
+        last_renewal: None,
+        login_digest: None,
     };
     store.tokens.insert(id, entry.clone());
     let auth = auth_json(&entry, &spec.meta);
@@ -183,7 +185,6 @@ pub fn auth_json(e: &TokenEntry, meta: &BTreeMap<String, String>) -> Value {
         "accessor": e.accessor,
         "policies": e.policies,
         "token_policies": token_policies,
-        "identity_policies": Value::Null,
         "metadata": if meta.is_empty() { Value::Null } else { json!(meta) },
         "lease_duration": e.remaining(),
         "renewable": e.renewable,
@@ -205,11 +206,11 @@ impl TokenEntry {
 fn rfc3339(t: i64) -> String {
     chrono::DateTime::from_timestamp(t, 0)
         .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
 }
 
 pub fn lookup_data(e: &TokenEntry, show_id: bool) -> Value {
-    json!({
+    let mut v = json!({
         "accessor": e.accessor,
         "creation_time": e.creation_time,
         "creation_ttl": e.ttl,
@@ -227,8 +228,19 @@ pub fn lookup_data(e: &TokenEntry, show_id: bool) -> Value {
         "renewable": e.renewable,
         "ttl": e.remaining(),
         "type": e.token_type,
-        "period": if e.period > 0 { json!(e.period) } else { Value::Null },
-    })
+    });
+    // OpenBao 2.7 omits `period` when the token has none, and shows the last renewal once
+    // there was one.
+    if let Value::Object(m) = &mut v {
+        if e.period > 0 {
+            m.insert("period".into(), json!(e.period));
+        }
+        if let Some(t) = e.last_renewal {
+            m.insert("last_renewal".into(), json!(rfc3339(t)));
+            m.insert("last_renewal_time".into(), json!(t));
+        }
+    }
+    v
 }
 
 fn caller(c: &Ctx) -> Result<TokenEntry, ApiError> {
@@ -378,8 +390,13 @@ pub fn renew_token(store: &mut Store, id: &str, increment: i64) -> Result<Value,
     if !e.renewable {
         return Err(ApiError::bad_request("lease is not renewable"));
     }
-    let (cfg_ttl, cfg_max) =
-        super::idp::current_token_ttls(store, &e.mount_path).unwrap_or((0, e.max_ttl));
+    // A login token renews to its auth method's current `token_ttl`; any other token to its
+    // own TTL (a token created with `ttl: 1h` renews to 3600 s, as OpenBao 2.7 does), never
+    // to the system maximum.
+    let (cfg_ttl, cfg_max, cfg_period) = super::idp::current_token_ttls(store, &e.mount_path)
+        .unwrap_or((e.ttl, e.max_ttl, e.period));
+    // The method's current `token_period` applies too (re-read at every renewal).
+    e.period = cfg_period;
     let n = now();
     let new_ttl = if e.period > 0 {
         e.period
@@ -400,6 +417,7 @@ pub fn renew_token(store: &mut Store, id: &str, increment: i64) -> Result<Value,
         new_ttl
     };
     e.expire_time = Some(n + new_ttl);
+    e.last_renewal = Some(n);
     store.tokens.insert(e.id.clone(), e.clone());
     Ok(auth_json(&e, &e.meta))
 }
@@ -407,6 +425,7 @@ pub fn renew_token(store: &mut Store, id: &str, increment: i64) -> Result<Value,
 fn renew_self(c: &mut Ctx) -> Result<Resp, ApiError> {
     let t = caller(c)?;
     let inc = fields::duration(&c.data, "increment")?.unwrap_or(0);
+    super::idp::reauthenticate(c.world, c.cluster, &t.id)?;
     let auth = renew_token(c.store(), &t.id, inc)?;
     Ok(Resp {
         auth: Some(auth),
@@ -417,6 +436,7 @@ fn renew_self(c: &mut Ctx) -> Result<Resp, ApiError> {
 fn renew(c: &mut Ctx) -> Result<Resp, ApiError> {
     let t = token_arg(c)?;
     let inc = fields::duration(&c.data, "increment")?.unwrap_or(0);
+    super::idp::reauthenticate(c.world, c.cluster, &t)?;
     let auth = renew_token(c.store(), &t, inc)?;
     Ok(Resp {
         auth: Some(auth),
@@ -462,6 +482,7 @@ fn revoke_accessor(c: &mut Ctx) -> Result<Resp, ApiError> {
 fn renew_accessor(c: &mut Ctx) -> Result<Resp, ApiError> {
     let e = by_accessor(c)?;
     let inc = fields::duration(&c.data, "increment")?.unwrap_or(0);
+    super::idp::reauthenticate(c.world, c.cluster, &e.id)?;
     let mut auth = renew_token(c.store(), &e.id, inc)?;
     if let Some(m) = auth.as_object_mut() {
         m.insert("client_token".into(), Value::String(String::new()));
