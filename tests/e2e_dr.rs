@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::*;
 
-const WAIT: Duration = Duration::from_secs(60);
+const WAIT: Duration = Duration::from_secs(90);
 
 /// Three clusters with a Connection each (`secrets`, `secrets-1`, `secrets-2`), the key shares
 /// in a Secret, and the operator.
@@ -100,7 +100,11 @@ fn manifest(wipe: bool, failover: Option<&str>) -> String {
 }
 
 fn wait_ready(sb: &Sandbox, what: &str, f: impl Fn(&Value) -> bool) -> Value {
-    wait_for(what, WAIT, || {
+    wait_for_ready(sb, what, WAIT, f)
+}
+
+fn wait_for_ready(sb: &Sandbox, what: &str, within: Duration, f: impl Fn(&Value) -> bool) -> Value {
+    wait_for(what, within, || {
         sb.get_json("drreplication", "dr").filter(|o| {
             condition_is(o, "Ready", "True")
                 && o["status"]["observedGeneration"] == o["metadata"]["generation"]
@@ -213,7 +217,7 @@ fn a_failover_promotes_the_secondary_and_the_others_follow_it_with_no_operation_
     });
     op.kill();
     let _op = Operator::start(&sb, "30s");
-    let o = wait_ready(&sb, "failover done", |o| {
+    let o = wait_for_ready(&sb, "failover done", Duration::from_secs(180), |o| {
         o["status"]["primary"] == "dc2" && o["status"]["failover"]["phase"] == "Done"
     });
     assert_eq!(dr_status(&sb, 1)["mode"], "primary");

@@ -318,7 +318,16 @@ pub fn read_ready(child: &mut Child, ready: &str) -> std::collections::HashMap<S
 
 pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new("kubectl");
-    cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
+    // A discovery cache per cluster: servers of earlier tests may have had the same port.
+    let cache = kubeconfig
+        .parent()
+        .map(|d| d.join("kube-cache"))
+        .unwrap_or_else(|| std::env::temp_dir().join("quartet-kube-cache"));
+    cmd.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args);
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
