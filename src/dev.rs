@@ -98,7 +98,13 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let client = crate::run::client_from(Some(&args.kubeconfig), metrics.clone()).await?;
     install_crds(&client).await?;
     let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
-    create_connections(&client, &sandbox, &args.services.root_token).await?;
+    create_connections(
+        &client,
+        &sandbox,
+        &args.services.root_token,
+        &args.services.organization,
+    )
+    .await?;
 
     let shutdown = CancellationToken::new();
     tokio::spawn(controllers::cancel_on_signal(shutdown.clone()));
@@ -162,6 +168,7 @@ async fn create_connections(
     client: &Client,
     sandbox: &Sandbox,
     root_token: &str,
+    organization: &str,
 ) -> anyhow::Result<()> {
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
@@ -182,7 +189,7 @@ async fn create_connections(
         (Service::Scheduler, sandbox.scheduler_url.as_str()),
     ] {
         let name = service.as_str();
-        let conn = json!({
+        let mut conn = json!({
             "apiVersion": "quartet.dev/v1alpha1", "kind": "Connection",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {
@@ -191,6 +198,10 @@ async fn create_connections(
                 "tokenSecretRef": {"name": TOKEN_SECRET, "key": "token"}
             }
         });
+        // Workspaces resources that name no organization use the one the sandbox created.
+        if service == Service::Workspaces {
+            conn["spec"]["organization"] = json!(organization);
+        }
         connections.patch(name, &pp, &Patch::Apply(&conn)).await?;
     }
     Ok(())

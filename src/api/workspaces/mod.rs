@@ -1,0 +1,4 @@
+//! Custom resources of the infrastructure-workspace service (spec B), group
+//! `workspaces.quartet.dev`.
+
+pub mod workspace;

@@ -1,0 +1,4 @@
+//! Kinds of the infrastructure-workspace service (spec B).
+
+pub mod settings;
+pub mod workspace;
