@@ -30,6 +30,15 @@ impl Managed for Workspace {
     fn managed_status(&self) -> Option<&ManagedStatus> {
         self.status.as_ref().map(|s| &s.managed)
     }
+    /// `workspaceId` is written with the id the moment a create returns (the other status
+    /// fields come from the next read of the workspace).
+    fn status_json(&self, managed: &ManagedStatus) -> Value {
+        let mut v = serde_json::to_value(managed).unwrap_or(Value::Null);
+        if let (Some(o), Some(id)) = (v.as_object_mut(), &managed.remote_id) {
+            o.insert("workspaceId".into(), json!(id));
+        }
+        v
+    }
     fn secret_refs(&self) -> Vec<String> {
         self.spec
             .variables
@@ -388,9 +397,21 @@ impl Reconciled for Workspace {
             let parts: Vec<&[u8]> = sensitive_parts.iter().map(Vec::as_slice).collect();
             keyed_hash(ctx.settings.hash_key.expose().as_bytes(), &parts)
         });
+        let name = self.workspace_name();
+        if self
+            .spec
+            .remote_state_consumers
+            .iter()
+            .flatten()
+            .any(|c| c.name.as_deref() == Some(name.as_str()))
+        {
+            return Err(Error::InvalidSpec(
+                "remoteStateConsumers may not include the workspace itself".into(),
+            ));
+        }
         Ok(Desired {
             organization,
-            name: self.workspace_name(),
+            name,
             settings: settings::desired(&self.spec.settings, self.vcs_was_managed()),
             tags: self.spec.tags.clone().map(|t| (t, self.spec.tags_policy)),
             tag_bindings: self.spec.tag_bindings.clone(),
@@ -456,9 +477,11 @@ impl Reconciled for Workspace {
             base_url: String::new(),
         };
         self.apply_lists(client, d, &observed, true).await?;
+        // `complete: false`: the driver reads the workspace again at once, which fills the
+        // status fields (locked, resourceCount, url) without waiting for the resync.
         Ok(Created {
             remote_id: id,
-            complete: true,
+            complete: false,
         })
     }
 
