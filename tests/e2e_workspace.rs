@@ -72,7 +72,13 @@ spec:
 fn workspace_is_created_edited_restored_after_drift_recreated_and_deleted() {
     let (sb, _op) = ready_env("5m");
     sb.apply_ok(FULL);
-    wait_ready(&sb, "app");
+    let obj = wait_ready(&sb, "app");
+    assert!(
+        obj["status"]["workspaceId"].is_string(),
+        "workspaceId at create"
+    );
+    // The other status fields come from the next read of the workspace (any event wakes it).
+    sb.kubectl_ok(&["annotate", "workspace", "app", "poke=0", "--overwrite"]);
     let obj = wait_for("status fields", WAIT, || {
         sb.get_json("workspace", "app")
             .filter(|o| o["status"]["url"].is_string())
@@ -160,6 +166,9 @@ fn workspace_is_created_edited_restored_after_drift_recreated_and_deleted() {
         let nid = ws["id"].as_str()?.to_string();
         (nid != id).then_some(nid)
     });
+    // Status fields are read again on the next pass after the re-creation.
+    std::thread::sleep(Duration::from_secs(1));
+    sb.kubectl_ok(&["annotate", "workspace", "app", "poke=3", "--overwrite"]);
     wait_for("status follows the new id", WAIT, || {
         let o = sb.get_json("workspace", "app")?;
         (o["status"]["workspaceId"] == json!(new_id)).then_some(())

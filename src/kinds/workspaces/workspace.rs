@@ -477,11 +477,11 @@ impl Reconciled for Workspace {
             base_url: String::new(),
         };
         self.apply_lists(client, d, &observed, true).await?;
-        // `complete: false`: the driver reads the workspace again at once, which fills the
-        // status fields (locked, resourceCount, url) without waiting for the resync.
+        // `workspaceId` is in status at once (see `status_json`); locked, resourceCount,
+        // latestRun and url come with the next read of the workspace.
         Ok(Created {
             remote_id: id,
-            complete: false,
+            complete: true,
         })
     }
 
