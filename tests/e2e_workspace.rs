@@ -352,3 +352,71 @@ fn twenty_five_remote_state_consumers_converge_with_zero_writes_on_the_next_resy
     let writes = writes_since(&sb, since);
     assert!(writes.is_empty(), "writes on resync: {writes:?}");
 }
+
+#[test]
+fn quartet_dev_makes_the_example_workspace_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = std::process::Command::new(BIN)
+        .args([
+            "dev",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--secrets-addr",
+            "127.0.0.1:0",
+            "--workspaces-addr",
+            "127.0.0.1:0",
+            "--catalog-addr",
+            "127.0.0.1:0",
+            "--scheduler-addr",
+            "127.0.0.1:0",
+            "--kube-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(dir.path().join("dev.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let urls = read_ready(&mut child, "Quartet dev is ready");
+    let example = repo_root().join("examples/workspace.yaml");
+    let out = kubectl(
+        &kubeconfig,
+        &["apply", "-f", example.to_str().unwrap()],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        &kubeconfig,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "--timeout=60s",
+            "workspace/example-app",
+        ],
+        None,
+    );
+    let ready = out.status.success();
+    let (status, body) = http(
+        "GET",
+        &format!(
+            "{}/api/v2/organizations/{ORG}/workspaces/example-app",
+            urls["workspaces"]
+        ),
+        Some(("Authorization", "Bearer root")),
+        None,
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ready, "not Ready: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["data"]["attributes"]["description"],
+        "Infrastructure of the example app"
+    );
+}
