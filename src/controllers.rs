@@ -10,6 +10,8 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
+use crate::api::dr_replication::DrReplication;
 use crate::api::{Connection, SecretsPolicy, Workspace};
 use crate::kinds;
 use crate::reconcile::driver;
@@ -18,7 +20,16 @@ use crate::reconcile::{Context, Settings};
 
 /// Every CRD Quartet serves.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![Connection::crd(), SecretsPolicy::crd(), Workspace::crd()]
+    vec![
+        Connection::crd(),
+        SecretsPolicy::crd(),
+        AdEngine::crd(),
+        AdRole::crd(),
+        AdLibrarySet::crd(),
+        AdCheckout::crd(),
+        DrReplication::crd(),
+        Workspace::crd(),
+    ]
 }
 
 /// Run every controller until `shutdown` is cancelled.
@@ -47,6 +58,11 @@ pub async fn run(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<Workspace>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdEngine>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdRole>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<AdCheckout>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

@@ -105,6 +105,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         &args.services.organization,
     )
     .await?;
+    seed_directory(sandbox.secrets_url()).await?;
 
     let shutdown = CancellationToken::new();
     tokio::spawn(controllers::cancel_on_signal(shutdown.clone()));
@@ -204,5 +205,87 @@ async fn create_connections(
         }
         connections.patch(name, &pp, &Patch::Apply(&conn)).await?;
     }
+    // More secrets clusters (--secrets-clusters N, for DR replication): `secrets-1`, ...
+    for (i, url) in sandbox.secrets_urls.iter().enumerate().skip(1) {
+        let name = format!("secrets-{i}");
+        let conn = json!({
+            "apiVersion": "quartet.dev/v1alpha1", "kind": "Connection",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "service": "secrets",
+                "address": url,
+                "tokenSecretRef": {"name": TOKEN_SECRET, "key": "token"}
+            }
+        });
+        connections.patch(&name, &pp, &Patch::Apply(&conn)).await?;
+    }
+    if sandbox.secrets_urls.len() > 1 {
+        // The unseal key shares, so a DrReplication can fail over (the operation-token
+        // ceremony feeds them). A real cluster's shares are held by people, not in the cluster.
+        let keys: serde_json::Value =
+            reqwest::get(format!("{}/_sandbox/secrets/keys", sandbox.secrets_url()))
+                .await?
+                .json()
+                .await?;
+        let mut data = serde_json::Map::new();
+        for (i, k) in keys["keys"].as_array().into_iter().flatten().enumerate() {
+            data.insert(format!("share-{}", i + 1), k.clone());
+        }
+        let secret = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": DR_KEY_SHARES, "namespace": "default"},
+            "type": "Opaque",
+            "stringData": data
+        });
+        secrets
+            .patch(DR_KEY_SHARES, &pp, &Patch::Apply(&secret))
+            .await?;
+    }
     Ok(())
 }
+
+/// The directory accounts `examples/directory.yaml` names (the directory engine manages
+/// accounts that already exist, as in a real directory). Existing ones are left as they are
+/// (with `--state-dir`, a rotated password must survive a restart).
+async fn seed_directory(secrets_url: &str) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    for (upn, cn, ou, password) in [
+        (
+            "admin@example.com",
+            "admin",
+            "CN=Users",
+            "dev-bind-password",
+        ),
+        (
+            "app@example.com",
+            "app",
+            "OU=Service Accounts",
+            "app-initial",
+        ),
+        (
+            "lib1@example.com",
+            "lib1",
+            "OU=Service Accounts",
+            "lib1-initial",
+        ),
+        (
+            "lib2@example.com",
+            "lib2",
+            "OU=Service Accounts",
+            "lib2-initial",
+        ),
+    ] {
+        let url = format!("{secrets_url}/_sandbox/secrets/ad/accounts/{upn}");
+        if http.get(&url).send().await?.status().is_success() {
+            continue;
+        }
+        http.put(&url)
+            .json(&serde_json::json!({"dn": format!("CN={cn},{ou},DC=example,DC=com"), "password": password}))
+            .send()
+            .await?
+            .error_for_status()?;
+    }
+    Ok(())
+}
+/// The Secret with the sandbox's unseal key shares in `quartet dev --secrets-clusters N`.
+pub const DR_KEY_SHARES: &str = "dr-key-shares";
