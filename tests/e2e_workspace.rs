@@ -226,6 +226,14 @@ fn invalid_manifests_are_refused_with_the_rule_message() {
             "operations is deprecated",
         ),
         (
+            "spec: {remoteStateConsumers: [{name: bad}]}",
+            "remoteStateConsumers may not include the workspace itself",
+        ),
+        (
+            "spec: {tagBindings: {'hc:owner': x}}",
+            "without an hc: or hcp: prefix",
+        ),
+        (
             "spec: {globalRemoteState: true, remoteStateConsumers: [{name: other}]}",
             "remoteStateConsumers cannot be managed when globalRemoteState is true",
         ),
