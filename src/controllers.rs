@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
-use crate::api::{Connection, SecretsPolicy, Workspace};
+use crate::api::{Connection, SecretsPolicy, Workspace, WorkspaceRun};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -29,6 +29,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         AdCheckout::crd(),
         DrReplication::crd(),
         Workspace::crd(),
+        WorkspaceRun::crd(),
     ]
 }
 
@@ -58,6 +59,7 @@ pub async fn run(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<Workspace>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<WorkspaceRun>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdEngine>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdRole>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),

@@ -2,6 +2,7 @@
 //! `/api/v2` with a bearer token. This module holds the JSON:API helpers every engine uses
 //! (full pagination by `meta.pagination`, path encoding); one file per engine.
 
+pub mod runs;
 pub mod workspaces;
 
 use std::sync::Arc;
