@@ -77,8 +77,6 @@ fn workspace_is_created_edited_restored_after_drift_recreated_and_deleted() {
         obj["status"]["workspaceId"].is_string(),
         "workspaceId at create"
     );
-    // The other status fields come from the next read of the workspace (any event wakes it).
-    sb.kubectl_ok(&["annotate", "workspace", "app", "poke=0", "--overwrite"]);
     let obj = wait_for("status fields", WAIT, || {
         sb.get_json("workspace", "app")
             .filter(|o| o["status"]["url"].is_string())
