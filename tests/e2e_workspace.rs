@@ -70,7 +70,7 @@ spec:
 
 #[test]
 fn workspace_is_created_edited_restored_after_drift_recreated_and_deleted() {
-    let (sb, _op) = ready_env("5m");
+    let (sb, op) = ready_env("5m");
     sb.apply_ok(FULL);
     let obj = wait_ready(&sb, "app");
     assert!(
@@ -171,6 +171,16 @@ fn workspace_is_created_edited_restored_after_drift_recreated_and_deleted() {
         let o = sb.get_json("workspace", "app")?;
         (o["status"]["workspaceId"] == json!(new_id)).then_some(())
     });
+
+    // No secret (variable values, the token) in the log, Events or status.
+    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
+    let status = sb.kubectl_ok(&["get", "workspace", "app", "-o", "json"]);
+    let log = op.log();
+    for secret in ["s3cret-one", "s3cret-two", sb.root_token.as_str()] {
+        assert!(!events.contains(secret), "secret in events");
+        assert!(!status.contains(secret), "secret in the resource");
+        assert!(!log.contains(secret), "secret in the operator log");
+    }
 
     // Delete → gone.
     sb.kubectl_ok(&["delete", "workspace", "app", "--wait=false"]);
