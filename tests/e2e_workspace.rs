@@ -520,3 +520,17 @@ fn errored_and_force_canceled_runs_both_end_completed() {
     let sent = obj["status"]["actionsSent"].as_array().unwrap();
     assert!(sent.iter().any(|a| a == "cancel"), "{sent:?}");
 }
+
+#[test]
+fn a_run_whose_create_response_is_lost_is_not_created_twice() {
+    let (sb, _op) = ready_env("5m");
+    let id = ws_with_config(&sb, "runs-d");
+    sb.ws_fault(json!({"method": "POST", "path": "/api/v2/runs", "after": true, "count": 1}));
+    sb.apply_ok(&run_yaml("plan", "runs-d", "  planOnly: true\n"));
+    let obj = wait_run(&sb, "plan", "planned_and_finished", |o| {
+        condition_is(o, "Ready", "True") && condition_is(o, "Completed", "True")
+    });
+    assert_eq!(obj["status"]["runStatus"], "planned_and_finished");
+    let runs = sb.ws_list(&format!("/workspaces/{id}/runs"));
+    assert_eq!(runs.len(), 1, "duplicate runs");
+}

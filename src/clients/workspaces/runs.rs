@@ -41,6 +41,26 @@ impl RunsClient {
         }
     }
 
+    /// The newest runs of a workspace (first page, newest first).
+    pub async fn recent(&self, workspace_id: &str) -> Result<Vec<Value>, ClientError> {
+        let r = self
+            .http
+            .call(
+                "GET",
+                &format!(
+                    "/api/v2/workspaces/{}/runs?page%5Bsize%5D=20",
+                    seg(workspace_id)
+                ),
+                None,
+            )
+            .await?;
+        Ok(r.body
+            .get("data")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default())
+    }
+
     /// `POST /runs/:id/actions/<action>` (`apply`, `discard`, `cancel`, `force-cancel`,
     /// `force-execute`).
     pub async fn action(&self, id: &str, action: &str) -> Result<(), ClientError> {

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde_json::{json, Map, Value};
 
 use crate::api::workspaces::run::WorkspaceRun;
@@ -125,7 +125,15 @@ impl WorkspaceRun {
                 a.insert(k.into(), v);
             }
         };
-        put("message", s.message.clone().map(Value::from));
+        let message = s.message.clone().unwrap_or_else(|| {
+            format!(
+                "Queued by Quartet for WorkspaceRun {}/{} ({})",
+                self.namespace().unwrap_or_default(),
+                self.name_any(),
+                self.uid().unwrap_or_default()
+            )
+        });
+        put("message", Some(Value::from(message)));
         put("is-destroy", s.is_destroy.map(Value::from));
         put("refresh", s.refresh.map(Value::from));
         put("refresh-only", s.refresh_only.map(Value::from));
@@ -200,7 +208,32 @@ impl Operated for WorkspaceRun {
         let status = self.status.clone().unwrap_or_default();
         let Some(run_id) = status.run_id.clone() else {
             let ws = self.workspace_id(ctx).await?;
-            let doc = client.create(self.create_data(&ws)).await?;
+            // A create whose response was lost is found again (by its message, which names
+            // this resource when the spec sets none, created after this resource), never
+            // created twice.
+            let data = self.create_data(&ws);
+            let message = data["attributes"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let since = self
+                .meta()
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .unwrap_or_default();
+            let found = client.recent(&ws).await?.into_iter().find(|r| {
+                r.pointer("/attributes/message").and_then(Value::as_str) == Some(message.as_str())
+                    && r.pointer("/attributes/created-at")
+                        .and_then(Value::as_str)
+                        .and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok())
+                        .zip(chrono::DateTime::parse_from_rfc3339(&since).ok())
+                        .is_some_and(|(c, s)| c >= s)
+            });
+            let doc = match found {
+                Some(doc) => doc,
+                None => client.create(data).await?,
+            };
             let id = doc
                 .get("id")
                 .and_then(Value::as_str)
