@@ -17,6 +17,7 @@ use crate::api::{
     IdpAuthMethod, IdpGroup, IdpUser, TotpEnrollment, TotpMethod, TransformAlphabet, TransformRole,
     TransformStore, TransformTemplate, Transformation,
 };
+use crate::api::{Connection, SecretsPolicy, Workspace, WorkspaceRun};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -45,6 +46,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         IdpUser::crd(),
         IdpGroup::crd(),
         IdpAuthMethod::crd(),
+        Workspace::crd(),
+        WorkspaceRun::crd(),
     ]
 }
 
@@ -80,6 +83,8 @@ pub async fn run(
         ),
         crate::reconcile::run_operation::<CatalogAclToken>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<DeploymentGate>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<Workspace>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<WorkspaceRun>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdEngine>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdRole>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),

@@ -9,6 +9,7 @@ pub mod scheduler;
 pub mod secrets;
 pub mod secrets_policy;
 pub mod transform;
+pub mod workspaces;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,8 @@ pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
 pub use transform::{
     TransformAlphabet, TransformRole, TransformStore, TransformTemplate, Transformation,
 };
+pub use workspaces::run::{WorkspaceRun, WorkspaceRunSpec, WorkspaceRunStatus};
+pub use workspaces::workspace::{Workspace, WorkspaceSpec, WorkspaceStatus};
 
 /// Which Connection a managed resource uses to reach its service.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

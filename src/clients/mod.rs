@@ -9,5 +9,6 @@ pub mod secrets_dr;
 pub mod secrets_idp;
 pub mod secrets_mfa;
 pub mod secrets_transform;
+pub mod workspaces;
 
 pub use http::{ClientError, Http, HttpConfig, SecretString};

@@ -9,3 +9,4 @@ pub mod scheduler;
 pub mod secrets;
 pub mod secrets_policy;
 pub mod transform;
+pub mod workspaces;

@@ -1,0 +1,5 @@
+//! Kinds of the infrastructure-workspace service (spec B).
+
+pub mod run;
+pub mod settings;
+pub mod workspace;
