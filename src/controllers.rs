@@ -17,7 +17,7 @@ use crate::api::{
     IdpAuthMethod, IdpGroup, IdpUser, TotpEnrollment, TotpMethod, TransformAlphabet, TransformRole,
     TransformStore, TransformTemplate, Transformation,
 };
-use crate::api::{Connection, SecretsPolicy, Workspace, WorkspaceRun};
+use crate::api::{Workspace, WorkspaceRun};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
