@@ -15,11 +15,12 @@
 //! | POST | /_sandbox/workspaces/scripts | `{"workspace": "ws-…", "plan"?: "changes"\|"no-changes"\|"errored", "apply"?: "ok"\|"errored", "cancel"?: "ok"\|"ignore", "count"?: 1}` | 204; the next `count` runs (0 = all) of the workspace follow the script |
 //! | POST | /_sandbox/workspaces/registry-modules | `{"organization", "name", "provider", "namespace"?, "no_code_ready"?: true, "versions": [{"version", "variables": [{"name", "type"?, "required"?, "default"?}]}]}` | `{"id"}` (`mod-…`) |
 //! | POST | /_sandbox/workspaces/registry-modules/{id}/versions | `{"version", "variables"?}` | 204 |
+//! | PUT | /_sandbox/workspaces/run-phases | `{"workspace": "ws-…"` or `"organization", "cost_estimation"?, "policy_check"?, "post_plan"?}` (booleans, default false) | the phases; runs created afterwards in that workspace (or organization, unless the workspace has its own) pass through cost estimation, policy check and post-plan, and wait for confirmation in the last of them |
 
 use axum::extract::{Path, State as AxState};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, patch, post};
+use axum::routing::{get, patch, post, put};
 use axum::Router;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -44,6 +45,7 @@ pub fn routes() -> Router<Svc> {
             get(get_settings).put(put_settings),
         )
         .route("/_sandbox/workspaces/scripts", post(add_script))
+        .route("/_sandbox/workspaces/run-phases", put(put_run_phases))
         .route("/_sandbox/workspaces/registry-modules", post(add_module))
         .route(
             "/_sandbox/workspaces/registry-modules/{id}/versions",
@@ -574,5 +576,33 @@ async fn add_module_version(
         m.versions.retain(|x| x.version != v.version);
         m.versions.push(v);
         Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+#[derive(Deserialize)]
+struct RunPhasesBody {
+    #[serde(default)]
+    workspace: Option<String>,
+    #[serde(default)]
+    organization: Option<String>,
+    #[serde(flatten)]
+    phases: RunPhases,
+}
+
+async fn put_run_phases(AxState(svc): AxState<Svc>, body: Bytes) -> Response {
+    respond((|| {
+        let b: RunPhasesBody = parse(&body)?;
+        let mut state = svc.lock();
+        let key = match (b.workspace, b.organization) {
+            (Some(w), None) if state.workspaces.contains_key(&w) => w,
+            (Some(_), None) => return Err(missing("no such workspace")),
+            (None, Some(o)) if state.organizations.contains_key(&o) => o,
+            (None, Some(_)) => return Err(missing("no such organization")),
+            _ => return Err(bad("give exactly one of workspace and organization")),
+        };
+        state.run_phases.insert(key, b.phases);
+        Ok(json_ok(
+            serde_json::to_value(b.phases).unwrap_or(Value::Null),
+        ))
     })())
 }
