@@ -65,6 +65,10 @@ pub struct Fault {
     pub delay_ms: u64,
     #[serde(default)]
     pub drop: bool,
+    /// Let the service process the request, then drop the connection without the response (the
+    /// case that makes clients create duplicates: the write happened, the caller cannot know).
+    #[serde(default)]
+    pub after: bool,
     #[serde(default = "one")]
     pub count: u32,
     /// The error body to send (a JSON string is sent as plain text); defaults to a body in the
@@ -186,6 +190,14 @@ async fn log_and_inject(
         return next.run(req).await;
     }
     if let Some(fault) = admin.take_fault(service, &method, &path) {
+        if fault.after {
+            if fault.delay_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(fault.delay_ms)).await;
+            }
+            let resp = next.run(req).await;
+            admin.record(service, method.as_str(), &path, resp.status().as_u16());
+            return lost_response();
+        }
         let answers_itself =
             fault.drop || fault.status == 0 || (fault.delay_ms > 0 && fault.status == 200);
         if !answers_itself {
@@ -200,11 +212,7 @@ async fn log_and_inject(
         }
         if fault.drop {
             admin.record(service, method.as_str(), &path, 0);
-            // A body stream that fails makes hyper abort the connection without a response.
-            let stream = futures::stream::once(async {
-                Err::<bytes::Bytes, std::io::Error>(std::io::Error::other("dropped by fault"))
-            });
-            return Response::new(Body::from_stream(stream));
+            return lost_response();
         }
         if fault.status != 0 && !(fault.delay_ms > 0 && fault.status == 200) {
             let status =
@@ -225,6 +233,15 @@ async fn log_and_inject(
     let resp = next.run(req).await;
     admin.record(service, method.as_str(), &path, resp.status().as_u16());
     resp
+}
+
+/// A response hyper cannot send: its body stream fails at once, so the connection is aborted and
+/// the client sees it dropped without a response.
+fn lost_response() -> Response {
+    let stream = futures::stream::once(async {
+        Err::<bytes::Bytes, std::io::Error>(std::io::Error::other("dropped by fault"))
+    });
+    Response::new(Body::from_stream(stream))
 }
 
 /// An injected fault's response in the error format the service itself uses: JSON for the

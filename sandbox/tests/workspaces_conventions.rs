@@ -4,7 +4,7 @@
 mod workspaces_support;
 
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{json, Value};
 use workspaces_support::*;
 
 #[tokio::test]
@@ -350,4 +350,53 @@ async fn project_shows_its_workspace_count() {
     ws.create_ws("counted", json!({})).await;
     let list = ws.get("/api/v2/organizations/quartet/projects").await;
     assert_eq!(list.body["data"][0]["attributes"]["workspace-count"], 1);
+}
+
+/// `"after": true` lets the service process the request and then drops the connection without
+/// the response: the write happened, the client cannot know (how operators make duplicates).
+#[tokio::test]
+async fn a_lost_response_fault_processes_the_request_then_drops_the_connection() {
+    let ws = Ws::start().await;
+    ws.http
+        .post(format!("{}/_sandbox/faults", ws.url))
+        .body(json!({"method": "POST", "path": "/api/v2/organizations/quartet/workspaces", "after": true}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let sent = ws
+        .http
+        .post(format!(
+            "{}/api/v2/organizations/quartet/workspaces",
+            ws.url
+        ))
+        .bearer_auth(ROOT)
+        .header("content-type", "application/vnd.api+json")
+        .body(json!({"data": {"type": "workspaces", "attributes": {"name": "lost"}}}).to_string())
+        .send()
+        .await;
+    let failed = match sent {
+        Err(_) => true,
+        Ok(r) => r.bytes().await.is_err(),
+    };
+    assert!(failed, "the response must not reach the client");
+    let r = ws
+        .get("/api/v2/organizations/quartet/workspaces/lost")
+        .await;
+    assert_eq!(r.status, 200, "the workspace was created: {}", r.body);
+    let log = ws
+        .http
+        .get(format!("{}/_sandbox/requests?service=workspaces", ws.url))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    let create = log["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["method"] == "POST")
+        .expect("logged");
+    assert_eq!(create["status"], 201, "the log shows what the service did");
 }

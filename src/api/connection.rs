@@ -1,6 +1,6 @@
 //! `Connection`: how Quartet reaches one instance of one service.
 
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -40,9 +40,10 @@ impl std::fmt::Display for Service {
 /// How Quartet reaches one service instance. Managed resources name it in `spec.connectionRef`;
 /// a resource without `connectionRef` uses the Connection named after its service (`secrets`,
 /// `workspaces`, `catalog` or `scheduler`) in its own namespace.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[kube(
     group = "quartet.dev",
+    cel,
     version = "v1alpha1",
     kind = "Connection",
     doc = "How Quartet reaches one service instance: address, token Secret, CA, limits.",
@@ -63,6 +64,10 @@ impl std::fmt::Display for Service {
         json_path = ".metadata.creationTimestamp"
     )
 )]
+#[x_kube(
+    validation = Rule::new("!has(self.tokenHeader) || self.service != 'workspaces'").message("tokenHeader is not used by the workspace service (it takes a bearer token)"),
+    validation = Rule::new("!has(self.organization) || self.service == 'workspaces'").message("organization is only used by workspaces Connections")
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionSpec {
     /// Which service this Connection reaches: `secrets`, `workspaces`, `catalog` or `scheduler`.
@@ -77,6 +82,18 @@ pub struct ConnectionSpec {
     /// system roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_secret_ref: Option<SecretKeyRef>,
+    /// HTTP header that carries the token, for servers of the same API that name it differently
+    /// (`X-Vault-Token` for an OpenBao server). Defaults by service: `X-Secrets-Token` for
+    /// secrets, `X-Catalog-Token` for catalog, `X-Scheduler-Token` for scheduler; the workspace
+    /// service always takes a bearer token (`Authorization: Bearer`), so this field is refused
+    /// there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9-]+$"), length(min = 1, max = 128))]
+    pub token_header: Option<String>,
+    /// Workspace service only: the default organization of resources that name none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    pub organization: Option<String>,
     /// Namespace of the service to work in (secrets service namespaces), sent with each call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_namespace: Option<String>,

@@ -92,4 +92,23 @@ pub struct ManagedStatus {
     /// so a change of a referenced Secret is detected without storing or reading it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_only_hash: Option<String>,
+    /// Kind-specific status fields (a workspace's `locked`, a library set's `accounts`), read
+    /// from the remote object by [`crate::reconcile::Reconciled::status_fields`] and written
+    /// next to the fields above. Not part of this type's schema: each kind declares its own.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub fields: serde_json::Map<String, serde_json::Value>,
+}
+
+impl ManagedStatus {
+    /// The JSON keys of the fields every managed kind carries (everything else in a status is
+    /// kind-specific).
+    pub const KEYS: [&'static str; 6] = [
+        "observedGeneration",
+        "conditions",
+        "remoteId",
+        "lastSyncTime",
+        "driftedFields",
+        "writeOnlyHash",
+    ];
 }

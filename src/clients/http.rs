@@ -44,7 +44,7 @@ impl std::fmt::Display for SecretString {
 #[derive(Clone, Debug)]
 pub enum Auth {
     /// A named header carrying the token as is (`X-Secrets-Token`, `X-Catalog-Token`, ...).
-    Header(&'static str, SecretString),
+    Header(String, SecretString),
     /// `Authorization: Bearer <token>`.
     Bearer(SecretString),
 }
@@ -124,8 +124,15 @@ pub struct Http {
     client: reqwest::Client,
     cfg: HttpConfig,
     limiter: DefaultDirectRateLimiter,
+    /// The share of the budget periodic resyncs may use (see [`Http::try_resync`]).
+    resync_limiter: DefaultDirectRateLimiter,
     metrics: Arc<Metrics>,
 }
+
+/// The share of a Connection's `requestsPerSecond` that periodic resyncs may use; the rest is
+/// kept for work a change asked for (a new or edited resource, a deletion), so resyncs of many
+/// known objects can never starve it.
+pub const RESYNC_SHARE: f64 = 0.5;
 
 impl std::fmt::Debug for Http {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -160,16 +167,29 @@ impl Http {
             Quota::per_second(rps)
                 .allow_burst(rps.saturating_mul(NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN))),
         );
+        let resync_rps = NonZeroU32::new(
+            ((f64::from(cfg.requests_per_second) * RESYNC_SHARE).floor() as u32).max(1),
+        )
+        .unwrap_or(NonZeroU32::MIN);
+        let resync_limiter = RateLimiter::direct(Quota::per_second(resync_rps));
         Ok(Self {
             client,
             cfg,
             limiter,
+            resync_limiter,
             metrics,
         })
     }
 
     pub fn service(&self) -> Service {
         self.cfg.service
+    }
+
+    /// Take one slot of the resync share of this Connection's budget, without waiting: `false`
+    /// means resyncs have used their share and this one should be put off (not queued: a
+    /// waiting resync would hold a worker that a changed object needs).
+    pub fn try_resync(&self) -> bool {
+        self.resync_limiter.check().is_ok()
     }
 
     /// Send one call; `verb` is the method name (`LIST` allowed). Retries retryable failures:
@@ -224,7 +244,7 @@ impl Http {
         let url = format!("{}{}", self.cfg.base_url, path);
         let mut req = self.client.request(method, &url);
         req = match &self.cfg.auth {
-            Auth::Header(name, token) => req.header(*name, token.expose()),
+            Auth::Header(name, token) => req.header(name.as_str(), token.expose()),
             Auth::Bearer(token) => req.bearer_auth(token.expose()),
         };
         for (k, v) in &self.cfg.extra_headers {

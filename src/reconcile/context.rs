@@ -62,6 +62,13 @@ pub struct Context {
     http_cache: Mutex<HashMap<(String, String), CachedHttp>>,
     failures: Mutex<HashMap<String, u32>>,
     fresh: Mutex<HashMap<String, (String, Instant)>>,
+    /// resourceVersion of each object at the end of its last successful pass: a pass that
+    /// finds the same one (and was not woken by a Connection or Secret) is a periodic resync.
+    settled: Mutex<HashMap<String, String>>,
+    /// Objects woken by a change of their Connection or of a Secret they read.
+    urgent: Mutex<std::collections::HashSet<String>>,
+    /// When the last "resyncs stretched" line was logged, per kind.
+    stretched_logged: Mutex<HashMap<String, Instant>>,
 }
 
 impl Context {
@@ -86,6 +93,9 @@ impl Context {
             http_cache: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             fresh: Mutex::new(HashMap::new()),
+            settled: Mutex::new(HashMap::new()),
+            urgent: Mutex::new(std::collections::HashSet::new()),
+            stretched_logged: Mutex::new(HashMap::new()),
         }
     }
 
@@ -115,6 +125,57 @@ impl Context {
         }
     }
 
+    /// Remember that `key` ended a successful pass at `resource_version`.
+    pub fn settle(&self, key: &str, resource_version: Option<String>) {
+        let mut s = self.settled.lock().unwrap_or_else(|e| e.into_inner());
+        match resource_version {
+            Some(rv) => {
+                s.insert(key.to_string(), rv);
+            }
+            None => {
+                s.remove(key);
+            }
+        }
+    }
+
+    /// Mark `key` as woken by a change it must react to (its Connection, a Secret it reads).
+    pub fn mark_urgent(&self, key: String) {
+        self.urgent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key);
+    }
+
+    /// Whether this pass of `key` is a periodic resync: nothing changed on the object since its
+    /// last successful pass and nothing it depends on woke it. Consumes the urgent mark.
+    pub fn is_resync(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let urgent = self
+            .urgent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        if urgent {
+            return false;
+        }
+        let s = self.settled.lock().unwrap_or_else(|e| e.into_inner());
+        resource_version.is_some() && s.get(key).map(String::as_str) == resource_version
+    }
+
+    /// Whether to log (again) that resyncs of `kind` are being stretched: at most once a minute.
+    pub fn should_log_stretch(&self, kind: &str) -> bool {
+        let mut l = self
+            .stretched_logged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match l.get(kind) {
+            Some(at) if at.elapsed() < Duration::from_secs(60) => false,
+            _ => {
+                l.insert(kind.to_string(), Instant::now());
+                true
+            }
+        }
+    }
+
     pub fn succeeded(&self, key: &str) {
         self.failures
             .lock()
@@ -122,14 +183,15 @@ impl Context {
             .remove(key);
     }
 
-    /// The configured HTTP client for the Connection a resource in `ns` uses for `service`.
-    /// Without `cref`, the Connection named after the service in `ns`.
-    pub async fn http_for(
+    /// The Connection a resource in `ns` uses for `service` (without `cref`, the one named
+    /// after the service in `ns`), checked for use from `ns` and for the service. Kinds read
+    /// Connection-level defaults from it (the workspace service's `organization`).
+    pub fn connection_for(
         &self,
         ns: &str,
         cref: Option<&ConnectionRef>,
         service: Service,
-    ) -> Result<Arc<Http>> {
+    ) -> Result<Arc<Connection>> {
         let (conn_ns, conn_name) = match cref {
             Some(r) => (
                 r.namespace.clone().unwrap_or_else(|| ns.to_string()),
@@ -165,6 +227,20 @@ impl Context {
                 conn.spec.service
             )));
         }
+        Ok(conn)
+    }
+
+    /// The configured HTTP client for the Connection a resource in `ns` uses for `service`.
+    /// Without `cref`, the Connection named after the service in `ns`.
+    pub async fn http_for(
+        &self,
+        ns: &str,
+        cref: Option<&ConnectionRef>,
+        service: Service,
+    ) -> Result<Arc<Http>> {
+        let conn = self.connection_for(ns, cref, service)?;
+        let conn_ns = conn.namespace().unwrap_or_default();
+        let conn_name = conn.name_any();
         let cache_key = (conn_ns.clone(), conn_name.clone());
         {
             let cache = self.http_cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -232,11 +308,17 @@ impl Context {
             None => None,
         };
         let service = conn.spec.service;
+        let header = |default: &str| {
+            conn.spec
+                .token_header
+                .clone()
+                .unwrap_or_else(|| default.to_string())
+        };
         let auth = match service {
-            Service::Secrets => Auth::Header("X-Secrets-Token", token),
+            Service::Secrets => Auth::Header(header("X-Secrets-Token"), token),
             Service::Workspaces => Auth::Bearer(token),
-            Service::Catalog => Auth::Header("X-Catalog-Token", token),
-            Service::Scheduler => Auth::Header("X-Scheduler-Token", token),
+            Service::Catalog => Auth::Header(header("X-Catalog-Token"), token),
+            Service::Scheduler => Auth::Header(header("X-Scheduler-Token"), token),
         };
         let mut extra_headers = Vec::new();
         if let Some(n) = &conn.spec.service_namespace {

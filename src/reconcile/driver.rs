@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
@@ -46,6 +46,15 @@ pub trait Managed:
     fn connection_ref(&self) -> Option<&ConnectionRef>;
     fn deletion_policy(&self) -> DeletionPolicy;
     fn managed_status(&self) -> Option<&ManagedStatus>;
+    /// Names of the Secrets (in the resource's namespace) whose contents the resource reads:
+    /// a change of one wakes the resource at once (a rotated password is sent now, not at the
+    /// next resync). Kinds that return any must set [`Managed::WATCHES_SECRETS`].
+    fn secret_refs(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Whether the controller watches Secrets for [`Managed::secret_refs`] (needs list/watch on
+    /// Secrets, so only kinds that read Secrets turn it on).
+    const WATCHES_SECRETS: bool = false;
     /// The whole `status` object for `managed` (kinds with extra status fields add them here).
     fn status_json(&self, managed: &ManagedStatus) -> Value {
         serde_json::to_value(managed).unwrap_or(Value::Null)
@@ -115,6 +124,28 @@ pub trait Reconciled: Managed {
     fn write_only_hash(_desired: &Self::Desired, _ctx: &Context) -> Option<String> {
         None
     }
+    /// Kind-specific status fields read from the remote object (camelCase keys, declared in the
+    /// kind's status type so the CRD schema keeps them), written next to the managed fields
+    /// only when they change. An empty map leaves the fields as they are.
+    fn status_fields(&self, _observed: &Self::Observed) -> serde_json::Map<String, Value> {
+        serde_json::Map::new()
+    }
+}
+
+/// The kind-specific fields of `obj`'s current status (everything but [`ManagedStatus::KEYS`]),
+/// so a pass that does not read them again (an error, a create) writes them back unchanged.
+pub fn kind_status_fields<K: Serialize>(obj: &K) -> serde_json::Map<String, Value> {
+    let Ok(v) = serde_json::to_value(obj) else {
+        return serde_json::Map::new();
+    };
+    match v.get("status").and_then(Value::as_object) {
+        Some(st) => st
+            .iter()
+            .filter(|(k, _)| !ManagedStatus::KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        None => serde_json::Map::new(),
+    }
 }
 
 pub fn finalizer_name<K: Resource<DynamicType = ()>>() -> String {
@@ -131,36 +162,9 @@ pub async fn run<K: Reconciled>(
     namespace: Option<String>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let api: Api<K> = match &namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
     let kind = K::kind(&()).to_string();
     tracing::info!(%kind, "controller started");
-    let conn_api: Api<Connection> = match &namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
-    // No generation predicate: it would swallow finalizer-add and deletion events.
-    let controller = Controller::new(api, watcher::Config::default());
-    let store = controller.store();
-    controller
-        // A Connection that changes (fixed token, new address, Ready again) wakes the resources
-        // that use it, instead of leaving them to their backoff.
-        .watches(
-            conn_api,
-            watcher::Config::default(),
-            move |conn: Connection| {
-                let ns = conn.namespace().unwrap_or_default();
-                let name = conn.name_any();
-                store
-                    .state()
-                    .into_iter()
-                    .filter(|o| uses_connection(o.as_ref(), &ns, &name))
-                    .map(|o| ObjectRef::from_obj(o.as_ref()))
-                    .collect::<Vec<_>>()
-            },
-        )
+    controller_for::<K>(&ctx, namespace.as_deref())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<K>, error_policy::<K>, ctx)
@@ -173,8 +177,72 @@ pub async fn run<K: Reconciled>(
     tracing::info!(%kind, "controller stopped");
 }
 
+/// The controller of kind `K`, also woken by a change of the Connection a resource uses (fixed
+/// token, new address, Ready again) and, for kinds that read Secrets, of such a Secret.
+pub fn controller_for<K: Managed>(ctx: &Arc<Context>, namespace: Option<&str>) -> Controller<K> {
+    let api: Api<K> = match namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let conn_api: Api<Connection> = match namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    // No generation predicate: it would swallow finalizer-add and deletion events.
+    let mut controller = Controller::new(api, watcher::Config::default());
+    let store = controller.store();
+    if K::WATCHES_SECRETS {
+        controller = watch_secrets(controller, ctx, namespace);
+    }
+    // A Connection that changes wakes the resources that use it, instead of leaving them to
+    // their backoff.
+    controller.watches(
+        conn_api,
+        watcher::Config::default(),
+        move |conn: Connection| {
+            let ns = conn.namespace().unwrap_or_default();
+            let name = conn.name_any();
+            store
+                .state()
+                .into_iter()
+                .filter(|o| uses_connection(o.as_ref(), &ns, &name))
+                .map(|o| ObjectRef::from_obj(o.as_ref()))
+                .collect::<Vec<_>>()
+        },
+    )
+}
+
+/// Wake the resources that read a Secret when it changes (a rotated password is sent at once).
+pub fn watch_secrets<K: Managed>(
+    controller: Controller<K>,
+    ctx: &Arc<Context>,
+    namespace: Option<&str>,
+) -> Controller<K> {
+    let secrets: Api<Secret> = match namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let store = controller.store();
+    controller.watches(
+        secrets,
+        watcher::Config::default(),
+        move |secret: Secret| {
+            let ns = secret.namespace().unwrap_or_default();
+            let name = secret.name_any();
+            store
+                .state()
+                .into_iter()
+                .filter(|o| {
+                    o.namespace().as_deref() == Some(ns.as_str()) && o.secret_refs().contains(&name)
+                })
+                .map(|o| ObjectRef::from_obj(o.as_ref()))
+                .collect::<Vec<_>>()
+        },
+    )
+}
+
 /// Whether `obj` uses the Connection `ns/name` (explicitly, or by the service-name default).
-fn uses_connection<K: Managed>(obj: &K, ns: &str, name: &str) -> bool {
+pub(crate) fn uses_connection<K: Managed>(obj: &K, ns: &str, name: &str) -> bool {
     let own_ns = obj.namespace().unwrap_or_default();
     match obj.connection_ref() {
         Some(r) => r.name == name && r.namespace.as_deref().unwrap_or(&own_ns) == ns,
@@ -182,7 +250,7 @@ fn uses_connection<K: Managed>(obj: &K, ns: &str, name: &str) -> bool {
     }
 }
 
-fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+pub(crate) fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
     format!(
         "{}/{}/{}",
         K::kind(&()),
@@ -238,12 +306,21 @@ enum Done {
 async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let key = object_key(obj.as_ref());
     let generation = obj.meta().generation;
-    let before = obj.managed_status().cloned().unwrap_or_default();
+    let mut before = obj.managed_status().cloned().unwrap_or_default();
+    before.fields = kind_status_fields(obj.as_ref());
     let mut status = before.clone();
     status.observed_generation = generation;
     let mut written = before.clone();
     if pending_free(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref()) {
         return Ok(Action::requeue(jitter(ctx.settings.resync)));
+    }
+    if pending_free(&before)
+        && ctx.is_resync(&key, obj.resource_version().as_deref())
+        && !resync_slot::<K>(obj.as_ref(), ctx).await
+    {
+        // Resyncs have used their share of the Connection's budget: put this one off without
+        // a call, so new and changed objects never wait behind resyncs of known ones.
+        return Ok(Action::requeue(spread(ctx.settings.resync)));
     }
 
     match sync(obj.as_ref(), ctx, &mut status, &mut written).await {
@@ -297,10 +374,19 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             if changed_remote || conds_changed {
                 status.last_sync_time = Some(conditions::now());
             }
-            if let Some(rv) = write_status(obj.as_ref(), ctx, &status, &mut written).await? {
+            let rv = write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            if let Some(rv) = &rv {
                 // Our own status write comes back as a watch event: that pass has nothing to do.
-                ctx.mark_fresh(&key, rv);
+                ctx.mark_fresh(&key, rv.clone());
             }
+            ctx.settle(
+                &key,
+                if pending.is_none() {
+                    rv.or_else(|| obj.resource_version())
+                } else {
+                    None
+                },
+            );
             if let Some(reason) = reason {
                 publish(
                     ctx,
@@ -410,6 +496,10 @@ async fn sync<K: Reconciled>(
     };
     let adopted = status.remote_id.is_none();
     status.remote_id = Some(K::remote_id(&observed));
+    let fields = obj.status_fields(&observed);
+    if !fields.is_empty() {
+        status.fields = fields;
+    }
     let pending = K::pending(&observed);
     let mut changed = K::diff(&desired, &observed);
     if hash.is_some() && hash != status.write_only_hash {
@@ -442,6 +532,37 @@ async fn sync<K: Reconciled>(
     ))
 }
 
+/// Whether a periodic resync of `obj` may run now (within the resync share of its Connection's
+/// budget). Says so in a metric and, at most once a minute per kind, a log line when not.
+async fn resync_slot<K: Managed>(obj: &K, ctx: &Context) -> bool {
+    let ns = obj.namespace().unwrap_or_default();
+    let Ok(http) = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await else {
+        // The pass will report the Connection problem itself.
+        return true;
+    };
+    if http.try_resync() {
+        return true;
+    }
+    let kind = K::kind(&()).to_string();
+    let connection = match obj.connection_ref() {
+        Some(r) => format!("{}/{}", r.namespace.as_deref().unwrap_or(&ns), r.name),
+        None => format!("{ns}/{}", K::SERVICE),
+    };
+    ctx.metrics.resync_deferred(&kind, &connection);
+    if ctx.should_log_stretch(&kind) {
+        tracing::warn!(%kind, %connection, share = crate::clients::http::RESYNC_SHARE, "resyncs need more than their share of the Connection's requestsPerSecond: stretching the resync period (raise requestsPerSecond or --resync-interval)");
+    }
+    false
+}
+
+/// A random delay in [¼, ¾] of the resync interval (at least a second), so put-off resyncs
+/// spread out instead of coming back together.
+fn spread(resync: Duration) -> Duration {
+    use rand::Rng;
+    let secs = resync.as_secs_f64().max(4.0);
+    Duration::from_secs_f64(rand::rng().random_range(secs * 0.25..secs * 0.75))
+}
+
 /// Not following a long-running operation (those poll on their own schedule).
 fn pending_free(status: &ManagedStatus) -> bool {
     conditions::get(&status.conditions, READY).is_none_or(|c| c.reason != "InProgress")
@@ -461,7 +582,13 @@ pub async fn write_status<K: Managed>(
     if status == written {
         return Ok(None);
     }
-    let rv = patch_status(obj, ctx, obj.status_json(status)).await?;
+    let mut json = obj.status_json(status);
+    if let Some(o) = json.as_object_mut() {
+        for (k, v) in &status.fields {
+            o.insert(k.clone(), v.clone());
+        }
+    }
+    let rv = patch_status(obj, ctx, json).await?;
     *written = status.clone();
     Ok(rv)
 }
@@ -518,7 +645,8 @@ pub async fn publish<K: Resource<DynamicType = ()>>(
 
 async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
-    let before = obj.managed_status().cloned().unwrap_or_default();
+    let mut before = obj.managed_status().cloned().unwrap_or_default();
+    before.fields = kind_status_fields(obj.as_ref());
     let Some(remote_id) = before.remote_id.clone() else {
         // Never created (or never adopted) remotely: nothing to remove.
         return Ok(Action::await_change());
@@ -602,10 +730,29 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     }
 }
 
-async fn namespace_terminating(ctx: &Context, ns: &str) -> bool {
+pub(crate) async fn namespace_terminating(ctx: &Context, ns: &str) -> bool {
     match Api::<Namespace>::all(ctx.client.clone()).get_opt(ns).await {
         Ok(Some(n)) => n.metadata.deletion_timestamp.is_some(),
         Ok(None) => true,
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::SecretsPolicy;
+
+    #[test]
+    fn kind_status_fields_are_everything_but_the_managed_ones() {
+        let obj: SecretsPolicy = serde_json::from_value(json!({
+            "apiVersion": "secrets.quartet.dev/v1alpha1",
+            "kind": "SecretsPolicy",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"type": "acl", "policy": "x"},
+            "status": {"remoteId": "p", "observedGeneration": 1}
+        }))
+        .unwrap();
+        assert!(kind_status_fields(&obj).is_empty());
     }
 }

@@ -22,6 +22,7 @@ pub struct Metrics {
     remote_calls: Family<Labels, Counter>,
     remote_duration: HistogramFamily,
     kube_calls: Family<Labels, Counter>,
+    resyncs_deferred: Family<Labels, Counter>,
 }
 
 fn histogram() -> Histogram {
@@ -68,8 +69,16 @@ impl Default for Metrics {
             "Kubernetes API requests by RBAC verb and resource",
             kube_calls.clone(),
         );
+        let resyncs_deferred = Family::<Labels, Counter>::default();
+        registry.register(
+            "resyncs_deferred",
+            "Periodic resyncs put off because resyncs had used their share of the Connection's \
+             request budget (the effective resync period is longer than configured)",
+            resyncs_deferred.clone(),
+        );
         Self {
             registry,
+            resyncs_deferred,
             reconciles,
             errors,
             reconcile_duration,
@@ -121,6 +130,15 @@ impl Metrics {
             .get_or_create(&vec![
                 ("verb", verb.to_string()),
                 ("resource", resource.to_string()),
+            ])
+            .inc();
+    }
+
+    pub fn resync_deferred(&self, kind: &str, connection: &str) {
+        self.resyncs_deferred
+            .get_or_create(&vec![
+                ("kind", kind.to_string()),
+                ("connection", connection.to_string()),
             ])
             .inc();
     }

@@ -1,6 +1,7 @@
 //! The reconcile framework shared by every kind: finalizer, deletion policy, observe → diff →
 //! apply, status conditions, events, drift resync, backoff and metrics. A kind implements
-//! [`Reconciled`] (what its remote object is and which calls to make) and is registered in
+//! [`Reconciled`] (what its remote object is and which calls to make) or, when it drives an
+//! operation rather than owning an object, [`Operated`] (one step at a time) and is registered in
 //! [`crate::controllers`]; everything else lives here.
 
 pub mod conditions;
@@ -9,7 +10,9 @@ pub mod driver;
 pub mod error;
 pub mod hash;
 pub mod metrics;
+pub mod operation;
 
 pub use context::{Context, Settings};
 pub use driver::{Created, Managed, Reconciled};
 pub use error::{Category, Error, Result};
+pub use operation::{run_operation, Operated, Step};

@@ -1,0 +1,418 @@
+//! The second shape of kind: a resource that drives an operation on the service rather than
+//! owning one remote object (a lease it holds, a one-time exchange, a run or a deployment it
+//! follows and steers).
+//!
+//! Each pass: observe the service and the resource's own status, decide the next step, take at
+//! most that one step, record it in status, requeue. Because every step is recorded before the
+//! next is taken, an operator restart at any point resumes where it stopped instead of starting
+//! over. The finalizer, conditions, Events, backoff, metrics and the "no write when nothing
+//! changed" rule are the same as for [`super::Reconciled`] kinds; only `step` and `finish` are
+//! the kind's.
+//!
+//! A kind implements [`Operated`] and is registered with [`run_operation`]:
+//!
+//! ```ignore
+//! impl Operated for AdCheckout {
+//!     type Client = AdClient;
+//!     async fn step(&self, ctx: &Context, client: &AdClient) -> Result<Step> {
+//!         // read status (self.status), the service; decide; act once
+//!         Ok(Step::ready("CheckedOut", "account svc1 checked out")
+//!             .field("serviceAccountName", json!("svc1"))
+//!             .again(Duration::from_secs(60)))
+//!     }
+//!     async fn finish(&self, ctx: &Context, client: &AdClient) -> Result<()> { /* check in */ Ok(()) }
+//! }
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::controller::{self, Action};
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{self, finalizer, Event as FinalizerEvent};
+use kube::ResourceExt;
+use serde_json::{Map, Value};
+
+use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
+use super::context::Context;
+use super::driver::{
+    controller_for, finalizer_name, kind_status_fields, namespace_terminating, object_key, publish,
+    write_status, Managed,
+};
+use super::error::{jitter, Category, Error, Result};
+use crate::api::DeletionPolicy;
+use crate::clients::Http;
+
+/// A kind that drives an operation on its service.
+pub trait Operated: Managed {
+    /// The typed service client.
+    type Client: From<Arc<Http>> + Send + Sync;
+
+    /// Observe, decide the next step from the resource's status and the service, take at most
+    /// that one step, and say what to record. Errors are handled like those of owned objects
+    /// (conditions, one Event per distinct error, backoff by category).
+    fn step(
+        &self,
+        ctx: &Context,
+        client: &Self::Client,
+    ) -> impl Future<Output = Result<Step>> + Send;
+
+    /// Release what the resource holds when it is deleted with `deletionPolicy: Delete` (check
+    /// an account in, log a token out, cancel a run). Must be idempotent: it also runs when
+    /// `step` never did. Not called with `Retain`.
+    fn finish(
+        &self,
+        ctx: &Context,
+        client: &Self::Client,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Whether deletion has anything to release in the service (false: the finalizer goes
+    /// without calling [`Operated::finish`] or reaching the Connection).
+    fn holds_remote(&self) -> bool {
+        true
+    }
+}
+
+/// What a step decided: the status to record and when to run again.
+#[derive(Clone, Debug, Default)]
+pub struct Step {
+    /// `Ready` condition: status, reason, message.
+    pub ready: (bool, String, String),
+    /// Kind-specific status fields (camelCase, declared in the kind's status type). Replaces the
+    /// previous set when not empty; empty keeps the fields as they are.
+    pub fields: Map<String, Value>,
+    /// The remote identifier to show in `status.remoteId` (a lease id, a run id, a deployment).
+    pub remote_id: Option<String>,
+    /// Other conditions to set (`Some(status)`) or remove (`None`): type, status, reason, message.
+    pub conditions: Vec<(String, Option<bool>, String, String)>,
+    /// Events to publish: warning?, reason, note. Published once, when the step is taken.
+    pub events: Vec<(bool, String, String)>,
+    /// Run again after this long; `None` waits for the drift resync (or a change).
+    pub again: Option<Duration>,
+}
+
+impl Step {
+    /// `Ready=True` with `reason` and `message`.
+    pub fn ready(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            ready: (true, reason.into(), message.into()),
+            ..Default::default()
+        }
+    }
+
+    /// `Ready=False` with `reason` and `message` (an operation in progress, a wait, a final
+    /// failure).
+    pub fn not_ready(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            ready: (false, reason.into(), message.into()),
+            ..Default::default()
+        }
+    }
+
+    /// Set a kind-specific status field.
+    pub fn field(mut self, key: &str, value: Value) -> Self {
+        self.fields.insert(key.to_string(), value);
+        self
+    }
+
+    /// Set the remote identifier shown in `status.remoteId`.
+    pub fn remote_id(mut self, id: impl Into<String>) -> Self {
+        self.remote_id = Some(id.into());
+        self
+    }
+
+    /// Set another condition.
+    pub fn condition(
+        mut self,
+        type_: &str,
+        status: bool,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        self.conditions
+            .push((type_.into(), Some(status), reason.into(), message.into()));
+        self
+    }
+
+    /// Remove a condition.
+    pub fn clear_condition(mut self, type_: &str) -> Self {
+        self.conditions
+            .push((type_.into(), None, String::new(), String::new()));
+        self
+    }
+
+    /// Publish an Event (Normal, or Warning when `warning`).
+    pub fn event(mut self, warning: bool, reason: &str, note: impl Into<String>) -> Self {
+        self.events.push((warning, reason.into(), note.into()));
+        self
+    }
+
+    /// Run again after `after` (a step was taken and the next one follows, or the operation is
+    /// being polled).
+    pub fn again(mut self, after: Duration) -> Self {
+        self.again = Some(after);
+        self
+    }
+}
+
+/// Run the controller of the operation kind `K` until `shutdown` resolves.
+pub async fn run_operation<K: Operated>(
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let kind = K::kind(&()).to_string();
+    tracing::info!(%kind, "controller started");
+    controller_for::<K>(&ctx, namespace.as_deref())
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "reconcile failed");
+            }
+        })
+        .await;
+    tracing::info!(%kind, "controller stopped");
+}
+
+#[tracing::instrument(skip_all, fields(kind = %K::kind(&()), namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any()))]
+async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let result = finalizer(&api, &finalizer_name::<K>(), obj, |event| async {
+        match event {
+            FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
+            FinalizerEvent::Cleanup(obj) => cleanup(obj, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Kube(e),
+        other => Error::Finalizer(other.to_string()),
+    });
+    let kind = K::kind(&());
+    ctx.metrics.reconciled(
+        &kind,
+        if result.is_ok() { "ok" } else { "error" },
+        started.elapsed(),
+    );
+    if let Err(e) = &result {
+        ctx.metrics.error(&kind, e.category().reason());
+    }
+    result
+}
+
+fn error_policy<K: Operated>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
+    let failures = ctx.failed(&object_key(obj.as_ref()));
+    let wait = err.requeue_after(failures, ctx.settings.resync);
+    tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, retry_in_s = wait.as_secs(), "reconcile failed");
+    Action::requeue(wait)
+}
+
+async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
+    let key = object_key(obj.as_ref());
+    let generation = obj.meta().generation;
+    let mut before = obj.managed_status().cloned().unwrap_or_default();
+    before.fields = kind_status_fields(obj.as_ref());
+    let mut status = before.clone();
+    status.observed_generation = generation;
+    let mut written = before.clone();
+
+    let result = async {
+        let ns = obj.namespace().unwrap_or_default();
+        let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
+        obj.step(ctx, &K::Client::from(http)).await
+    }
+    .await;
+    match result {
+        Ok(step) => {
+            ctx.succeeded(&key);
+            if !step.fields.is_empty() {
+                status.fields = step.fields.clone();
+            }
+            if step.remote_id.is_some() {
+                status.remote_id = step.remote_id.clone();
+            }
+            let (ready, reason, message) = &step.ready;
+            let mut changed = conditions::set(
+                &mut status.conditions,
+                READY,
+                *ready,
+                reason,
+                message,
+                generation,
+            );
+            changed |= conditions::set(
+                &mut status.conditions,
+                SYNCED,
+                true,
+                "ReconcileSuccess",
+                "",
+                generation,
+            );
+            changed |= conditions::remove(&mut status.conditions, DELETION_BLOCKED);
+            for (type_, value, reason, message) in &step.conditions {
+                changed |= match value {
+                    Some(v) => conditions::set(
+                        &mut status.conditions,
+                        type_,
+                        *v,
+                        reason,
+                        message,
+                        generation,
+                    ),
+                    None => conditions::remove(&mut status.conditions, type_),
+                };
+            }
+            if changed || !step.events.is_empty() {
+                status.last_sync_time = Some(conditions::now());
+            }
+            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            for (warning, reason, note) in step.events {
+                let type_ = if warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                };
+                publish(ctx, obj.as_ref(), type_, &reason, "Reconcile", note).await;
+            }
+            Ok(Action::requeue(
+                step.again.unwrap_or_else(|| jitter(ctx.settings.resync)),
+            ))
+        }
+        Err(err) => {
+            let failures = ctx.failed(&key);
+            let category = err.category();
+            if category == Category::Unauthorized {
+                ctx.forget_connection(
+                    &obj.namespace().unwrap_or_default(),
+                    obj.connection_ref(),
+                    K::SERVICE,
+                );
+            }
+            ctx.metrics.error(&K::kind(&()), category.reason());
+            let message = err.to_string();
+            let newly = conditions::set(
+                &mut status.conditions,
+                SYNCED,
+                false,
+                category.reason(),
+                &message,
+                generation,
+            );
+            let keep_ready = category == Category::Transient
+                && conditions::get(&status.conditions, READY)
+                    .is_some_and(|c| c.status == "True" && c.observed_generation == generation);
+            if !keep_ready {
+                conditions::set(
+                    &mut status.conditions,
+                    READY,
+                    false,
+                    category.reason(),
+                    &message,
+                    generation,
+                );
+            }
+            if newly {
+                status.last_sync_time = Some(conditions::now());
+            }
+            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            if newly {
+                publish(
+                    ctx,
+                    obj.as_ref(),
+                    EventType::Warning,
+                    category.reason(),
+                    "Reconcile",
+                    message,
+                )
+                .await;
+            }
+            let wait = err.requeue_after(failures, ctx.settings.resync);
+            tracing::info!(error = %err, category = category.reason(), retry_in_s = wait.as_secs(), "reconcile failed");
+            Ok(Action::requeue(wait))
+        }
+    }
+}
+
+async fn cleanup<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
+    let ns = obj.namespace().unwrap_or_default();
+    if !obj.holds_remote() {
+        return Ok(Action::await_change());
+    }
+    if obj.deletion_policy() == DeletionPolicy::Retain {
+        publish(
+            ctx,
+            obj.as_ref(),
+            EventType::Normal,
+            "Retained",
+            "Delete",
+            "left as it is in the service (deletionPolicy Retain)".into(),
+        )
+        .await;
+        return Ok(Action::await_change());
+    }
+    let result = async {
+        let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
+        obj.finish(ctx, &K::Client::from(http)).await
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            ctx.succeeded(&object_key(obj.as_ref()));
+            Ok(Action::await_change())
+        }
+        Err(err @ (Error::Connection(_) | Error::MissingReference(_)))
+            if namespace_terminating(ctx, &ns).await =>
+        {
+            publish(
+                ctx,
+                obj.as_ref(),
+                EventType::Warning,
+                "RemoteObjectOrphaned",
+                "Delete",
+                format!("could not release what this resource holds in the service: {err}"),
+            )
+            .await;
+            Ok(Action::await_change())
+        }
+        Err(err) => {
+            if err.category() == Category::Unauthorized {
+                ctx.forget_connection(&ns, obj.connection_ref(), K::SERVICE);
+            }
+            let mut before = obj.managed_status().cloned().unwrap_or_default();
+            before.fields = kind_status_fields(obj.as_ref());
+            let mut status = before.clone();
+            let message = format!(
+                "{err}; the finalizer is kept until this succeeds (or set deletionPolicy: Retain)"
+            );
+            let newly = conditions::set(
+                &mut status.conditions,
+                DELETION_BLOCKED,
+                true,
+                err.category().reason(),
+                &message,
+                obj.meta().generation,
+            );
+            let mut written = before;
+            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            if newly {
+                publish(
+                    ctx,
+                    obj.as_ref(),
+                    EventType::Warning,
+                    "DeletionBlocked",
+                    "Delete",
+                    message,
+                )
+                .await;
+            }
+            Err(err)
+        }
+    }
+}
