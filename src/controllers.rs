@@ -10,15 +10,21 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{Connection, SecretsPolicy};
+use crate::api::{Connection, NoCodeModule, NoCodeWorkspace, SecretsPolicy};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
+use crate::reconcile::operation::run_operation;
 use crate::reconcile::{Context, Settings};
 
 /// Every CRD Quartet serves.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![Connection::crd(), SecretsPolicy::crd()]
+    vec![
+        Connection::crd(),
+        SecretsPolicy::crd(),
+        NoCodeModule::crd(),
+        NoCodeWorkspace::crd(),
+    ]
 }
 
 /// Run every controller until `shutdown` is cancelled.
@@ -46,6 +52,8 @@ pub async fn run(
     tokio::join!(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
+        run_operation::<NoCodeModule>(ctx.clone(), namespace.clone(), stop()),
+        run_operation::<NoCodeWorkspace>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

@@ -99,6 +99,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     install_crds(&client).await?;
     let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
     create_connections(&client, &sandbox, &args.services.root_token).await?;
+    seed_example_module(&sandbox, &args.services.organization).await?;
 
     let shutdown = CancellationToken::new();
     tokio::spawn(controllers::cancel_on_signal(shutdown.clone()));
@@ -193,5 +194,30 @@ async fn create_connections(
         });
         connections.patch(name, &pp, &Patch::Apply(&conn)).await?;
     }
+    Ok(())
+}
+
+/// The registry module `examples/no-code.yaml` names (`mod-quartetexample`), seeded through the
+/// workspace sandbox's admin API.
+async fn seed_example_module(sandbox: &Sandbox, org: &str) -> anyhow::Result<()> {
+    let body = json!({
+        "id": "mod-quartetexample", "organization": org, "name": "network", "provider": "aws",
+        "versions": [{"version": "1.0.0", "variables": [
+            {"name": "region", "type": "string", "required": true}
+        ]}]
+    });
+    let resp = reqwest::Client::new()
+        .post(format!(
+            "{}/_sandbox/workspaces/registry-modules",
+            sandbox.workspaces_url
+        ))
+        .body(body.to_string())
+        .send()
+        .await?;
+    anyhow::ensure!(
+        resp.status().is_success(),
+        "seeding the example registry module failed: {}",
+        resp.status()
+    );
     Ok(())
 }

@@ -3,12 +3,14 @@
 
 pub mod connection;
 pub mod secrets_policy;
+pub mod workspaces;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
 pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
+pub use workspaces::nocode::{NoCodeModule, NoCodeWorkspace};
 
 /// Which Connection a managed resource uses to reach its service.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

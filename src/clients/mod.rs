@@ -2,5 +2,6 @@
 
 pub mod http;
 pub mod secrets;
+pub mod workspaces;
 
 pub use http::{ClientError, Http, HttpConfig, SecretString};

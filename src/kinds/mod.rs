@@ -3,3 +3,4 @@
 
 pub mod connection;
 pub mod secrets_policy;
+pub mod workspaces;

@@ -1,0 +1,3 @@
+//! Custom resources of the workspace service (spec B).
+
+pub mod nocode;
