@@ -150,7 +150,13 @@ fn events(sb: &Sandbox, name: &str) -> String {
         .unwrap_or_default()
         .iter()
         .filter(|e| e["involvedObject"]["name"] == name || e["regarding"]["name"] == name)
-        .map(|e| format!("{} {}\n", e["reason"], e["message"].as_str().or(e["note"].as_str()).unwrap_or("")))
+        .map(|e| {
+            format!(
+                "{} {}\n",
+                e["reason"],
+                e["message"].as_str().or(e["note"].as_str()).unwrap_or("")
+            )
+        })
         .collect()
 }
 

@@ -91,6 +91,46 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "--wait=true",
         "--timeout=30s",
     ]);
+    // No-code kinds: a NoCodeWorkspace reads the NoCodeModule it names.
+    let ws_url = sb.url("workspaces").to_string();
+    let (_, module) = http(
+        "POST",
+        &format!("{ws_url}/_sandbox/workspaces/registry-modules"),
+        None,
+        Some(
+            serde_json::json!({"organization": "quartet", "name": "rbac", "provider": "aws",
+            "versions": [{"version": "1.0.0"}]}),
+        ),
+    );
+    let module = module["id"].as_str().unwrap().to_string();
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: ws-token, namespace: default}}\nstringData: {{token: {}}}\n---\n\
+         apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: workspaces, namespace: default}}\n\
+         spec: {{service: workspaces, address: \"{ws_url}\", organization: quartet, tokenSecretRef: {{name: ws-token, key: token}}}}\n---\n\
+         apiVersion: workspaces.quartet.dev/v1alpha1\nkind: NoCodeModule\nmetadata: {{name: rbac-mod, namespace: default}}\nspec: {{registryModuleId: {module}}}\n---\n\
+         apiVersion: workspaces.quartet.dev/v1alpha1\nkind: NoCodeWorkspace\nmetadata: {{name: rbac-ws, namespace: default}}\nspec: {{moduleRef: {{name: rbac-mod}}, deletionMode: Force}}\n",
+        sb.root_token
+    ));
+    for (kind, name) in [("nocodemodule", "rbac-mod"), ("nocodeworkspace", "rbac-ws")] {
+        wait_for(&format!("{kind} Ready"), Duration::from_secs(60), || {
+            sb.get_json(kind, name)
+                .filter(|o| condition_is(o, "Ready", "True"))
+        });
+    }
+    sb.kubectl_ok(&[
+        "delete",
+        "nocodeworkspace",
+        "rbac-ws",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    sb.kubectl_ok(&[
+        "delete",
+        "nocodemodule",
+        "rbac-mod",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
     std::thread::sleep(Duration::from_secs(3));
     // The leader renews its Lease every few seconds: wait for one renewal to be counted.
     let addr = op.metrics_addr();

@@ -32,6 +32,10 @@ pub struct RemoteOptions {
     pub options: Vec<String>,
 }
 
+/// A variable-options set to send: the id of the set it replaces (none: a new set), the
+/// variable's name and type, and the allowed values.
+pub type OptionSet = (Option<String>, String, String, Vec<String>);
+
 /// A no-code module as the service has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemoteModule {
@@ -299,7 +303,7 @@ impl NoCodeClient {
         registry_module: &str,
         enabled: bool,
         version_pin: Option<&str>,
-        options: Option<&[(Option<String>, String, String, Vec<String>)]>,
+        options: Option<&[OptionSet]>,
     ) -> Value {
         let mut attrs = json!({"enabled": enabled});
         if let Some(p) = version_pin {
@@ -331,7 +335,7 @@ impl NoCodeClient {
         registry_module: &str,
         enabled: bool,
         version_pin: Option<&str>,
-        options: &[(Option<String>, String, String, Vec<String>)],
+        options: &[OptionSet],
     ) -> Result<RemoteModule, ClientError> {
         let body = Self::module_body(registry_module, enabled, version_pin, Some(options));
         let r = self
@@ -352,7 +356,7 @@ impl NoCodeClient {
         registry_module: &str,
         enabled: bool,
         version_pin: Option<&str>,
-        options: Option<&[(Option<String>, String, String, Vec<String>)]>,
+        options: Option<&[OptionSet]>,
     ) -> Result<(), ClientError> {
         let body = Self::module_body(registry_module, enabled, version_pin, options);
         self.http

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::workspaces::nocode::{NoCodeModule, VariableOption};
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
-use crate::clients::workspaces::nocode::{NoCodeClient, RemoteModule};
+use crate::clients::workspaces::nocode::{NoCodeClient, OptionSet, RemoteModule};
 use crate::clients::ClientError;
 use crate::reconcile::{conditions, Context, Error, Managed, Operated, Result, Step};
 
@@ -113,7 +113,7 @@ fn options_to_send(
     opts: &[VariableOption],
     remote: Option<&RemoteModule>,
     known: &BTreeMap<String, String>,
-) -> Vec<(Option<String>, String, String, Vec<String>)> {
+) -> Vec<OptionSet> {
     opts.iter()
         .map(|o| {
             let id = remote
