@@ -38,6 +38,9 @@ pub enum Command {
     /// Everything embedded for a first look: dev Kubernetes API server with the CRDs installed,
     /// the emulated services, Connections to them, and the controllers. Serves until Ctrl-C.
     Dev(DevArgs),
+    /// Lease operations of the secrets service: lookup, list, renew, revoke, revoke-prefix,
+    /// revoke-force, tidy, count and list irrevocable leases.
+    Leases(crate::leases::LeasesArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -180,6 +183,7 @@ pub fn main() -> ExitCode {
             Command::Crd(args) => crate::crdgen::crd(args),
             Command::Sandbox(args) => crate::dev::sandbox(args).await,
             Command::Dev(args) => crate::dev::dev(args).await,
+            Command::Leases(args) => crate::leases::run(args).await.map_err(Into::into),
         }
     });
     match result {

@@ -8,6 +8,7 @@ pub mod crdgen;
 pub mod dev;
 pub mod kinds;
 pub mod lease;
+pub mod leases;
 pub mod reconcile;
 pub mod run;
 pub mod server;

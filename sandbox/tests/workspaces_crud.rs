@@ -33,7 +33,7 @@ async fn create_applies_every_default_of_the_attribute_table() {
     assert_eq!(a["trigger-prefixes"], json!([]));
     assert_eq!(a["trigger-patterns"], json!([]));
     assert_eq!(a["vcs-repo"], json!(null));
-    assert_eq!(a["working-directory"], "");
+    assert_eq!(a["working-directory"], json!(null));
     assert_eq!(a["drift-detection"], false);
     assert_eq!(a["locked"], false);
     // latest released engine version

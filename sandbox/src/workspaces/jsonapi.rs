@@ -169,7 +169,21 @@ impl QueryParams {
     }
 }
 
-/// One page of `items` as a JSON:API list document with `links` and `meta.pagination`.
+tokio::task_local! {
+    /// `scheme://host[:port]` of the request being answered, set by the service middleware:
+    /// pagination links are absolute URLs, as the real service writes them.
+    pub static BASE_URL: String;
+}
+
+/// The absolute form of an API path (the path itself outside a request).
+pub fn absolute(path: &str) -> String {
+    BASE_URL
+        .try_with(|b| format!("{b}{path}"))
+        .unwrap_or_else(|_| path.to_string())
+}
+
+/// One page of `items` as a JSON:API list document with `links` and `meta.pagination`. The
+/// links are absolute URLs, as the real service writes them (issue 22).
 /// `path` is the API path of the list (without query); other query parameters are kept.
 pub fn paginate(
     items: Vec<Value>,
@@ -197,7 +211,7 @@ pub fn paginate(
         let qs = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(q)
             .finish();
-        Value::String(format!("{path}?{qs}"))
+        Value::String(absolute(&format!("{path}?{qs}")))
     };
     let prev = if number > 1 { Some(number - 1) } else { None };
     let next = if number < total_pages {

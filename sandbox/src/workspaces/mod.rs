@@ -127,6 +127,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .merge(orgs::routes())
         .merge(workspace::routes())
         .merge(tags::routes())
+        .merge(tags::binding_routes())
         .merge(teams::routes())
         .merge(runs::routes())
         .merge(nocode::routes())
@@ -139,7 +140,11 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
     let inner = routes.clone();
     let api = routes
         .method_not_allowed_fallback(move |req: Request<Body>| put_as_post(inner.clone(), req));
-    Ok(api.layer(middleware::from_fn_with_state(svc, headers_and_persistence)))
+    // The middleware wraps the routed service from outside (a router's own layers run after
+    // routing), so the organization-name rewrite it does is seen by the routing.
+    Ok(Router::new()
+        .fallback_service(api)
+        .layer(middleware::from_fn_with_state(svc, headers_and_persistence)))
 }
 
 /// Service discovery document read by go-tfe and terrasnek before any API call. It must be
@@ -206,7 +211,18 @@ async fn headers_and_persistence(
     // reason, unlock, actions, GET or DELETE with a body) would otherwise leave it unread, and
     // hyper then closes the keep-alive connection after answering: pooled clients (python-tfe's
     // httpx, go-tfe) see "server disconnected" on their next request.
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    // Organization names in paths are case-insensitive (the real service looks them up so).
+    let canonical = orgs::canonical_org_uri(&svc.lock(), &parts.uri);
+    if let Some(uri) = canonical {
+        parts.uri = uri;
+    }
+    let host = parts
+        .headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1")
+        .to_string();
     let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
         Err(_) => {
@@ -214,7 +230,9 @@ async fn headers_and_persistence(
         }
     };
     let req = Request::from_parts(parts, Body::from(bytes));
-    let mut resp = next.run(req).await;
+    let mut resp = jsonapi::BASE_URL
+        .scope(format!("http://{host}"), next.run(req))
+        .await;
     let h = resp.headers_mut();
     h.insert("tfp-api-version", HeaderValue::from_static(API_VERSION));
     h.insert(

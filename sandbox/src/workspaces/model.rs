@@ -127,6 +127,9 @@ pub struct VcsRepo {
     pub branch: String,
     pub ingress_submodules: bool,
     pub tags_regex: Option<String>,
+    /// A GitHub App installation (`ghain-…`), the alternative to `oauth-token-id`.
+    #[serde(default)]
+    pub github_app_installation_id: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -188,6 +191,10 @@ pub struct Workspace {
     pub no_code: Option<NoCodeOrigin>,
     pub no_code_upgrade_available: bool,
     pub resource_count: u64,
+    /// Attributes added by the issue-22 corrections (kept together; older snapshots load them
+    /// with their defaults).
+    #[serde(default)]
+    pub extra: WorkspaceExtra,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -425,4 +432,70 @@ pub struct State {
     /// workspace's own entry wins over its organization's.
     #[serde(default)]
     pub run_phases: BTreeMap<String, RunPhases>,
+    /// Per organization, the defaults workspaces inherit (`default-execution-mode`,
+    /// `default-agent-pool`); absent means `remote` and no pool.
+    #[serde(default)]
+    pub org_defaults: BTreeMap<String, OrgDefaults>,
+}
+
+/// What an organization's workspaces inherit unless their `setting-overwrites` say otherwise.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct OrgDefaults {
+    /// `remote` (when empty), `local` or `agent`.
+    #[serde(default)]
+    pub execution_mode: String,
+    #[serde(default)]
+    pub agent_pool_id: Option<String>,
+}
+
+/// Workspace attributes the real service stores beyond the spec's table.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkspaceExtra {
+    /// `setting-overwrites.execution-mode`: the workspace sets its own execution mode (false:
+    /// it follows the organization's default).
+    #[serde(default = "yes")]
+    pub overwrites_execution_mode: bool,
+    /// `setting-overwrites.agent-pool`.
+    #[serde(default = "yes")]
+    pub overwrites_agent_pool: bool,
+    #[serde(default)]
+    pub auto_apply_run_trigger: bool,
+    #[serde(default)]
+    pub auto_destroy_at: Option<String>,
+    #[serde(default)]
+    pub auto_destroy_activity_duration: Option<String>,
+    #[serde(default)]
+    pub project_remote_state: bool,
+    #[serde(default = "yes")]
+    pub inherits_project_auto_destroy: bool,
+    /// Key/value tags (`tag-bindings`), in insertion order.
+    #[serde(default)]
+    pub tag_bindings: Vec<(String, String)>,
+    /// Identifiers of the tag bindings (`tb-…`), by key.
+    #[serde(default)]
+    pub tag_binding_ids: BTreeMap<String, String>,
+    /// Reason given when the workspace was locked by hand.
+    #[serde(default)]
+    pub locked_reason: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for WorkspaceExtra {
+    fn default() -> Self {
+        Self {
+            overwrites_execution_mode: true,
+            overwrites_agent_pool: true,
+            auto_apply_run_trigger: false,
+            auto_destroy_at: None,
+            auto_destroy_activity_duration: None,
+            project_remote_state: false,
+            inherits_project_auto_destroy: true,
+            tag_bindings: Vec::new(),
+            tag_binding_ids: BTreeMap::new(),
+            locked_reason: None,
+        }
+    }
 }

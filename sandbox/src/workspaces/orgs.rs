@@ -20,7 +20,10 @@ pub fn routes() -> Router<Svc> {
         .route("/api/v2/ping", get(ping))
         .route("/api/v2/account/details", get(account_details))
         .route("/api/v2/organizations", get(list_orgs))
-        .route("/api/v2/organizations/{org}", get(read_org))
+        .route(
+            "/api/v2/organizations/{org}",
+            get(read_org).patch(update_org).put(update_org),
+        )
         .route(
             "/api/v2/organizations/{org}/entitlement-set",
             get(entitlements),
@@ -125,7 +128,7 @@ pub fn org_json(state: &State, caller: &Caller, o: &Organization) -> Value {
             "collaborator-auth-policy": "password",
             "cost-estimation-enabled": false,
             "assessments-enforced": false,
-            "default-execution-mode": "remote",
+            "default-execution-mode": default_mode(state, &o.name),
             "allow-force-delete-workspaces": false,
             "session-timeout": null,
             "session-remember": null,
@@ -147,6 +150,107 @@ pub fn org_json(state: &State, caller: &Caller, o: &Organization) -> Value {
             "subscription": {"links": {"related": format!("/api/v2/organizations/{}/subscription", o.name)}},
         },
         "links": {"self": format!("/api/v2/organizations/{}", o.name)},
+    })
+}
+
+/// The organization's default execution mode (`remote` unless changed).
+pub fn default_mode(state: &State, org: &str) -> String {
+    state
+        .org_defaults
+        .get(org)
+        .map(|d| d.execution_mode.clone())
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| "remote".into())
+}
+
+/// The request URI with the organization segment of `/api/v2/organizations/:org/...` spelled
+/// as the organization is stored, when it differs only in letter case (the real service finds
+/// organizations case-insensitively). `None` when nothing changes.
+pub fn canonical_org_uri(state: &State, uri: &Uri) -> Option<Uri> {
+    let path = uri.path();
+    let rest = path.strip_prefix("/api/v2/organizations/")?;
+    let (seg, tail) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if seg.is_empty() || state.organizations.contains_key(seg) {
+        return None;
+    }
+    let name = state
+        .organizations
+        .keys()
+        .find(|k| k.eq_ignore_ascii_case(seg))?;
+    let mut new = format!("/api/v2/organizations/{name}{tail}");
+    if let Some(q) = uri.query() {
+        new.push('?');
+        new.push_str(q);
+    }
+    new.parse().ok()
+}
+
+/// `PATCH /organizations/:org` (owners): `default-execution-mode` and the
+/// `default-agent-pool` relationship. Workspaces that follow the default
+/// (`setting-overwrites` false) take the new mode and pool at once.
+async fn update_org(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path(org): Path<String>,
+    body: Bytes,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        visible_org(state, caller, &org)?;
+        if !auth::is_owner(state, caller, &org) {
+            return Err(ApiError::not_found());
+        }
+        let body = parse_body(&body)?;
+        let data = data_object(&body)?;
+        check_type(data, &["organizations"])?;
+        let a = Attrs::of(data)?;
+        let mut d = state.org_defaults.get(&org).cloned().unwrap_or_default();
+        if let Some(m) = a.string("default-execution-mode")? {
+            if !["remote", "local", "agent"].contains(&m.as_str()) {
+                return Err(ApiError::invalid(
+                    "/data/attributes/default-execution-mode",
+                    "Default execution mode must be one of remote, local, agent",
+                ));
+            }
+            d.execution_mode = m;
+        }
+        if let Some(p) = relationship_id(data, "default-agent-pool") {
+            if state.agent_pools.get(&p) != Some(&org) {
+                return Err(ApiError::invalid(
+                    "/data/relationships/default-agent-pool",
+                    "Agent pool not found",
+                ));
+            }
+            d.agent_pool_id = Some(p);
+        }
+        if d.execution_mode == "agent" && d.agent_pool_id.is_none() {
+            return Err(ApiError::invalid(
+                "/data/relationships/default-agent-pool",
+                "A default agent pool is required with the agent execution mode",
+            ));
+        }
+        let mode = if d.execution_mode.is_empty() {
+            "remote".to_string()
+        } else {
+            d.execution_mode.clone()
+        };
+        for w in state
+            .workspaces
+            .values_mut()
+            .filter(|w| w.organization == org && !w.extra.overwrites_execution_mode)
+        {
+            w.execution_mode = mode.clone();
+            w.agent_pool_id = if mode == "agent" {
+                d.agent_pool_id.clone()
+            } else {
+                None
+            };
+        }
+        state.org_defaults.insert(org.clone(), d);
+        let o = visible_org(state, caller, &org)?;
+        Ok(ok(json!({"data": org_json(state, caller, o)})))
     })
 }
 

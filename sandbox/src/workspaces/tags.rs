@@ -3,6 +3,13 @@
 //! Tag names are lower-cased by the service (as the real one does): `Prod` and `prod` are the
 //! same tag. A name holds letters, numbers, `:`, `-` and `_` (at most 255 characters, starting
 //! with a letter or number). A tag no workspace uses any more leaves the organization list.
+//!
+//! Tag bindings (key/value tags, issue 22; follows go-tfe `ListTagBindings` /
+//! `AddTagBindings` and the API docs): `GET /workspaces/:id/tag-bindings`, `PATCH` there adds
+//! or modifies by key (go-tfe), `GET|POST|PATCH /workspaces/:id/relationships/tag-bindings`
+//! (POST adds or modifies, PATCH replaces the set), `GET /workspaces/:id/effective-tag-bindings`
+//! and `relationships.tag-bindings` on workspace create and update (replaces). Limits: 10 per
+//! workspace, key ≤ 128 and value ≤ 256 characters, no `hc:`/`hcp:` key prefix (422).
 
 use axum::extract::{Path, State as AxState};
 use axum::http::{HeaderMap, Uri};
@@ -362,5 +369,233 @@ async fn add_workspaces_to_tag(
             }
         }
         Ok(no_content())
+    })
+}
+
+// ---- tag bindings (key/value tags) ----
+
+/// Most tag bindings a workspace may carry.
+pub const MAX_TAG_BINDINGS: usize = 10;
+
+pub fn binding_routes() -> Router<Svc> {
+    Router::new()
+        .route(
+            "/api/v2/workspaces/{id}/tag-bindings",
+            get(list_bindings).patch(add_bindings).post(add_bindings),
+        )
+        .route(
+            "/api/v2/workspaces/{id}/relationships/tag-bindings",
+            get(list_bindings)
+                .post(add_bindings)
+                .patch(replace_bindings),
+        )
+        .route(
+            "/api/v2/workspaces/{id}/effective-tag-bindings",
+            get(list_effective_bindings),
+        )
+}
+
+/// The key/value pairs of a `data` array of `tag-bindings`; each key ≤ 128 and each value ≤ 256
+/// characters, no reserved `hc:`/`hcp:` prefix, keys unique.
+pub fn parse_bindings(list: &[Value]) -> ApiResult<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        if item
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t != "tag-bindings")
+        {
+            return Err(ApiError::invalid(
+                &format!("/data/{i}/type"),
+                "type must be tag-bindings",
+            ));
+        }
+        let key = item
+            .pointer("/attributes/key")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let value = match item.pointer("/attributes/value") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    &format!("/data/{i}/attributes/value"),
+                    "value must be a string",
+                ))
+            }
+        };
+        let ptr = format!("/data/{i}/attributes/key");
+        if key.is_empty() {
+            return Err(ApiError::invalid(&ptr, "Key can't be blank"));
+        }
+        if key.chars().count() > 128 {
+            return Err(ApiError::invalid(
+                &ptr,
+                "Key is too long (maximum is 128 characters)",
+            ));
+        }
+        let lower = key.to_lowercase();
+        if lower.starts_with("hc:") || lower.starts_with("hcp:") {
+            return Err(ApiError::invalid(
+                &ptr,
+                "Key cannot begin with the reserved prefixes hc: or hcp:",
+            ));
+        }
+        if value.chars().count() > 256 {
+            return Err(ApiError::invalid(
+                &format!("/data/{i}/attributes/value"),
+                "Value is too long (maximum is 256 characters)",
+            ));
+        }
+        match out.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => out.push((key, value)),
+        }
+    }
+    Ok(out)
+}
+
+/// Sets (replace) or merges (add or modify by key) the workspace's bindings; more than
+/// [`MAX_TAG_BINDINGS`] is 422 and changes nothing.
+pub fn set_bindings(
+    ws: &mut Workspace,
+    given: Vec<(String, String)>,
+    replace: bool,
+) -> ApiResult<()> {
+    let mut next: Vec<(String, String)> = if replace {
+        Vec::new()
+    } else {
+        ws.extra.tag_bindings.clone()
+    };
+    for (k, v) in given {
+        match next.iter_mut().find(|(x, _)| *x == k) {
+            Some(slot) => slot.1 = v,
+            None => next.push((k, v)),
+        }
+    }
+    if next.len() > MAX_TAG_BINDINGS {
+        return Err(ApiError::invalid(
+            "/data",
+            format!("A workspace can have at most {MAX_TAG_BINDINGS} tag bindings"),
+        ));
+    }
+    ws.extra
+        .tag_binding_ids
+        .retain(|k, _| next.iter().any(|(x, _)| x == k));
+    for (k, _) in &next {
+        ws.extra
+            .tag_binding_ids
+            .entry(k.clone())
+            .or_insert_with(|| new_id("tb-"));
+    }
+    ws.extra.tag_bindings = next;
+    Ok(())
+}
+
+fn binding_json(ws: &Workspace, key: &str, value: &str) -> Value {
+    json!({
+        "id": ws.extra.tag_binding_ids.get(key).cloned().unwrap_or_default(),
+        "type": "tag-bindings",
+        "attributes": {"key": key, "value": value},
+    })
+}
+
+fn bindings_doc(ws: &Workspace, params: &QueryParams, path: &str) -> Value {
+    let items = ws
+        .extra
+        .tag_bindings
+        .iter()
+        .map(|(k, v)| binding_json(ws, k, v))
+        .collect();
+    paginate(items, params, path, vec![])
+}
+
+async fn list_bindings(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+) -> Response {
+    let params = query(&uri);
+    svc.call(&headers, |state, caller| {
+        let ws = auth::readable(state, caller, &id)?;
+        Ok(ok(bindings_doc(ws, &params, uri.path())))
+    })
+}
+
+/// Effective bindings: the workspace's own (projects carry none in the sandbox), each with
+/// `links.inherited-from` null.
+async fn list_effective_bindings(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+) -> Response {
+    let params = query(&uri);
+    svc.call(&headers, |state, caller| {
+        let ws = auth::readable(state, caller, &id)?;
+        let items = ws
+            .extra
+            .tag_bindings
+            .iter()
+            .map(|(k, v)| {
+                let mut b = binding_json(ws, k, v);
+                b["type"] = json!("effective-tag-bindings");
+                b["links"] = json!({"inherited-from": null});
+                b
+            })
+            .collect();
+        Ok(ok(paginate(items, &params, uri.path(), vec![])))
+    })
+}
+
+fn change_bindings(
+    state: &mut State,
+    caller: &Caller,
+    id: &str,
+    body: &Bytes,
+    replace: bool,
+    path: &str,
+) -> ApiResult {
+    auth::readable(state, caller, id)?;
+    auth::require(state, caller, id, Access::Admin)?;
+    let body = parse_body(body)?;
+    let given = parse_bindings(data_array(&body)?)?;
+    let mut ws = state
+        .workspaces
+        .get(id)
+        .cloned()
+        .ok_or_else(ApiError::not_found)?;
+    set_bindings(&mut ws, given, replace)?;
+    let doc = bindings_doc(&ws, &QueryParams::default(), path);
+    state.workspaces.insert(id.to_string(), ws);
+    Ok(ok(doc))
+}
+
+/// `PATCH /workspaces/:id/tag-bindings` (go-tfe `AddTagBindings`) and `POST
+/// .../relationships/tag-bindings`: add bindings or modify the value of existing keys.
+async fn add_bindings(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        change_bindings(state, caller, &id, &body, false, uri.path())
+    })
+}
+
+/// `PATCH .../relationships/tag-bindings`: the bindings become exactly the payload.
+async fn replace_bindings(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    svc.call(&headers, |state, caller| {
+        change_bindings(state, caller, &id, &body, true, uri.path())
     })
 }

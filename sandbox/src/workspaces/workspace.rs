@@ -4,6 +4,33 @@
 //! and by organization/name, delete and safe-delete (409 while the workspace manages
 //! resources), lock/unlock/force-unlock, and the workspace variables list. `source-name` and
 //! `source-url` are create-only: on update they are ignored, as the real service ignores them.
+//!
+//! Corrections after the audit against the real service (issue 22; sources: go-tfe and its
+//! integration tests against the live service, the production Terraform provider
+//! `terraform-provider-tfe`, the archived API docs), each pinned by a test in
+//! `tests/workspaces_attributes.rs`:
+//! * `setting-overwrites` is real: a workspace created without `execution-mode` follows the
+//!   organization's `default-execution-mode` (and default agent pool) and reports
+//!   `{"execution-mode": false, "agent-pool": false}`; an explicit mode sets both true;
+//!   sending `false` reverts to the default (the provider sends `{false, false}` when
+//!   `execution_mode` is unset). `PATCH /organizations/:org` changes the default and the
+//!   inheriting workspaces follow.
+//! * `auto-apply-run-trigger`, `auto-destroy-at`, `auto-destroy-activity-duration`,
+//!   `project-remote-state` and `inherits-project-auto-destroy` are stored and echoed.
+//! * `agent-pool-id: ""` means no pool (go-tfe sends it for an unset pointer) and is accepted
+//!   with `remote` and `local`.
+//! * A PATCH carrying only `trigger-patterns` on a workspace with prefixes succeeds and replaces
+//!   them (and the reverse); only a request carrying both non-empty is 422.
+//! * `vcs-repo.github-app-installation-id` (`ghain-…`) is the alternative to
+//!   `oauth-token-id`; the other one is then `null`.
+//! * Organization names in paths are case-insensitive (rewritten by the service middleware,
+//!   see [`super::orgs::canonical_org_uri`]).
+//! * `relationships.tag-bindings` on create and update sets the key/value tags (see
+//!   [`super::tags`]).
+//! * Typed clients: `working-directory` is `null` when unset; `no-code-upgrade-available`
+//!   appears only on workspaces created from a no-code module; `locked-reason` is always
+//!   present (the reason given to `actions/lock`, else `""`); pagination links are absolute
+//!   URLs (see [`super::jsonapi::paginate`]).
 
 use axum::extract::{Path, State as AxState};
 use axum::http::{HeaderMap, Uri};
@@ -153,12 +180,18 @@ fn permissions(state: &State, caller: &Caller, ws: &Workspace) -> Value {
 }
 
 fn vcs_json(v: &VcsRepo) -> Value {
+    let oauth = if v.oauth_token_id.is_empty() {
+        Value::Null
+    } else {
+        json!(v.oauth_token_id)
+    };
     json!({
+        "github-app-installation-id": v.github_app_installation_id,
         "branch": v.branch,
         "display-identifier": v.identifier,
         "identifier": v.identifier,
         "ingress-submodules": v.ingress_submodules,
-        "oauth-token-id": v.oauth_token_id,
+        "oauth-token-id": oauth,
         "repository-http-url": format!("https://vcs.quartet.invalid/{}", v.identifier),
         "service-provider": "github",
         "tags-regex": v.tags_regex,
@@ -213,9 +246,9 @@ pub fn workspace_json(state: &State, caller: &Caller, ws: &Workspace) -> Value {
         "apply-duration-average": null,
         "assessments-enabled": ws.drift_detection,
         "auto-apply": ws.auto_apply,
-        "auto-apply-run-trigger": false,
-        "auto-destroy-at": null,
-        "auto-destroy-activity-duration": null,
+        "auto-apply-run-trigger": ws.extra.auto_apply_run_trigger,
+        "auto-destroy-at": ws.extra.auto_destroy_at,
+        "auto-destroy-activity-duration": ws.extra.auto_destroy_activity_duration,
         "can-queue-destroy-plan": ws.allow_destroy_plan,
         "created-at": iso(&ws.created_at),
         "description": ws.description,
@@ -230,6 +263,9 @@ pub fn workspace_json(state: &State, caller: &Caller, ws: &Workspace) -> Value {
     });
     let more = json!({
         "locked": is_locked(state, ws),
+        "locked-reason": if ws.manual_lock.is_some() { ws.extra.locked_reason.clone().unwrap_or_default() } else { String::new() },
+        "project-remote-state": ws.extra.project_remote_state,
+        "inherits-project-auto-destroy": ws.extra.inherits_project_auto_destroy,
         "name": ws.name,
         "operations": ws.execution_mode != "local",
         "permissions": permissions(state, caller, ws),
@@ -250,9 +286,12 @@ pub fn workspace_json(state: &State, caller: &Caller, ws: &Workspace) -> Value {
         "updated-at": iso(&ws.updated_at),
         "vcs-repo": ws.vcs_repo.as_ref().map(vcs_json),
         "vcs-repo-identifier": ws.vcs_repo.as_ref().map(|v| v.identifier.clone()),
-        "working-directory": ws.working_directory,
+        "working-directory": if ws.working_directory.is_empty() { Value::Null } else { json!(ws.working_directory) },
         "workspace-kpis-runs-count": runs.len(),
-        "setting-overwrites": {"execution-mode": true, "agent-pool": true},
+        "setting-overwrites": {
+            "execution-mode": ws.extra.overwrites_execution_mode,
+            "agent-pool": ws.extra.overwrites_agent_pool,
+        },
     });
     if let (Some(a), Value::Object(m)) = (attrs.as_object_mut(), more) {
         a.extend(m);
@@ -277,6 +316,8 @@ pub fn workspace_json(state: &State, caller: &Caller, ws: &Workspace) -> Value {
         "remote-state-consumers": {"links": {"related": format!("/api/v2/workspaces/{}/relationships/remote-state-consumers", ws.id)}},
         "project": rel_one("projects", Some(&ws.project)),
         "tags": rel_many("tags", ws.tags.clone()),
+        "tag-bindings": {"links": {"related": format!("/api/v2/workspaces/{}/tag-bindings", ws.id)}},
+        "effective-tag-bindings": {"links": {"related": format!("/api/v2/workspaces/{}/effective-tag-bindings", ws.id)}},
         "vars": rel_many("vars", ws.vars.iter().map(|v| v.id.clone())),
     });
     if let Some(nc) = &ws.no_code {
@@ -285,8 +326,6 @@ pub fn workspace_json(state: &State, caller: &Caller, ws: &Workspace) -> Value {
         attrs["auto-destroy-status"] = Value::Null;
         rels["no-code-module-version"] =
             json!({"data": {"id": nc.version_id, "type": "no-code-module-versions"}});
-    } else {
-        attrs["no-code-upgrade-available"] = json!(false);
     }
     json!({
         "id": ws.id,
@@ -570,8 +609,20 @@ fn apply_attributes(
             "operations is deprecated and cannot be specified when execution mode is used",
         ));
     }
-    let pool = a.string("agent-pool-id")?;
-    let new_mode = match (&mode, operations) {
+    // `agent-pool-id: ""` means no pool (what typed clients send for an unset pointer).
+    let pool = a.string("agent-pool-id")?.filter(|p| !p.is_empty());
+    let defaults = state
+        .org_defaults
+        .get(&ws.organization)
+        .cloned()
+        .unwrap_or_default();
+    let default_mode = if defaults.execution_mode.is_empty() {
+        "remote".to_string()
+    } else {
+        defaults.execution_mode.clone()
+    };
+    let explicit = mode.is_some() || operations.is_some();
+    let mut new_mode = match (&mode, operations) {
         (Some(m), _) => {
             if !["remote", "local", "agent"].contains(&m.as_str()) {
                 return Err(ApiError::invalid(
@@ -583,8 +634,54 @@ fn apply_attributes(
         }
         (None, Some(true)) => "remote".to_string(),
         (None, Some(false)) => "local".to_string(),
+        (None, None) if creating => default_mode.clone(),
         (None, None) => ws.execution_mode.clone(),
     };
+    // setting-overwrites: a workspace created without an execution mode follows the
+    // organization's default ({false, false}); an explicit mode or pool overwrites it; sending
+    // `false` reverts to the default.
+    if creating {
+        ws.extra.overwrites_execution_mode = explicit;
+        ws.extra.overwrites_agent_pool = explicit || pool.is_some();
+    } else if explicit {
+        ws.extra.overwrites_execution_mode = true;
+        ws.extra.overwrites_agent_pool = true;
+    } else if pool.is_some() {
+        ws.extra.overwrites_agent_pool = true;
+    }
+    match a.raw("setting-overwrites") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(o)) => {
+            for (k, field) in [("execution-mode", 0), ("agent-pool", 1)] {
+                match o.get(k) {
+                    None | Some(Value::Null) => {}
+                    Some(Value::Bool(b)) => {
+                        if field == 0 {
+                            ws.extra.overwrites_execution_mode = *b;
+                        } else {
+                            ws.extra.overwrites_agent_pool = *b;
+                        }
+                    }
+                    Some(_) => {
+                        return Err(ApiError::invalid(
+                            &format!("/data/attributes/setting-overwrites/{k}"),
+                            "must be a boolean",
+                        ))
+                    }
+                }
+            }
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "/data/attributes/setting-overwrites",
+                "setting-overwrites must be an object",
+            ))
+        }
+    }
+    let inherits = !ws.extra.overwrites_execution_mode;
+    if inherits {
+        new_mode = default_mode.clone();
+    }
     if pool.is_some() {
         if operations.is_some() {
             return Err(ApiError::invalid(
@@ -600,7 +697,11 @@ fn apply_attributes(
         }
     }
     if new_mode == "agent" {
-        let p = pool.clone().or_else(|| ws.agent_pool_id.clone());
+        let p = if inherits && !ws.extra.overwrites_agent_pool {
+            defaults.agent_pool_id.clone()
+        } else {
+            pool.clone().or_else(|| ws.agent_pool_id.clone())
+        };
         match p {
             None => {
                 return Err(ApiError::invalid(
@@ -652,21 +753,73 @@ fn apply_attributes(
     if a.raw("working-directory").is_some() {
         ws.working_directory = a.string("working-directory")?.unwrap_or_default();
     }
+    if let Some(v) = a.bool("auto-apply-run-trigger")? {
+        ws.extra.auto_apply_run_trigger = v;
+    }
+    if let Some(v) = a.bool("project-remote-state")? {
+        ws.extra.project_remote_state = v;
+    }
+    if let Some(v) = a.bool("inherits-project-auto-destroy")? {
+        ws.extra.inherits_project_auto_destroy = v;
+    }
+    if a.raw("auto-destroy-at").is_some() {
+        let v = a.string("auto-destroy-at")?.filter(|s| !s.is_empty());
+        if let Some(t) = &v {
+            if chrono::DateTime::parse_from_rfc3339(t).is_err() {
+                return Err(ApiError::invalid(
+                    "/data/attributes/auto-destroy-at",
+                    "Auto destroy at must be an ISO 8601 timestamp",
+                ));
+            }
+        }
+        ws.extra.auto_destroy_at = v;
+    }
+    if a.raw("auto-destroy-activity-duration").is_some() {
+        let v = a
+            .string("auto-destroy-activity-duration")?
+            .filter(|s| !s.is_empty());
+        if let Some(d) = &v {
+            let digits = d.trim_end_matches(['d', 'h']);
+            let ok = d.len() > digits.len()
+                && d.len() == digits.len() + 1
+                && !digits.is_empty()
+                && digits.len() <= 4
+                && digits.chars().all(|c| c.is_ascii_digit());
+            if !ok {
+                return Err(ApiError::invalid(
+                    "/data/attributes/auto-destroy-activity-duration",
+                    "Auto destroy activity duration must be a number of days or hours, e.g. 14d or 2h",
+                ));
+            }
+        }
+        ws.extra.auto_destroy_activity_duration = v;
+    }
     if creating {
         ws.source_name = a.string("source-name")?;
         ws.source_url = a.string("source-url")?;
     }
-    if let Some(v) = a.strings("trigger-prefixes")? {
-        ws.trigger_prefixes = v;
-    }
-    if let Some(v) = a.strings("trigger-patterns")? {
-        ws.trigger_patterns = v;
-    }
-    if !ws.trigger_prefixes.is_empty() && !ws.trigger_patterns.is_empty() {
+    // Only a request carrying both (non-empty) is refused; setting one replaces the other.
+    let prefixes = a.strings("trigger-prefixes")?;
+    let patterns = a.strings("trigger-patterns")?;
+    if prefixes.as_ref().is_some_and(|p| !p.is_empty())
+        && patterns.as_ref().is_some_and(|p| !p.is_empty())
+    {
         return Err(ApiError::invalid(
             "/data/attributes/trigger-patterns",
             "Only one of trigger prefixes or trigger patterns can be set",
         ));
+    }
+    if let Some(v) = prefixes {
+        if !v.is_empty() {
+            ws.trigger_patterns.clear();
+        }
+        ws.trigger_prefixes = v;
+    }
+    if let Some(v) = patterns {
+        if !v.is_empty() {
+            ws.trigger_prefixes.clear();
+        }
+        ws.trigger_patterns = v;
     }
 
     // engine-version (also accepted as terraform-version, the real service's name).
@@ -718,30 +871,38 @@ fn apply_attributes(
                         Some(_) => Err(ApiError::invalid(&ptr(k), format!("{k} must be a string"))),
                     }
                 };
-                let oauth = str_of("oauth-token-id")?;
-                let ident = str_of("identifier")?;
-                let mut repo = match (&ws.vcs_repo, &oauth, &ident) {
-                    (Some(existing), _, _) => existing.clone(),
-                    (None, Some(o), Some(i)) => VcsRepo {
-                        oauth_token_id: o.clone(),
-                        identifier: i.clone(),
-                        branch: String::new(),
-                        ingress_submodules: false,
-                        tags_regex: None,
-                    },
-                    (None, None, _) => {
-                        return Err(ApiError::invalid(
+                let oauth = str_of("oauth-token-id")?.filter(|s| !s.is_empty());
+                let gha = str_of("github-app-installation-id")?.filter(|s| !s.is_empty());
+                if oauth.is_some() && gha.is_some() {
+                    return Err(ApiError::invalid(
+                        &ptr("github-app-installation-id"),
+                        "Only one of oauth-token-id or github-app-installation-id can be set",
+                    ));
+                }
+                let connection = oauth.clone().or(gha.clone());
+                let mut repo =
+                    match (&ws.vcs_repo, &connection, &ident_of(&v)?) {
+                        (Some(existing), _, _) => existing.clone(),
+                        (None, Some(_), Some(i)) => VcsRepo {
+                            oauth_token_id: String::new(),
+                            identifier: i.clone(),
+                            branch: String::new(),
+                            ingress_submodules: false,
+                            tags_regex: None,
+                            github_app_installation_id: None,
+                        },
+                        (None, None, _) => return Err(ApiError::invalid(
                             &ptr("oauth-token-id"),
-                            "VCS repository requires oauth-token-id",
-                        ))
-                    }
-                    (None, _, None) => {
-                        return Err(ApiError::invalid(
-                            &ptr("identifier"),
-                            "VCS repository requires identifier",
-                        ))
-                    }
-                };
+                            "VCS repository requires oauth-token-id or github-app-installation-id",
+                        )),
+                        (None, _, None) => {
+                            return Err(ApiError::invalid(
+                                &ptr("identifier"),
+                                "VCS repository requires identifier",
+                            ))
+                        }
+                    };
+                let ident = ident_of(&v)?;
                 if let Some(o) = oauth {
                     if state.oauth_tokens.get(&o) != Some(&ws.organization) {
                         return Err(ApiError::invalid(
@@ -750,6 +911,17 @@ fn apply_attributes(
                         ));
                     }
                     repo.oauth_token_id = o;
+                    repo.github_app_installation_id = None;
+                }
+                if let Some(g) = gha {
+                    if !g.starts_with("ghain-") {
+                        return Err(ApiError::invalid(
+                            &ptr("github-app-installation-id"),
+                            "GitHub App installation not found",
+                        ));
+                    }
+                    repo.github_app_installation_id = Some(g);
+                    repo.oauth_token_id = String::new();
                 }
                 if let Some(i) = ident {
                     if !i.contains('/') || i.starts_with('/') || i.ends_with('/') {
@@ -806,6 +978,18 @@ fn apply_attributes(
     Ok(())
 }
 
+/// `vcs-repo.identifier` of a request, when given as a string.
+fn ident_of(v: &Attrs<'_>) -> ApiResult<Option<String>> {
+    match v.raw("identifier") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ApiError::invalid(
+            "/data/attributes/vcs-repo/identifier",
+            "identifier must be a string",
+        )),
+    }
+}
+
 /// Tag names given on create, as `tag-names` or `relationships.tags.data[].attributes.name`.
 fn create_tag_names(data: &Map<String, Value>) -> ApiResult<Vec<String>> {
     let a = Attrs::of(data)?;
@@ -857,6 +1041,7 @@ pub fn new_workspace(state: &State, org: &str, project: &str) -> Workspace {
         no_code: None,
         no_code_upgrade_available: false,
         resource_count: 0,
+        extra: WorkspaceExtra::default(),
     }
 }
 
@@ -897,6 +1082,9 @@ async fn create(
         let project = create_project_for(state, caller, &org, data)?;
         let mut ws = new_workspace(state, &org, &project);
         apply_attributes(state, &mut ws, data, true)?;
+        if let Some(list) = relationship_list(data, "tag-bindings") {
+            tags::set_bindings(&mut ws, tags::parse_bindings(list)?, true)?;
+        }
         let tag_names = create_tag_names(data)?;
         for n in &tag_names {
             tags::validate_name(n)?;
@@ -928,6 +1116,9 @@ fn update(state: &mut State, caller: &Caller, id: &str, body: &Bytes) -> ApiResu
         .ok_or_else(ApiError::not_found)?;
     let had_vcs = ws.vcs_repo.is_some();
     apply_attributes(state, &mut ws, data, false)?;
+    if let Some(list) = relationship_list(data, "tag-bindings") {
+        tags::set_bindings(&mut ws, tags::parse_bindings(list)?, true)?;
+    }
     if let Some(p) = relationship_id(data, "project") {
         match state.projects.get(&p) {
             Some(pr) if pr.organization == ws.organization => {}
@@ -1044,7 +1235,15 @@ fn locker_id(caller: &Caller) -> String {
 }
 
 /// `POST /workspaces/:id/actions/lock`: 200 with the workspace; 409 when already locked.
-async fn lock(AxState(svc): AxState<Svc>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+async fn lock(
+    AxState(svc): AxState<Svc>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let reason = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|b| b.get("reason").and_then(Value::as_str).map(str::to_string));
     svc.call(&headers, |state, caller| {
         auth::readable(state, caller, &id)?;
         auth::require(state, caller, &id, Access::Write)?;
@@ -1056,6 +1255,7 @@ async fn lock(AxState(svc): AxState<Svc>, headers: HeaderMap, Path(id): Path<Str
         }
         if let Some(w) = state.workspaces.get_mut(&id) {
             w.manual_lock = Some(locker_id(caller));
+            w.extra.locked_reason = reason;
         }
         let ws = state.workspaces.get(&id).ok_or_else(ApiError::not_found)?;
         Ok(ok(json!({"data": workspace_json(state, caller, ws)})))
