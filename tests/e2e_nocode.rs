@@ -490,9 +490,13 @@ fn a_value_outside_the_options_is_refused_with_the_service_message_and_no_hot_lo
     let (sb, _op) = env("5m");
     let m = registry_module(&sb, "strict", &["1.0.0"]);
     let nc = module_ready(&sb, "strict", &m, REGION_OPTIONS);
+    // The value comes from a Secret: the service's message quotes it, the condition must not.
+    sb.apply_ok(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: region, namespace: default}\nstringData: {value: mars-1}\n",
+    );
     sb.apply_ok(&ncws(
         "mars",
-        &format!("  noCodeModuleId: {nc}\n  vars:\n  - {{key: region, value: mars-1}}\n"),
+        &format!("  noCodeModuleId: {nc}\n  vars:\n  - {{key: region, valueFrom: {{secretKeyRef: {{name: region, key: value}}}}}}\n"),
     ));
     let obj = wait_for("Rejected", WAIT, || {
         sb.get_json("nocodeworkspace", "mars")
@@ -503,6 +507,11 @@ fn a_value_outside_the_options_is_refused_with_the_service_message_and_no_hot_lo
         .unwrap()
         .to_string();
     assert!(msg.contains("not one of the allowed options"), "{msg}");
+    assert!(
+        !msg.contains("mars-1"),
+        "secret value in the condition: {msg}"
+    );
+    assert!(!events(&sb, "mars").contains("mars-1"));
     let creates = |sb: &Sandbox| {
         count(sb, "POST", |p| {
             p == format!("/api/v2/no-code-modules/{nc}/workspaces")
@@ -604,6 +613,21 @@ fn a_manual_upgrade_waits_with_the_plan_url_and_confirms_once_approved() {
     let ws = obj["status"]["workspaceId"].as_str().unwrap().to_string();
     assert!(condition_is(&obj, "UpgradeAvailable", "False"));
 
+    // A changed vars list is sent with the next upgrade (not before).
+    sb.kubectl_ok(&[
+        "patch",
+        "nocodeworkspace",
+        "man-ws",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"vars":[{"key":"region","value":"us-east-1"}]}}"#,
+    ]);
+    wait_ready(&sb, "nocodeworkspace", "man-ws");
+    let region = |sb: &Sandbox| {
+        let (_, vars) = api(sb, "GET", &format!("/workspaces/{ws}/vars"), None);
+        vars["data"][0]["attributes"]["value"].clone()
+    };
+    assert_eq!(region(&sb), "eu-west-1");
     publish(&sb, &m, "1.1.0");
     sb.kubectl_ok(&[
         "patch",
@@ -665,6 +689,7 @@ fn a_manual_upgrade_waits_with_the_plan_url_and_confirms_once_approved() {
         "private/quartet/man/aws/1.1.0"
     );
     std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(region(&sb), "us-east-1", "the vars went with the upgrade");
     assert_eq!(
         upgrade_calls(&sb, &nc, &ws, &run),
         (1, 1),
@@ -703,6 +728,35 @@ fn an_auto_upgrade_of_a_floating_module_confirms_by_itself_once() {
     assert_eq!(obj["status"]["upgrade"]["toVersion"], "1.1.0");
     std::thread::sleep(Duration::from_secs(4));
     assert_eq!(upgrade_calls(&sb, &nc, &ws, &run), (1, 1));
+
+    // A plan without changes finishes without a confirm.
+    admin(
+        &sb,
+        "POST",
+        "/scripts",
+        json!({"workspace": ws, "plan": "no-changes"}),
+    );
+    publish(&sb, &m, "1.2.0");
+    let obj = wait_for("no-change upgrade finished", WAIT, || {
+        sb.get_json("nocodeworkspace", "auto-ws").filter(|o| {
+            o["status"]["upgrade"]["status"] == "planned_and_finished"
+                && o["status"]["moduleVersion"] == "1.2.0"
+        })
+    });
+    let run2 = obj["status"]["upgrade"]["id"].as_str().unwrap().to_string();
+    assert_ne!(run2, run);
+    assert_eq!(obj["status"]["upgrade"]["confirmed"], false);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(
+        upgrade_calls(&sb, &nc, &ws, &run2),
+        (2, 0),
+        "no confirm for a no-change plan"
+    );
+    assert!(condition_is(
+        &sb.get_json("nocodeworkspace", "auto-ws").unwrap(),
+        "UpgradeAvailable",
+        "False"
+    ));
 }
 
 #[test]

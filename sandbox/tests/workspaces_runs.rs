@@ -810,7 +810,10 @@ async fn run_in_a_vcs_workspace_fetches_its_configuration_first() {
             json!({"vcs-repo": {"oauth-token-id": ot, "identifier": "acme/app"}}),
         )
         .await;
-    let run = ws.create_run(&w, json!({})).await;
+    // A VCS-backed workspace has its configuration from the repository: no upload needed.
+    let r = ws.post("/api/v2/runs", run_body(&w, json!({}))).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let run = r.body["data"]["id"].as_str().unwrap().to_string();
     let body = ws.wait_status(&run, "planned").await;
     assert!(body["data"]["attributes"]["status-timestamps"]["fetching-at"].is_string());
 }

@@ -7,9 +7,8 @@
 //! * **Runs need a configuration.** `POST /runs` in a workspace that never had a configuration
 //!   version is 422 `Configuration version is missing` (the live service's answer; go-tfe's
 //!   run tests always upload a configuration version first). No-code workspaces get one when
-//!   created (`nocode.rs`); a VCS-backed workspace gets its ingressed one when its first run is
-//!   queued (the sandbox has no repository to ingress at creation; what a client sees through
-//!   the run API is the same).
+//!   created (`nocode.rs`), VCS-backed ones too (`workspace.rs`); a VCS-backed workspace
+//!   without one (its repository attached later) gets its ingressed one when a run is queued.
 //! * **Run states.** After the plan, a run passes through the phases switched on for its
 //!   workspace or organization (admin API `run-phases`): `cost_estimating`/`cost_estimated`,
 //!   `policy_checking`/`policy_checked`, `post_plan_running`/`post_plan_completed`, and waits for

@@ -184,6 +184,17 @@ impl NoCodeWorkspace {
         Ok(())
     }
 
+    /// Values of variables that are sensitive or read from Secrets: never shown in a condition
+    /// or Event, even when the service's error message quotes them.
+    fn secret_values(&self, vars: &[VarInput]) -> Vec<String> {
+        let spec = self.spec.vars.as_deref().unwrap_or_default();
+        vars.iter()
+            .zip(spec)
+            .filter(|(v, s)| (v.sensitive || s.value_from.is_some()) && !v.value.is_empty())
+            .map(|(v, _)| v.value.clone())
+            .collect()
+    }
+
     /// The variables to send, values read from Secrets where referenced.
     async fn vars(&self, ctx: &Context) -> Result<Vec<VarInput>> {
         let ns = self.namespace().unwrap_or_default();
@@ -268,6 +279,31 @@ async fn refusal(client: &NoCodeClient, e: ClientError) -> Result<Step> {
     }
 }
 
+/// `e` with every secret value removed from the service's message (a 422 quotes the refused
+/// variable value).
+pub fn redact(e: ClientError, secrets: &[String]) -> ClientError {
+    match e {
+        ClientError::Status {
+            service,
+            status,
+            message,
+            retry_after,
+        } => {
+            let mut message = message;
+            for s in secrets {
+                message = message.replace(s.as_str(), "[redacted]");
+            }
+            ClientError::Status {
+                service,
+                status,
+                message,
+                retry_after,
+            }
+        }
+        other => other,
+    }
+}
+
 impl Operated for NoCodeWorkspace {
     type Client = NoCodeClient;
 
@@ -287,6 +323,7 @@ impl Operated for NoCodeWorkspace {
         let name = self.workspace_name();
         let vars = self.vars(ctx).await?;
         let hash = vars_hash(ctx, &vars);
+        let secrets = self.secret_values(&vars);
 
         let observed = match &st.workspace_id {
             Some(id) => client.read_workspace(id).await?,
@@ -311,7 +348,7 @@ impl Operated for NoCodeWorkspace {
                 .await
             {
                 Ok(w) => w,
-                Err(e) => return refusal(client, e).await,
+                Err(e) => return refusal(client, redact(e, &secrets)).await,
             };
             fields.insert("workspaceId".into(), json!(created.id));
             fields.insert("varsHash".into(), json!(hash));
@@ -334,6 +371,12 @@ impl Operated for NoCodeWorkspace {
             let mut step = Step::ready("InSync", format!("{} matches the spec", created.id))
                 .remote_id(created.id.clone())
                 .event(false, reason, note)
+                .condition(
+                    UPGRADE_AVAILABLE,
+                    false,
+                    "UpToDate",
+                    "provisioned with the module's current version",
+                )
                 .again(POLL);
             step.fields = fields;
             return Ok(step);
@@ -517,7 +560,7 @@ impl Operated for NoCodeWorkspace {
                             Ok(UpgradeStart::NothingToUpgrade(msg)) => {
                                 step = step.condition(UPGRADE_AVAILABLE, false, "UpToDate", msg);
                             }
-                            Err(e) => return refusal(client, e).await,
+                            Err(e) => return refusal(client, redact(e, &secrets)).await,
                         }
                     }
                 } else {
@@ -616,6 +659,21 @@ mod tests {
         assert!(!approved(&s, Some("1.2.0")));
         s.upgrade.policy = UpgradePolicy::Auto;
         assert!(approved(&s, Some("1.2.0")));
+    }
+
+    #[test]
+    fn secret_values_are_removed_from_service_messages() {
+        let e = ClientError::Status {
+            service: Service::Workspaces,
+            status: 422,
+            message: "\"s3cr3t\" is not one of the allowed options for region".into(),
+            retry_after: None,
+        };
+        let msg = redact(e, &["s3cr3t".into()]).to_string();
+        assert!(
+            !msg.contains("s3cr3t") && msg.contains("[redacted]"),
+            "{msg}"
+        );
     }
 
     #[test]
