@@ -815,3 +815,63 @@ fn the_no_code_example_becomes_ready_under_quartet_dev() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn no_token_or_secret_variable_reaches_logs_events_or_status() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    connect(&sb, "workspaces", &sb.root_token.clone());
+    let org_token = admin(
+        &sb,
+        "POST",
+        "/tokens",
+        json!({"kind": "organization", "organization": "quartet"}),
+    )["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    connect(&sb, "orgtoken", &org_token);
+    let op = Operator::start(&sb, "2s");
+    let secret_value = unique_token();
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: var-secret, namespace: default}}\nstringData: {{value: {secret_value}}}\n"
+    ));
+    let m = registry_module(&sb, "leak", &["1.0.0"]);
+    module_ready(&sb, "leak", &m, "");
+    sb.apply_ok(&ncws(
+        "leak-ws",
+        "  moduleRef: {name: leak}\n  deletionMode: Force\n  vars:\n  - {key: region, sensitive: true, valueFrom: {secretKeyRef: {name: var-secret, key: value}}}\n",
+    ));
+    wait_ready(&sb, "nocodeworkspace", "leak-ws");
+    let m2 = registry_module(&sb, "leak2", &["1.0.0"]);
+    sb.apply_ok(&ncmod("leak2", &m2, "  connectionRef: {name: orgtoken}\n"));
+    wait_for("Forbidden", WAIT, || {
+        sb.get_json("nocodemodule", "leak2")
+            .filter(|o| condition(o, "Ready").is_some_and(|c| c["reason"] == "Forbidden"))
+    });
+    sb.kubectl_ok(&[
+        "delete",
+        "nocodeworkspace",
+        "leak-ws",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+    std::thread::sleep(Duration::from_secs(3));
+    let log = op.stop();
+    assert!(
+        log.contains("reconcile"),
+        "operator log is unexpectedly empty"
+    );
+    let everything = [
+        log,
+        sb.kubectl_ok(&["get", "events", "-A", "-o", "json"]),
+        sb.kubectl_ok(&["get", "nocodemodules", "-A", "-o", "json"]),
+        sb.kubectl_ok(&["get", "nocodeworkspaces", "-A", "-o", "json"]),
+        sb.kubectl_ok(&["get", "connections", "-A", "-o", "json"]),
+    ];
+    for text in &everything {
+        assert!(!text.contains(&sb.root_token), "the token leaked");
+        assert!(!text.contains(&org_token), "the organization token leaked");
+        assert!(!text.contains(&secret_value), "the secret variable leaked");
+    }
+}
