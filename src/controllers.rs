@@ -10,6 +10,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::dr_replication::DrReplication;
 use crate::api::{Connection, NoCodeModule, NoCodeWorkspace, SecretsPolicy};
 use crate::kinds;
 use crate::reconcile::driver;
@@ -24,6 +25,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         SecretsPolicy::crd(),
         NoCodeModule::crd(),
         NoCodeWorkspace::crd(),
+        DrReplication::crd(),
     ]
 }
 
@@ -54,6 +56,7 @@ pub async fn run(
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
         run_operation::<NoCodeModule>(ctx.clone(), namespace.clone(), stop()),
         run_operation::<NoCodeWorkspace>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

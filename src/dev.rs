@@ -194,6 +194,42 @@ async fn create_connections(
         });
         connections.patch(name, &pp, &Patch::Apply(&conn)).await?;
     }
+    // More secrets clusters (--secrets-clusters N, for DR replication): `secrets-1`, ...
+    for (i, url) in sandbox.secrets_urls.iter().enumerate().skip(1) {
+        let name = format!("secrets-{i}");
+        let conn = json!({
+            "apiVersion": "quartet.dev/v1alpha1", "kind": "Connection",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "service": "secrets",
+                "address": url,
+                "tokenSecretRef": {"name": TOKEN_SECRET, "key": "token"}
+            }
+        });
+        connections.patch(&name, &pp, &Patch::Apply(&conn)).await?;
+    }
+    if sandbox.secrets_urls.len() > 1 {
+        // The unseal key shares, so a DrReplication can fail over (the operation-token
+        // ceremony feeds them). A real cluster's shares are held by people, not in the cluster.
+        let keys: serde_json::Value =
+            reqwest::get(format!("{}/_sandbox/secrets/keys", sandbox.secrets_url()))
+                .await?
+                .json()
+                .await?;
+        let mut data = serde_json::Map::new();
+        for (i, k) in keys["keys"].as_array().into_iter().flatten().enumerate() {
+            data.insert(format!("share-{}", i + 1), k.clone());
+        }
+        let secret = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": DR_KEY_SHARES, "namespace": "default"},
+            "type": "Opaque",
+            "stringData": data
+        });
+        secrets
+            .patch(DR_KEY_SHARES, &pp, &Patch::Apply(&secret))
+            .await?;
+    }
     Ok(())
 }
 
@@ -221,3 +257,5 @@ async fn seed_example_module(sandbox: &Sandbox, org: &str) -> anyhow::Result<()>
     );
     Ok(())
 }
+/// The Secret with the sandbox's unseal key shares in `quartet dev --secrets-clusters N`.
+pub const DR_KEY_SHARES: &str = "dr-key-shares";

@@ -170,14 +170,43 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         "the operator makes calls the chart does not allow: {missing:?}"
     );
     // Rules only some paths need: namespace reads (cleanup when a Connection is gone), event
-    // patches (repeated events are aggregated into a series).
-    let rarely: BTreeSet<(String, String, String)> = [
+    // patches (repeated events are aggregated into a series), Secrets written for results
+    // owned by a resource, and the finalizer and status patches of the kinds this lifecycle
+    // does not create (the driver makes the same calls for every kind).
+    let mut rarely: BTreeSet<(String, String, String)> = [
         ("", "namespaces", "get"),
         ("events.k8s.io", "events", "patch"),
+        ("", "secrets", "patch"),
     ]
     .into_iter()
     .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))
     .collect();
+    for crd in quartet::controllers::crds() {
+        if crd.spec.group == "quartet.dev" {
+            continue;
+        }
+        for res in [
+            crd.spec.names.plural.clone(),
+            format!("{}/status", crd.spec.names.plural),
+        ] {
+            rarely.insert((crd.spec.group.clone(), res, "patch".into()));
+        }
+    }
+    // Every kind's controller lists and watches its resources from the start.
+    for crd in quartet::controllers::crds() {
+        for verb in ["list", "watch"] {
+            let rule = (
+                crd.spec.group.clone(),
+                crd.spec.names.plural.clone(),
+                verb.to_string(),
+            );
+            assert!(
+                granted.contains(&rule),
+                "the chart does not let the operator {verb} {}",
+                crd.spec.names.plural
+            );
+        }
+    }
     let unused: Vec<_> = granted
         .difference(&used)
         .filter(|r| !rarely.contains(*r))

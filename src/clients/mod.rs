@@ -3,5 +3,6 @@
 pub mod http;
 pub mod secrets;
 pub mod workspaces;
+pub mod secrets_dr;
 
 pub use http::{ClientError, Http, HttpConfig, SecretString};

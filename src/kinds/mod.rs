@@ -2,5 +2,6 @@
 //! which calls to make. The framework in [`crate::reconcile`] does everything else.
 
 pub mod connection;
+pub mod dr_replication;
 pub mod secrets_policy;
 pub mod workspaces;

@@ -67,6 +67,11 @@ pub struct Context {
     settled: Mutex<HashMap<String, String>>,
     /// Objects woken by a change of their Connection or of a Secret they read.
     urgent: Mutex<std::collections::HashSet<String>>,
+    /// When an operation kind's last step asked to run again, per object (the watch event of
+    /// its own status write, skipped, must not push that run back).
+    next_step: Mutex<HashMap<String, Instant>>,
+    /// resourceVersion of each operation object's last status write.
+    written: Mutex<HashMap<String, u64>>,
     /// When the last "resyncs stretched" line was logged, per kind.
     stretched_logged: Mutex<HashMap<String, Instant>>,
 }
@@ -96,6 +101,8 @@ impl Context {
             settled: Mutex::new(HashMap::new()),
             urgent: Mutex::new(std::collections::HashSet::new()),
             stretched_logged: Mutex::new(HashMap::new()),
+            next_step: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
         }
     }
 
@@ -123,6 +130,48 @@ impl Context {
             }
             None => false,
         }
+    }
+
+    /// Remember the resourceVersion of `key`'s last status write.
+    pub fn set_written(&self, key: &str, resource_version: &str) {
+        if let Ok(rv) = resource_version.parse::<u64>() {
+            self.written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.to_string(), rv);
+        }
+    }
+
+    /// Whether `resource_version` is older than our last status write of `key`: the object
+    /// came from a cache the write has not reached yet. (Resource versions are opaque to
+    /// clients, but every API server in use hands out increasing integers; anything else is
+    /// never called stale.)
+    pub fn is_stale(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let Some(rv) = resource_version.and_then(|r| r.parse::<u64>().ok()) else {
+            return false;
+        };
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .is_some_and(|w| rv < *w)
+    }
+
+    /// Remember when `key`'s next step is due.
+    pub fn set_next_step(&self, key: &str, at: Instant) {
+        self.next_step
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), at);
+    }
+
+    /// How long until `key`'s next step is due (zero when overdue), if one was asked for.
+    pub fn next_step_in(&self, key: &str) -> Option<Duration> {
+        self.next_step
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .map(|at| at.saturating_duration_since(Instant::now()))
     }
 
     /// Remember that `key` ended a successful pass at `resource_version`.

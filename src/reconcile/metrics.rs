@@ -6,6 +6,7 @@ use std::time::Duration;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -23,6 +24,9 @@ pub struct Metrics {
     remote_duration: HistogramFamily,
     kube_calls: Family<Labels, Counter>,
     resyncs_deferred: Family<Labels, Counter>,
+    dr_wal_lag: Family<Labels, Gauge>,
+    dr_heartbeat_age: Family<Labels, Gauge>,
+    dr_connected: Family<Labels, Gauge>,
 }
 
 fn histogram() -> Histogram {
@@ -76,9 +80,30 @@ impl Default for Metrics {
              request budget (the effective resync period is longer than configured)",
             resyncs_deferred.clone(),
         );
+        let dr_wal_lag = Family::<Labels, Gauge>::default();
+        registry.register(
+            "dr_secondary_wal_lag",
+            "WAL entries a DR secondary is behind its primary, by replication set and secondary",
+            dr_wal_lag.clone(),
+        );
+        let dr_heartbeat_age = Family::<Labels, Gauge>::default();
+        registry.register(
+            "dr_secondary_heartbeat_age_seconds",
+            "Seconds since the primary last heard from a DR secondary (-1: never)",
+            dr_heartbeat_age.clone(),
+        );
+        let dr_connected = Family::<Labels, Gauge>::default();
+        registry.register(
+            "dr_secondary_connected",
+            "1 when the primary reports the DR secondary connected, else 0",
+            dr_connected.clone(),
+        );
         Self {
             registry,
             resyncs_deferred,
+            dr_wal_lag,
+            dr_heartbeat_age,
+            dr_connected,
             reconciles,
             errors,
             reconcile_duration,
@@ -141,6 +166,27 @@ impl Metrics {
                 ("connection", connection.to_string()),
             ])
             .inc();
+    }
+
+    pub fn dr_secondary(
+        &self,
+        set: &str,
+        secondary: &str,
+        wal_lag: i64,
+        heartbeat_age: i64,
+        connected: bool,
+    ) {
+        let labels = vec![
+            ("replication", set.to_string()),
+            ("secondary", secondary.to_string()),
+        ];
+        self.dr_wal_lag.get_or_create(&labels).set(wal_lag);
+        self.dr_heartbeat_age
+            .get_or_create(&labels)
+            .set(heartbeat_age);
+        self.dr_connected
+            .get_or_create(&labels)
+            .set(i64::from(connected));
     }
 
     /// The Prometheus text exposition.

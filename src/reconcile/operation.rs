@@ -222,6 +222,17 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let mut status = before.clone();
     status.observed_generation = generation;
     let mut written = before.clone();
+    if ctx.is_stale(&key, obj.resource_version().as_deref()) {
+        // Each step decides from the status the previous one wrote: never from an older copy.
+        return Ok(Action::requeue(Duration::from_millis(50)));
+    }
+    if ctx.take_fresh(&key, obj.resource_version().as_deref()) {
+        // The watch event of our own status write: keep the next run the step asked for.
+        let wait = ctx
+            .next_step_in(&key)
+            .unwrap_or_else(|| jitter(ctx.settings.resync));
+        return Ok(Action::requeue(wait));
+    }
 
     let result = async {
         let ns = obj.namespace().unwrap_or_default();
@@ -272,7 +283,10 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             if changed || !step.events.is_empty() {
                 status.last_sync_time = Some(conditions::now());
             }
-            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            if let Some(rv) = write_status(obj.as_ref(), ctx, &status, &mut written).await? {
+                ctx.set_written(&key, &rv);
+                ctx.mark_fresh(&key, rv);
+            }
             for (warning, reason, note) in step.events {
                 let type_ = if warning {
                     EventType::Warning
@@ -281,9 +295,9 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 };
                 publish(ctx, obj.as_ref(), type_, &reason, "Reconcile", note).await;
             }
-            Ok(Action::requeue(
-                step.again.unwrap_or_else(|| jitter(ctx.settings.resync)),
-            ))
+            let wait = step.again.unwrap_or_else(|| jitter(ctx.settings.resync));
+            ctx.set_next_step(&key, Instant::now() + wait);
+            Ok(Action::requeue(wait))
         }
         Err(err) => {
             let failures = ctx.failed(&key);
@@ -321,7 +335,9 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             if newly {
                 status.last_sync_time = Some(conditions::now());
             }
-            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            if let Some(rv) = write_status(obj.as_ref(), ctx, &status, &mut written).await? {
+                ctx.set_written(&key, &rv);
+            }
             if newly {
                 publish(
                     ctx,

@@ -380,11 +380,20 @@ fn cel_rules(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
             let one = serde_json::json!({"x-kubernetes-validations": [rule]});
             let mut problems = super::cel::compile_errors(&one);
             if problems.is_empty() {
-                // Only `self` and `oldSelf` are declared in CRD rules.
+                // Only `self` and `oldSelf` are declared in CRD rules, besides the variables
+                // that macros bind (`self.all(s, ...)`): kube-cel reports those as undeclared,
+                // while the real API server's CEL environment accepts them.
+                let bound = macro_variables(text);
                 problems.extend(
                     kube_cel::check_rule_scope(text, kube_cel::ScopeContext::CrdValidation)
                         .into_iter()
                         .filter(|w| w.kind == kube_cel::WarningKind::WrongScope)
+                        .filter(|w| {
+                            w.message
+                                .split('\'')
+                                .nth(1)
+                                .is_none_or(|var| !bound.iter().any(|b| b == var))
+                        })
                         .map(|w| w.message),
                 );
             }
@@ -473,5 +482,41 @@ fn validate_printer_columns(columns: &Value, base: &str, errs: &mut Vec<FieldErr
                 }
             }
         }
+    }
+}
+
+/// Names that CEL macros bind in `rule`: the iteration variables of `all`, `exists`,
+/// `exists_one`, `map`, `filter` (one- and two-variable forms) and `cel.bind`.
+fn macro_variables(rule: &str) -> Vec<String> {
+    static MACRO: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = MACRO.get_or_init(|| {
+        regex::Regex::new(
+            r"(?:\.(?:all|exists|exists_one|map|filter|transformList|transformMap)|cel\.bind)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,(?:\s*([A-Za-z_][A-Za-z0-9_]*)\s*,)?",
+        )
+        .expect("macro regex")
+    });
+    re.captures_iter(rule)
+        .flat_map(|c| {
+            [c.get(1), c.get(2)]
+                .into_iter()
+                .flatten()
+                .map(|m| m.as_str().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod macro_tests {
+    use super::macro_variables;
+
+    #[test]
+    fn macro_iteration_variables_are_found() {
+        assert_eq!(
+            macro_variables("self.all(s, self.exists_one(t, t.id == s.id))"),
+            vec!["s", "t"]
+        );
+        assert_eq!(macro_variables("self.map(k, v, v > 0)"), vec!["k", "v"]);
+        assert!(macro_variables("self.size() > 0").is_empty());
     }
 }
