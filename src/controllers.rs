@@ -11,7 +11,7 @@ use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::dr_replication::DrReplication;
-use crate::api::{Connection, NoCodeModule, NoCodeWorkspace, SecretsPolicy};
+use crate::api::{Connection, NoCodeModule, NoCodeWorkspace, SecretsPolicy, Workspace};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -26,6 +26,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         NoCodeModule::crd(),
         NoCodeWorkspace::crd(),
         DrReplication::crd(),
+        Workspace::crd(),
     ]
 }
 
@@ -57,6 +58,7 @@ pub async fn run(
         run_operation::<NoCodeModule>(ctx.clone(), namespace.clone(), stop()),
         run_operation::<NoCodeWorkspace>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<Workspace>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

@@ -98,7 +98,13 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let client = crate::run::client_from(Some(&args.kubeconfig), metrics.clone()).await?;
     install_crds(&client).await?;
     let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
-    create_connections(&client, &sandbox, &args.services.root_token).await?;
+    create_connections(
+        &client,
+        &sandbox,
+        &args.services.root_token,
+        &args.services.organization,
+    )
+    .await?;
     seed_example_module(&sandbox, &args.services.organization).await?;
 
     let shutdown = CancellationToken::new();
@@ -163,6 +169,7 @@ async fn create_connections(
     client: &Client,
     sandbox: &Sandbox,
     root_token: &str,
+    organization: &str,
 ) -> anyhow::Result<()> {
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
@@ -183,7 +190,7 @@ async fn create_connections(
         (Service::Scheduler, sandbox.scheduler_url.as_str()),
     ] {
         let name = service.as_str();
-        let conn = json!({
+        let mut conn = json!({
             "apiVersion": "quartet.dev/v1alpha1", "kind": "Connection",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {
@@ -192,6 +199,10 @@ async fn create_connections(
                 "tokenSecretRef": {"name": TOKEN_SECRET, "key": "token"}
             }
         });
+        // Workspaces resources that name no organization use the one the sandbox created.
+        if service == Service::Workspaces {
+            conn["spec"]["organization"] = json!(organization);
+        }
         connections.patch(name, &pp, &Patch::Apply(&conn)).await?;
     }
     // More secrets clusters (--secrets-clusters N, for DR replication): `secrets-1`, ...

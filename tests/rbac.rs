@@ -75,6 +75,19 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         r#"path "a/*" { capabilities = ["read"] }"#,
     ));
     sb.apply_ok(&policy("rbac-bad", "path {"));
+    sb.connect_workspaces();
+    sb.apply_ok("apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {name: rbac-ws, namespace: default}\nspec: {description: rbac}\n");
+    wait_for("Workspace Ready", Duration::from_secs(30), || {
+        sb.get_json("workspace", "rbac-ws")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    sb.kubectl_ok(&[
+        "delete",
+        "workspace",
+        "rbac-ws",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
     wait_for("Ready", Duration::from_secs(30), || {
         sb.get_json("secretspolicy", "rbac-ok")
             .filter(|o| condition_is(o, "Ready", "True"))

@@ -185,6 +185,11 @@ impl Http {
         self.cfg.service
     }
 
+    /// The service's address (`scheme://host[:port]`, no trailing `/`).
+    pub fn base_url(&self) -> &str {
+        &self.cfg.base_url
+    }
+
     /// Take one slot of the resync share of this Connection's budget, without waiting: `false`
     /// means resyncs have used their share and this one should be put off (not queued: a
     /// waiting resync would hold a worker that a changed object needs).

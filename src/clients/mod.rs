@@ -2,7 +2,7 @@
 
 pub mod http;
 pub mod secrets;
-pub mod workspaces;
 pub mod secrets_dr;
+pub mod workspaces;
 
 pub use http::{ClientError, Http, HttpConfig, SecretString};

@@ -1,3 +1,5 @@
-//! Custom resources of the workspace service (spec B).
+//! Custom resources of the infrastructure-workspace service (spec B), group
+//! `workspaces.quartet.dev`.
 
 pub mod nocode;
+pub mod workspace;

@@ -1,13 +1,14 @@
 //! No-code provisioning of the workspace service (spec B §2.5, §4.5), and the workspace,
 //! registry-module and run reads it needs.
 //!
-//! The JSON:API helpers here are private to this module (the shared workspace client lives
-//! beside it); fields the service sends as `null` and absent fields are treated alike.
+//! Path encoding and pagination are the shared JSON:API helpers of [`super`]; fields the
+//! service sends as `null` and absent fields are treated alike.
 
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::{list_all, seg as enc};
 use crate::clients::http::{ClientError, Http};
 
 const API: &str = "/api/v2";
@@ -60,7 +61,7 @@ pub struct RegistryModule {
 }
 
 /// The settings of a workspace that a NoCodeWorkspace manages.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RemoteWorkspace {
     pub id: String,
     pub name: String,
@@ -73,6 +74,8 @@ pub struct RemoteWorkspace {
     /// `private/<org>/<name>/<provider>/<version>` for a no-code workspace.
     pub source_module_id: Option<String>,
     pub upgrade_available: bool,
+    /// The workspace document (`data`), for the shared settings diff.
+    pub raw: Value,
 }
 
 impl RemoteWorkspace {
@@ -138,17 +141,6 @@ pub struct VarInput {
     pub hcl: bool,
     pub sensitive: bool,
     pub description: Option<String>,
-}
-
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn text(v: &Value, key: &str) -> Option<String> {
@@ -245,6 +237,7 @@ fn parse_workspace(data: &Value) -> RemoteWorkspace {
             .get("no-code-upgrade-available")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        raw: data.clone(),
     }
 }
 
@@ -371,24 +364,17 @@ impl NoCodeClient {
 
     /// The organization's private-registry modules (every page).
     pub async fn registry_modules(&self, org: &str) -> Result<Vec<RegistryModule>, ClientError> {
-        let mut out = Vec::new();
-        let mut page = 1u32;
-        loop {
-            let r = self
-                .http
-                .call(
-                    "GET",
-                    &format!(
-                        "{API}/organizations/{}/registry-modules?page%5Bnumber%5D={page}&page%5Bsize%5D=100",
-                        enc(org)
-                    ),
-                    None,
-                )
-                .await?;
-            for d in r.body["data"].as_array().cloned().unwrap_or_default() {
+        let items = list_all(
+            &self.http,
+            &format!("{API}/organizations/{}/registry-modules", enc(org)),
+        )
+        .await?;
+        Ok(items
+            .iter()
+            .map(|d| {
                 let a = &d["attributes"];
-                out.push(RegistryModule {
-                    id: text(&d, "id").unwrap_or_default(),
+                RegistryModule {
+                    id: text(d, "id").unwrap_or_default(),
                     namespace: text(a, "namespace").unwrap_or_default(),
                     name: text(a, "name").unwrap_or_default(),
                     provider: text(a, "provider").unwrap_or_default(),
@@ -402,17 +388,9 @@ impl NoCodeClient {
                         .and_then(Value::as_array)
                         .map(|a| a.iter().filter_map(|x| text(x, "id")).collect())
                         .unwrap_or_default(),
-                });
-            }
-            match r
-                .body
-                .pointer("/meta/pagination/next-page")
-                .and_then(Value::as_u64)
-            {
-                Some(n) if n as u32 > page => page = n as u32,
-                _ => return Ok(out),
-            }
-        }
+                }
+            })
+            .collect())
     }
 
     /// `POST /no-code-modules/:id/workspaces`.
@@ -478,18 +456,9 @@ impl NoCodeClient {
         }
     }
 
-    /// `PATCH /workspaces/:id` with the given attributes (and project).
-    pub async fn update_workspace(
-        &self,
-        id: &str,
-        attrs: &Value,
-        project: Option<&str>,
-    ) -> Result<(), ClientError> {
-        let mut body = json!({"data": {"type": "workspaces", "attributes": attrs}});
-        if let Some(p) = project {
-            body["data"]["relationships"] =
-                json!({"project": {"data": {"id": p, "type": "projects"}}});
-        }
+    /// `PATCH /workspaces/:id` with the given `data` (from the shared settings code).
+    pub async fn update_workspace(&self, id: &str, data: Value) -> Result<(), ClientError> {
+        let body = json!({ "data": data });
         self.http
             .call(
                 "PATCH",

@@ -1,4 +1,6 @@
-//! Kinds of the workspace service (spec B).
+//! Kinds of the infrastructure-workspace service (spec B).
 
 pub mod nocode_module;
 pub mod nocode_workspace;
+pub mod settings;
+pub mod workspace;

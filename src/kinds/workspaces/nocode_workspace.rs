@@ -19,11 +19,13 @@ use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 
 use super::nocode_module::{newest, org_token_refusal, ORG_TOKEN};
+use super::settings;
 use crate::api::workspaces::nocode::{
     DeletionMode, NoCodeModule, NoCodeWorkspace, NoCodeWorkspaceSpec, UpgradePolicy, UpgradeStatus,
 };
+use crate::api::workspaces::workspace::WorkspaceSettings;
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
-use crate::clients::workspaces::nocode::{NoCodeClient, RemoteWorkspace, UpgradeStart, VarInput};
+use crate::clients::workspaces::nocode::{NoCodeClient, UpgradeStart, VarInput};
 use crate::clients::ClientError;
 use crate::reconcile::hash::keyed_hash;
 use crate::reconcile::{conditions, Context, Error, Managed, Operated, Result, Step};
@@ -45,48 +47,17 @@ impl Managed for NoCodeWorkspace {
     }
 }
 
-/// Settings that differ, and the attributes to PATCH (pure). Only fields the spec sets are
-/// managed; `null` and absent descriptions are alike.
-pub fn settings_diff(
-    spec: &NoCodeWorkspaceSpec,
-    remote: &RemoteWorkspace,
-) -> (Vec<&'static str>, Map<String, Value>) {
-    let mut changed = Vec::new();
-    let mut attrs = Map::new();
-    if let Some(d) = &spec.description {
-        if remote.description.as_deref().unwrap_or("") != d {
-            changed.push("description");
-            attrs.insert("description".into(), json!(d));
-        }
+/// The workspace settings a NoCodeWorkspace manages, in the Workspace kind's terms, so drift
+/// is found and corrected by the shared settings code (only fields the spec sets are managed).
+pub fn managed_settings(spec: &NoCodeWorkspaceSpec) -> WorkspaceSettings {
+    WorkspaceSettings {
+        description: spec.description.clone(),
+        execution_mode: spec.execution_mode.map(|m| m.as_str().to_string()),
+        agent_pool_id: spec.agent_pool_id.clone(),
+        auto_apply: spec.auto_apply,
+        project_id: spec.project_id.clone(),
+        ..WorkspaceSettings::default()
     }
-    if let Some(m) = spec.execution_mode {
-        if remote.execution_mode != m.as_str() {
-            changed.push("executionMode");
-            attrs.insert("execution-mode".into(), json!(m.as_str()));
-            if let Some(p) = &spec.agent_pool_id {
-                attrs.insert("agent-pool-id".into(), json!(p));
-            }
-        }
-    }
-    if let Some(p) = &spec.agent_pool_id {
-        if remote.agent_pool_id.as_deref() != Some(p) && !changed.contains(&"executionMode") {
-            changed.push("agentPoolId");
-            attrs.insert("execution-mode".into(), json!("agent"));
-            attrs.insert("agent-pool-id".into(), json!(p));
-        }
-    }
-    if let Some(a) = spec.auto_apply {
-        if remote.auto_apply != a {
-            changed.push("autoApply");
-            attrs.insert("auto-apply".into(), json!(a));
-        }
-    }
-    if let Some(p) = &spec.project_id {
-        if remote.project_id.as_deref() != Some(p) {
-            changed.push("projectId");
-        }
-    }
-    (changed, attrs)
 }
 
 /// Whether the upgrade should be confirmed (pure): `Auto`, or `approvedVersion` is the target.
@@ -396,16 +367,11 @@ impl Operated for NoCodeWorkspace {
                 format!("adopted existing workspace {} ({name})", ws.id),
             );
         }
-        let (changed, attrs) = settings_diff(&self.spec, &ws);
+        let desired = settings::desired(&managed_settings(&self.spec), false);
+        let changed = settings::diff(&desired, &ws.raw);
         if !changed.is_empty() {
-            let project = changed
-                .contains(&"projectId")
-                .then_some(self.spec.project_id.as_deref())
-                .flatten();
-            if let Err(e) = client
-                .update_workspace(&ws.id, &Value::Object(attrs), project)
-                .await
-            {
+            let data = settings::update_data(&desired, &changed);
+            if let Err(e) = client.update_workspace(&ws.id, data).await {
                 return refusal(client, e).await;
             }
             if !adopted && self.drifting() {
@@ -609,42 +575,51 @@ mod tests {
         serde_json::from_value(v).expect("valid spec")
     }
 
-    fn remote() -> RemoteWorkspace {
-        RemoteWorkspace {
-            id: "ws-1".into(),
-            name: "a".into(),
-            organization: "org".into(),
-            description: None,
-            execution_mode: "remote".into(),
-            agent_pool_id: None,
-            auto_apply: false,
-            project_id: Some("prj-1".into()),
-            source_module_id: Some("private/org/net/aws/1.0.0".into()),
-            upgrade_available: false,
-        }
+    fn remote() -> Value {
+        json!({"id": "ws-1", "attributes": {"name": "a", "description": null,
+            "execution-mode": "remote", "auto-apply": false},
+            "relationships": {"project": {"data": {"id": "prj-1"}}, "agent-pool": {"data": null}}})
+    }
+
+    fn diff(s: &NoCodeWorkspaceSpec) -> Vec<&'static str> {
+        settings::diff(&settings::desired(&managed_settings(s), false), &remote())
     }
 
     #[test]
     fn unset_fields_are_not_managed_and_null_description_is_empty() {
-        let s = spec(json!({"noCodeModuleId": "nocode-1"}));
-        assert!(settings_diff(&s, &remote()).0.is_empty());
-        let s = spec(json!({"noCodeModuleId": "nocode-1", "description": ""}));
-        assert!(settings_diff(&s, &remote()).0.is_empty());
+        assert!(diff(&spec(json!({"noCodeModuleId": "nocode-1"}))).is_empty());
+        assert!(diff(&spec(
+            json!({"noCodeModuleId": "nocode-1", "description": ""})
+        ))
+        .is_empty());
     }
 
     #[test]
-    fn changed_settings_are_named_and_patched() {
+    fn changed_settings_are_named_and_patched_with_the_shared_settings_code() {
         let s = spec(
             json!({"noCodeModuleId": "nocode-1", "description": "d", "autoApply": true,
             "executionMode": "agent", "agentPoolId": "apool-1", "projectId": "prj-2"}),
         );
-        let (changed, attrs) = settings_diff(&s, &remote());
+        let mut changed = diff(&s);
+        changed.sort();
         assert_eq!(
             changed,
-            vec!["description", "executionMode", "autoApply", "projectId"]
+            vec![
+                "agentPoolId",
+                "autoApply",
+                "description",
+                "executionMode",
+                "projectId"
+            ]
         );
-        assert_eq!(attrs["agent-pool-id"], "apool-1");
-        assert_eq!(attrs["execution-mode"], NoCodeExecutionMode::Agent.as_str());
+        let d = settings::desired(&managed_settings(&s), false);
+        let data = settings::update_data(&d, &changed);
+        assert_eq!(data["attributes"]["agent-pool-id"], "apool-1");
+        assert_eq!(
+            data["attributes"]["execution-mode"],
+            NoCodeExecutionMode::Agent.as_str()
+        );
+        assert_eq!(data["relationships"]["project"]["data"]["id"], "prj-2");
     }
 
     #[test]
