@@ -270,6 +270,8 @@ impl Operated for NoCodeModule {
             } else {
                 ("Created", format!("enabled no-code module {}", created.id))
             };
+            // The enable answer does not include the variable-options sets: read them back.
+            let created = client.read_module(&created.id).await?.unwrap_or(created);
             let fields = self.fields(client, &created).await?;
             let mut step = Step::ready("InSync", format!("{} matches the spec", created.id))
                 .remote_id(created.id.clone())

@@ -108,10 +108,12 @@ impl NoCodeWorkspace {
                         r.name
                     ))
                 })?;
+                // The NoCodeModule's status.versionPin may lag a newly published version of
+                // a floating module: the target version is read from the service when needed.
                 Ok(Module {
                     id,
                     organization: st.organization,
-                    version: st.version_pin,
+                    version: None,
                 })
             }
             (None, Some(id)) => Ok(Module {
