@@ -56,7 +56,12 @@ pub async fn run(
         kinds::connection::run(ctx.clone(), namespace.clone(), stop()),
         driver::run::<SecretsPolicy>(ctx.clone(), namespace.clone(), stop()),
         run_operation::<NoCodeModule>(ctx.clone(), namespace.clone(), stop()),
-        run_operation::<NoCodeWorkspace>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::related::run_operation_related::<NoCodeWorkspace, NoCodeModule, _>(
+            ctx.clone(),
+            namespace.clone(),
+            stop(),
+            kinds::workspaces::nocode_workspace::users_of,
+        ),
         crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<Workspace>(ctx.clone(), namespace.clone(), stop()),
     );

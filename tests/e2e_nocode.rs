@@ -602,7 +602,8 @@ fn upgrade_calls(sb: &Sandbox, nc: &str, ws: &str, run: &str) -> (usize, usize) 
 
 #[test]
 fn a_manual_upgrade_waits_with_the_plan_url_and_confirms_once_approved() {
-    let (sb, _op) = env("3s");
+    // A long resync: the workspace is woken by its NoCodeModule's change, not by polling.
+    let (sb, _op) = env("5m");
     let m = registry_module(&sb, "man", &["1.0.0"]);
     let nc = module_ready(&sb, "man", &m, "  versionPin: \"1.0.0\"\n");
     sb.apply_ok(&ncws(

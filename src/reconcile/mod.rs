@@ -11,6 +11,7 @@ pub mod error;
 pub mod hash;
 pub mod metrics;
 pub mod operation;
+pub mod related;
 
 pub use context::{Context, Settings};
 pub use driver::{Created, Managed, Reconciled};

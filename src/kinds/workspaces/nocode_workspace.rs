@@ -47,6 +47,24 @@ impl Managed for NoCodeWorkspace {
     }
 }
 
+/// The NoCodeWorkspaces (of `all`) that name `module` in `moduleRef`: woken when it changes
+/// (its version moved, it got its id).
+pub fn users_of(
+    module: &NoCodeModule,
+    all: &[std::sync::Arc<NoCodeWorkspace>],
+) -> Vec<std::sync::Arc<NoCodeWorkspace>> {
+    all.iter()
+        .filter(|w| {
+            w.namespace() == module.namespace()
+                && w.spec
+                    .module_ref
+                    .as_ref()
+                    .is_some_and(|r| r.name == module.name_any())
+        })
+        .cloned()
+        .collect()
+}
+
 /// The workspace settings a NoCodeWorkspace manages, in the Workspace kind's terms, so drift
 /// is found and corrected by the shared settings code (only fields the spec sets are managed).
 pub fn managed_settings(spec: &NoCodeWorkspaceSpec) -> WorkspaceSettings {
