@@ -96,6 +96,73 @@ fn peak_rss_mib(pid: u32) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// CPU seconds (user + system) a process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The floor: a plain client doing, per resource, exactly the calls the operator needs (create
+/// the resource, add the finalizer, write the service object, patch status) at the same
+/// concurrency against the same dev API server and sandbox. Returns the wall time.
+async fn floor(sb: &Sandbox, n: usize, concurrency: usize) -> Duration {
+    use kube::api::{Patch, PatchParams};
+    blocking(|| sb.kubectl_ok(&["create", "namespace", "floor"]));
+    let client = quartet::run::client_from(
+        Some(&sb.kubeconfig),
+        Arc::new(quartet::reconcile::metrics::Metrics::default()),
+    )
+    .await
+    .expect("client");
+    let api: Api<SecretsPolicy> = Api::namespaced(client, "floor");
+    let http = reqwest::Client::new();
+    let base = sb.url("secrets").to_string();
+    let token = sb.root_token.clone();
+    let started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(concurrency, |i| {
+            let (api, http, base, token) = (api.clone(), http.clone(), base.clone(), token.clone());
+            async move {
+                let name = format!("floor-{i}");
+                let body = format!("path \"floor/{i}/*\" {{ capabilities = [\"read\"] }}");
+                let p: SecretsPolicy = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "secrets.quartet.dev/v1alpha1", "kind": "SecretsPolicy",
+                    "metadata": {"name": name},
+                    "spec": {"type": "acl", "policy": body}
+                }))
+                .expect("policy");
+                api.create(&PostParams::default(), &p).await.expect("create");
+                api.patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"metadata": {"finalizers": ["secrets.quartet.dev/cleanup"]}})),
+                )
+                .await
+                .expect("finalizer");
+                http.put(format!("{base}/v1/sys/policies/acl/{name}"))
+                    .header("X-Secrets-Token", token)
+                    .json(&serde_json::json!({"policy": body}))
+                    .send()
+                    .await
+                    .expect("service write");
+                let status = serde_json::json!({
+                    "apiVersion": "secrets.quartet.dev/v1alpha1", "kind": "SecretsPolicy",
+                    "status": {"remoteId": name, "conditions": [{"type": "Ready", "status": "True", "reason": "InSync", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+                });
+                api.patch_status(&name, &PatchParams::apply("floor").force(), &Patch::Apply(&status))
+                    .await
+                    .expect("status");
+            }
+        })
+        .await;
+    started.elapsed()
+}
+
 async fn run(n: usize, concurrency: usize) {
     let sb = tokio::task::block_in_place(|| {
         let sb = Sandbox::start(&[]);
@@ -116,10 +183,18 @@ async fn run(n: usize, concurrency: usize) {
         }
         sb
     });
+    // The floor first, in its own namespace, before the operator starts (which then watches
+    // only `default`): the same dev API server and sandbox, nothing else running.
+    let floor = floor(&sb, n, concurrency).await;
     let op = Operator::start_with(
         &sb,
         &format!("{RESYNC_SECS}s"),
-        &["--concurrency", &concurrency.to_string()],
+        &[
+            "--concurrency",
+            &concurrency.to_string(),
+            "--namespace",
+            "default",
+        ],
     );
     let metrics_addr = tokio::task::block_in_place(|| op.metrics_addr());
     let client = quartet::run::client_from(
@@ -244,6 +319,7 @@ async fn run(n: usize, concurrency: usize) {
         .map(|(_, v)| v)
         .sum();
     let rss = peak_rss_mib(op.pid());
+    let cpu = cpu_seconds(op.pid());
 
     // The same N writes straight to the service, same concurrency.
     let http = reqwest::Client::new();
@@ -289,6 +365,12 @@ async fn run(n: usize, concurrency: usize) {
     );
     println!("  Kubernetes API calls/resource      {}", per(&kube, n));
     println!("  operator peak RSS                  {rss:.1} MiB");
+    println!("  operator CPU (user+system)         {cpu:.1} s");
+    println!(
+        "  floor (same calls, plain client)   {:.2} s  -> operator/floor {:.2}",
+        floor.as_secs_f64(),
+        converge.as_secs_f64() / floor.as_secs_f64().max(1e-9)
+    );
     println!(
         "  direct writes (same concurrency)   {:.2} s  -> operator/direct {:.1}x",
         direct.as_secs_f64(),

@@ -10,6 +10,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
 use crate::api::{Connection, NoCodeModule, NoCodeWorkspace, SecretsPolicy, Workspace};
 use crate::kinds;
@@ -25,6 +26,10 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         SecretsPolicy::crd(),
         NoCodeModule::crd(),
         NoCodeWorkspace::crd(),
+        AdEngine::crd(),
+        AdRole::crd(),
+        AdLibrarySet::crd(),
+        AdCheckout::crd(),
         DrReplication::crd(),
         Workspace::crd(),
     ]
@@ -62,6 +67,10 @@ pub async fn run(
             stop(),
             kinds::workspaces::nocode_workspace::users_of,
         ),
+        driver::run::<AdEngine>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdRole>(ctx.clone(), namespace.clone(), stop()),
+        driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<AdCheckout>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<Workspace>(ctx.clone(), namespace.clone(), stop()),
     );

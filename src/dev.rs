@@ -106,6 +106,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     )
     .await?;
     seed_example_module(&sandbox, &args.services.organization).await?;
+    seed_directory(sandbox.secrets_url()).await?;
 
     let shutdown = CancellationToken::new();
     tokio::spawn(controllers::cancel_on_signal(shutdown.clone()));
@@ -266,6 +267,50 @@ async fn seed_example_module(sandbox: &Sandbox, org: &str) -> anyhow::Result<()>
         "seeding the example registry module failed: {}",
         resp.status()
     );
+    Ok(())
+}
+
+/// The directory accounts `examples/directory.yaml` names (the directory engine manages
+/// accounts that already exist, as in a real directory). Existing ones are left as they are
+/// (with `--state-dir`, a rotated password must survive a restart).
+async fn seed_directory(secrets_url: &str) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    for (upn, cn, ou, password) in [
+        (
+            "admin@example.com",
+            "admin",
+            "CN=Users",
+            "dev-bind-password",
+        ),
+        (
+            "app@example.com",
+            "app",
+            "OU=Service Accounts",
+            "app-initial",
+        ),
+        (
+            "lib1@example.com",
+            "lib1",
+            "OU=Service Accounts",
+            "lib1-initial",
+        ),
+        (
+            "lib2@example.com",
+            "lib2",
+            "OU=Service Accounts",
+            "lib2-initial",
+        ),
+    ] {
+        let url = format!("{secrets_url}/_sandbox/secrets/ad/accounts/{upn}");
+        if http.get(&url).send().await?.status().is_success() {
+            continue;
+        }
+        http.put(&url)
+            .json(&serde_json::json!({"dn": format!("CN={cn},{ou},DC=example,DC=com"), "password": password}))
+            .send()
+            .await?
+            .error_for_status()?;
+    }
     Ok(())
 }
 /// The Secret with the sandbox's unseal key shares in `quartet dev --secrets-clusters N`.

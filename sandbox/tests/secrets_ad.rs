@@ -107,21 +107,167 @@ async fn ad_config_read_has_defaults_and_never_the_bindpass() {
 }
 
 #[tokio::test]
-async fn ad_config_requires_binddn_and_bindpass() {
+async fn ad_config_needs_a_way_to_derive_the_bind_dn() {
+    // ldaputil's Validate: binddn+bindpass, userdn or upndomain; a plain error (500) otherwise.
     let s = start().await;
-    assert_eq!(
-        s.root(Method::POST, "ad/config", Some(json!({"bindpass": "x"})))
-            .await
-            .status,
-        400
-    );
-    assert_eq!(
-        s.root(Method::POST, "ad/config", Some(json!({"binddn": "x"})))
-            .await
-            .status,
-        400
-    );
+    for body in [json!({"bindpass": "x"}), json!({"binddn": "x"})] {
+        let r = s.root(Method::POST, "ad/config", Some(body)).await;
+        assert_eq!(r.status, 500);
+        assert!(r.body.to_string().contains("cannot derive UserBindDN"));
+    }
     assert_eq!(s.root(Method::GET, "ad/config", None).await.status, 404);
+}
+
+#[tokio::test]
+async fn ad_config_accepts_userdn_without_bindpass() {
+    let s = start().await;
+    let r = s
+        .root(
+            Method::POST,
+            "ad/config",
+            Some(json!({"binddn": ADMIN_DN, "userdn": "DC=example,DC=com"})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{:?}", r.body);
+}
+
+#[tokio::test]
+async fn ad_config_read_has_no_timeouts_and_has_the_pre111_flag() {
+    let s = setup().await;
+    let r = s
+        .root(
+            Method::POST,
+            "ad/config",
+            Some(json!({"connection_timeout": "10s", "request_timeout": 20})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{:?}", r.body);
+    let d = s.root(Method::GET, "ad/config", None).await.body["data"].clone();
+    assert!(d.get("connection_timeout").is_none(), "{d}");
+    assert!(d.get("request_timeout").is_none(), "{d}");
+    assert!(d.get("last_bind_password_rotation").is_none(), "{d}");
+    assert_eq!(d["use_pre111_group_cn_behavior"], false);
+    assert_eq!(d["last_rotation_tolerance"], 5);
+}
+
+#[tokio::test]
+async fn ad_config_refuses_an_unknown_tls_version() {
+    let s = setup().await;
+    let r = s
+        .root(
+            Method::POST,
+            "ad/config",
+            Some(json!({"tls_min_version": "tls99"})),
+        )
+        .await;
+    assert_eq!(r.status, 500);
+    assert!(r.body.to_string().contains("invalid 'tls_min_version'"));
+    let r = s
+        .root(
+            Method::POST,
+            "ad/config",
+            Some(json!({"tls_min_version": "tls13", "tls_max_version": "tls13"})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{:?}", r.body);
+}
+
+#[tokio::test]
+async fn ad_role_names_are_lower_cased() {
+    let s = setup().await;
+    let r = s
+        .root(
+            Method::POST,
+            "ad/roles/MyRole",
+            Some(json!({"service_account_name": "svc1@example.com"})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{:?}", r.body);
+    let keys = s.root(Method::GET, "ad/roles", None).await.body["data"]["keys"].clone();
+    assert_eq!(keys, json!(["myrole"]));
+    assert_eq!(
+        s.root(Method::GET, "ad/roles/myrole", None).await.status,
+        200
+    );
+    assert_eq!(
+        s.root(Method::GET, "ad/roles/MYROLE", None).await.status,
+        200
+    );
+    assert_eq!(
+        s.root(Method::DELETE, "ad/roles/MyRole", None).await.status,
+        204
+    );
+    assert_eq!(
+        s.root(Method::GET, "ad/roles/myrole", None).await.status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn ad_status_codes_follow_the_real_engine() {
+    let s = start().await;
+    // No config: plain errors.
+    for (m, p) in [
+        (Method::POST, "ad/rotate-root"),
+        (Method::POST, "ad/rotate-role/x"),
+        (Method::POST, "ad/roles/x"),
+    ] {
+        let r = s
+            .root(m, p, Some(json!({"service_account_name": "a@b"})))
+            .await;
+        assert_eq!(r.status, 500, "{p}");
+        assert!(
+            r.body.to_string().contains("the config is currently unset"),
+            "{p}"
+        );
+    }
+    let s = setup().await;
+    assert_eq!(s.root(Method::GET, "ad/creds/nope", None).await.status, 404);
+    let r = s.root(Method::POST, "ad/rotate-role/nope", None).await;
+    assert_eq!(r.status, 500);
+    assert!(r.body.to_string().contains("role nope does not exist"));
+    let r = s
+        .root(
+            Method::POST,
+            "ad/library/x",
+            Some(json!({"service_account_names": ["ghost@example.com"]})),
+        )
+        .await;
+    assert_eq!(r.status, 500);
+    s.root(
+        Method::POST,
+        "ad/config",
+        Some(json!({"bindpass": "wrong"})),
+    )
+    .await;
+    let r = s.root(Method::POST, "ad/rotate-root", None).await;
+    assert_eq!(r.status, 500);
+}
+
+#[tokio::test]
+async fn renewing_a_check_out_without_increment_gives_the_sets_current_ttl() {
+    let s = setup().await;
+    s.root(
+        Method::POST,
+        "ad/library/team",
+        Some(json!({"service_account_names": ["lib1@example.com"], "ttl": "1h", "max_ttl": "10h"})),
+    )
+    .await;
+    let r = s
+        .root(Method::POST, "ad/library/team/check-out", None)
+        .await;
+    let lease = r.body["lease_id"].as_str().unwrap().to_string();
+    s.root(Method::POST, "ad/library/team", Some(json!({"ttl": "2h"})))
+        .await;
+    let r = s
+        .root(
+            Method::PUT,
+            "sys/leases/renew",
+            Some(json!({"lease_id": lease})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["lease_duration"], 7200);
 }
 
 #[tokio::test]
@@ -275,7 +421,8 @@ async fn ad_role_needs_an_account_that_exists_in_the_directory() {
     assert_eq!(d["service_account_name"], "svc1@example.com");
     assert_eq!(d["ttl"], 100);
     assert!(d["password_last_set"].is_string());
-    assert!(d["last_svc_rotation"].is_null());
+    assert!(d.get("last_svc_rotation").is_none());
+    assert!(d.get("last_vault_rotation").is_none());
 }
 
 #[tokio::test]
@@ -344,13 +491,13 @@ async fn creds_rotate_on_first_read_with_the_prefixed_generated_password() {
     let pw = d["current_password"].as_str().unwrap();
     assert!(pw.starts_with("?@09AZ"), "{pw}");
     assert_eq!(pw.len(), 64);
-    assert_eq!(d["last_password"], "");
+    assert!(d.get("last_password").is_none(), "{d}");
     assert_eq!(dir_password(&s, "svc1@example.com").await, pw);
     // Within the ttl the same password is returned.
     let again = s.root(Method::GET, "ad/creds/app", None).await;
     assert_eq!(again.body["data"]["current_password"], pw);
     assert!(
-        s.root(Method::GET, "ad/roles/app", None).await.body["data"]["last_svc_rotation"]
+        s.root(Method::GET, "ad/roles/app", None).await.body["data"]["last_vault_rotation"]
             .is_string()
     );
 }
@@ -511,7 +658,7 @@ async fn rotate_root_fails_unless_binddn_identifies_exactly_one_entity() {
     s.root(Method::POST, "ad/config", Some(json!({"binddn": "admin"})))
         .await;
     let r = s.root(Method::POST, "ad/rotate-root", None).await;
-    assert_eq!(r.status, 400);
+    assert_eq!(r.status, 500);
     s.root(
         Method::POST,
         "ad/config",
@@ -520,7 +667,7 @@ async fn rotate_root_fails_unless_binddn_identifies_exactly_one_entity() {
     .await;
     assert_eq!(
         s.root(Method::POST, "ad/rotate-root", None).await.status,
-        400
+        500
     );
 }
 
@@ -547,10 +694,10 @@ async fn rotation_already_in_progress_answers_200_with_a_warning() {
     .await;
     let r = s.root(Method::POST, "ad/rotate-root", None).await;
     assert_eq!(r.status, 200);
-    assert!(r.body["warnings"][0]
-        .as_str()
-        .unwrap()
-        .contains("already in progress"));
+    assert_eq!(
+        r.body["warnings"][0],
+        "Root password rotation is already in progress."
+    );
     let r = s.root(Method::POST, "ad/rotate-role/app", None).await;
     assert_eq!(r.status, 200);
     assert!(r.body["warnings"][0]
@@ -584,7 +731,7 @@ async fn rotate_role_answers_204_and_changes_the_password() {
         s.root(Method::POST, "ad/rotate-role/nope", None)
             .await
             .status,
-        400
+        500
     );
 }
 
@@ -660,7 +807,7 @@ async fn library_accounts_must_exist_and_belong_to_one_set() {
         )
         .await
         .status,
-        400
+        500
     );
     assert_eq!(
         s.root(

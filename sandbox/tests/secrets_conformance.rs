@@ -174,23 +174,25 @@ async fn ad_setup(s: &S) {
 
 #[tokio::test]
 async fn ad_config_timeouts_default_to_30_and_90_seconds_and_accept_duration_strings() {
+    // The timeouts are accepted as seconds or duration strings but are write-only: the real
+    // engine's config read (plugin/path_config.go) does not return them.
     let s = start().await;
     ad_setup(&s).await;
     let base = json!({"binddn": "CN=admin,DC=example,DC=com", "bindpass": "pw"});
     let r = s.root(Method::POST, "ad/config", Some(base.clone())).await;
     assert_eq!(r.status, 204, "{:?}", r.body);
     let r = s.root(Method::GET, "ad/config", None).await;
-    assert_eq!(r.body["data"]["connection_timeout"], 30);
-    assert_eq!(r.body["data"]["request_timeout"], 90);
+    assert!(r.body["data"].get("connection_timeout").is_none());
+    assert!(r.body["data"].get("request_timeout").is_none());
     assert_eq!(r.body["data"]["url"], "ldap://127.0.0.1");
     let mut body = base;
     body["connection_timeout"] = json!("45s");
     body["request_timeout"] = json!(120);
-    let r = s.root(Method::POST, "ad/config", Some(body)).await;
+    let r = s.root(Method::POST, "ad/config", Some(body.clone())).await;
     assert_eq!(r.status, 204, "{:?}", r.body);
-    let r = s.root(Method::GET, "ad/config", None).await;
-    assert_eq!(r.body["data"]["connection_timeout"], 45);
-    assert_eq!(r.body["data"]["request_timeout"], 120);
+    body["connection_timeout"] = json!("forty");
+    let r = s.root(Method::POST, "ad/config", Some(body)).await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! the CRD schemas (their doc comments become `kubectl explain` text).
 
 pub mod connection;
+pub mod directory;
 pub mod dr_replication;
 pub mod secrets_policy;
 pub mod workspaces;

@@ -2,6 +2,7 @@
 
 pub mod http;
 pub mod secrets;
+pub mod secrets_ad;
 pub mod secrets_dr;
 pub mod workspaces;
 

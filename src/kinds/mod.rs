@@ -2,6 +2,7 @@
 //! which calls to make. The framework in [`crate::reconcile`] does everything else.
 
 pub mod connection;
+pub mod directory;
 pub mod dr_replication;
 pub mod secrets_policy;
 pub mod workspaces;

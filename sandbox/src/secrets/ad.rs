@@ -11,9 +11,9 @@
 //! Behaviour where the spec is silent, following the real engine:
 //! * config writes merge the connection fields and take the password settings (ttl, max_ttl
 //!   — 0 means the 768h system default —, length, formatter, password_policy,
-//!   last_rotation_tolerance) from each request; invalid password settings or TTLs are plain
-//!   errors in the real engine and answer 500 with its messages; a missing binddn/bindpass
-//!   answers 400;
+//!   last_rotation_tolerance, use_pre111_group_cn_behavior) from each request; invalid settings
+//!   are plain errors in the real engine and answer 500 with its messages (ldaputil's
+//!   `cannot derive UserBindDN` when neither binddn+bindpass, userdn nor upndomain is given);
 //! * role writes replace the role (ttl 0 takes the config's ttl, above max_ttl is refused);
 //!   their failures are plain errors (500) as in the real engine;
 //! * roles identify accounts by `service_account_name` (a UPN); `creds` answers `username`
@@ -33,8 +33,9 @@
 //! * every check-out has a lease (`ad/library/<set>/check-out/<id>`, renewable up to the set's
 //!   `max_ttl`); revoking or expiring it checks the account in; a check-out ttl of 0 (set ttl 0)
 //!   lends without limit (lease_duration 0);
-//! * `rotate-root` and `rotate-role` answer 204, or 200 with the warning
-//!   `rotation already in progress` while a rotation runs (simulated through the admin API).
+//! * `rotate-root` and `rotate-role` answer 204, or 200 with a warning (`Root password rotation
+//!   is already in progress.` for root) while a rotation runs (simulated through the admin API);
+//! * renewing a check-out's lease without increment gives the set's current `ttl`.
 //!
 //! Sandbox admin API (under `/_sandbox/secrets/ad/`):
 //! * `PUT accounts/:upn` `{"dn": "CN=svc,OU=Svc,DC=example,DC=com", "password": "...",
@@ -104,6 +105,8 @@ pub struct AdConfig {
     pub last_rotation_tolerance: i64,
     pub tls_min_version: String,
     pub tls_max_version: String,
+    #[serde(default)]
+    pub use_pre111_group_cn_behavior: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -197,11 +200,14 @@ fn am<'a>(c: &'a mut Ctx) -> &'a mut AdMount {
     c.store().ad.entry(p).or_default()
 }
 
+/// The engine's config; without one every call that needs it fails with the plain error
+/// (500) `the config is currently unset`, as the real engine's handlers return
+/// `errors.New("the config is currently unset")` (plugin/path_creds.go, path_rotate_creds.go).
 fn config(c: &mut Ctx) -> Result<AdConfig, ApiError> {
     am(c)
         .config
         .clone()
-        .ok_or_else(|| ApiError::bad_request("the config is currently unset"))
+        .ok_or_else(|| ApiError::internal("the config is currently unset"))
 }
 
 fn random_chars(n: usize) -> String {
@@ -278,6 +284,9 @@ fn set_password(world: &mut World, upn: &str, pw: &str) -> i64 {
     n
 }
 
+/// Reads the config with exactly the keys of the real engine's `configReadOperation`
+/// (plugin/path_config.go): no bind password, no `connection_timeout`/`request_timeout` (they
+/// are write-only), `use_pre111_group_cn_behavior`, and the password settings.
 fn read_config(c: &mut Ctx) -> Result<Resp, ApiError> {
     let Some(cfg) = am(c).config.clone() else {
         return Err(ApiError::not_found());
@@ -297,9 +306,8 @@ fn read_config(c: &mut Ctx) -> Result<Resp, ApiError> {
         "upndomain": cfg.upndomain,
         "url": cfg.url,
         "userdn": cfg.userdn,
-        "connection_timeout": cfg.connection_timeout,
-        "request_timeout": cfg.request_timeout,
         "last_rotation_tolerance": cfg.last_rotation_tolerance,
+        "use_pre111_group_cn_behavior": cfg.use_pre111_group_cn_behavior,
     })))
 }
 
@@ -348,17 +356,33 @@ fn write_config(c: &mut Ctx) -> Result<Resp, ApiError> {
             *slot = v;
         }
     }
+    // `use_pre111_group_cn_behavior` is taken from each request, false when absent.
+    cfg.use_pre111_group_cn_behavior =
+        fields::boolean(&d, "use_pre111_group_cn_behavior")?.unwrap_or(false);
+    // ldaputil's `ConfigEntry.Validate` (used by the real engine's config write): plain errors.
+    if cfg.url.is_empty() {
+        return Err(fail("at least one url must be provided".into()));
+    }
+    if (cfg.binddn.is_empty() || cfg.bindpass.is_empty())
+        && cfg.upndomain.is_empty()
+        && cfg.userdn.is_empty()
+    {
+        return Err(fail("cannot derive UserBindDN".into()));
+    }
+    const TLS: [&str; 4] = ["tls10", "tls11", "tls12", "tls13"];
+    if !TLS.contains(&cfg.tls_min_version.as_str()) {
+        return Err(fail("invalid 'tls_min_version' in config".into()));
+    }
+    if !TLS.contains(&cfg.tls_max_version.as_str()) {
+        return Err(fail("invalid 'tls_max_version' in config".into()));
+    }
+    if cfg.tls_max_version < cfg.tls_min_version {
+        return Err(fail(
+            "'tls_max_version' must be greater than or equal to 'tls_min_version'".into(),
+        ));
+    }
     if !cfg.certificate.is_empty() && !cfg.certificate.contains("-----BEGIN CERTIFICATE-----") {
         return Err(fail("failed to decode PEM block in the certificate".into()));
-    }
-    if cfg.binddn.is_empty() {
-        return Err(ApiError::bad_request("missing binddn"));
-    }
-    if cfg.bindpass.is_empty() {
-        return Err(ApiError::bad_request("missing bindpass"));
-    }
-    if cfg.url.is_empty() {
-        return Err(fail("url is required".into()));
     }
     // Password settings: this request's values, with defaults.
     cfg.password_policy = fields::string_or(&d, "password_policy", "")?;
@@ -436,6 +460,12 @@ fn delete_config(c: &mut Ctx) -> Result<Resp, ApiError> {
     Ok(Resp::no_content())
 }
 
+/// Role names are lower-cased: the real engine's `roles/:name` field is a
+/// `TypeLowerCaseString` (plugin/path_roles.go), so `roles/MyRole` is stored as `myrole`.
+fn role_name(c: &Ctx) -> String {
+    c.param("name").to_lowercase()
+}
+
 fn list_roles(c: &mut Ctx) -> Result<Resp, ApiError> {
     let keys: Vec<String> = am(c).roles.keys().cloned().collect();
     if c.op == super::http::Op::Read {
@@ -454,26 +484,32 @@ fn role_ttl(cfg: &AdConfig, r: &AdRole) -> i64 {
     r.ttl.unwrap_or(cfg.ttl)
 }
 
+/// Reads a role as the real engine's `backendRole.Map` (plugin/role.go): `last_vault_rotation`
+/// and `password_last_set` only when set, and no `last_svc_rotation`.
 fn read_role(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let n = c.param("name");
+    let n = role_name(c);
     let cfg = am(c).config.clone().unwrap_or_default();
     let Some(r) = am(c).roles.get(&n).cloned() else {
         return Err(ApiError::not_found());
     };
-    Ok(Resp::data(json!({
+    let mut d = json!({
         "service_account_name": r.service_account_name,
         "ttl": role_ttl(&cfg, &r),
-        "last_svc_rotation": r.last_rotation.map(rfc3339),
-        "last_vault_rotation": r.last_rotation.map(rfc3339),
-        "password_last_set": rfc3339(r.password_last_set),
-    })))
+    });
+    if let Some(t) = r.last_rotation {
+        d["last_vault_rotation"] = json!(rfc3339(t));
+    }
+    if r.password_last_set != 0 {
+        d["password_last_set"] = json!(rfc3339(r.password_last_set));
+    }
+    Ok(Resp::data(d))
 }
 
 /// Writes a role as the real engine does: every write replaces the role (keeping its rotation
 /// state), `ttl` 0 takes the config's ttl, and failures are plain errors (500).
 fn write_role(c: &mut Ctx) -> Result<Resp, ApiError> {
     let fail = |m: String| ApiError::internal(super::http::multi(&m));
-    let n = c.param("name");
+    let n = role_name(c);
     let Some(cfg) = am(c).config.clone() else {
         return Err(fail("the config is currently unset".into()));
     };
@@ -527,7 +563,7 @@ fn write_role(c: &mut Ctx) -> Result<Resp, ApiError> {
 }
 
 fn delete_role(c: &mut Ctx) -> Result<Resp, ApiError> {
-    let n = c.param("name");
+    let n = role_name(c);
     am(c).roles.remove(&n);
     Ok(Resp::no_content())
 }
@@ -537,7 +573,7 @@ fn rotate_role_now(c: &mut Ctx, name: &str) -> Result<(), ApiError> {
     let cfg = config(c)?;
     bind(&c.world.directory, &cfg)?;
     let Some(mut r) = am(c).roles.get(name).cloned() else {
-        return Err(ApiError::bad_request(format!("role {name:?} not found")));
+        return Err(ApiError::internal(format!("role {name} does not exist")));
     };
     if !c
         .world
@@ -560,12 +596,15 @@ fn rotate_role_now(c: &mut Ctx, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Reads a role's credentials as the real engine's `credReadOperation` (plugin/path_creds.go):
+/// an unknown role is a nil response (404), the config is checked only when a rotation is due,
+/// and `last_password` is present only when there was a previous password.
 fn creds(c: &mut Ctx) -> Result<Resp, ApiError> {
     let n = c.param("name");
-    let cfg = config(c)?;
     let Some(r) = am(c).roles.get(&n).cloned() else {
-        return Err(ApiError::bad_request(format!("role {n:?} not found")));
+        return Err(ApiError::not_found());
     };
+    let cfg = config(c)?;
     let dir_last_set = c
         .world
         .directory
@@ -589,24 +628,30 @@ fn creds(c: &mut Ctx) -> Result<Resp, ApiError> {
         .next()
         .unwrap_or_default()
         .to_string();
-    Ok(Resp::data(json!({
+    let mut d = json!({
         "current_password": r.current_password,
-        "last_password": r.last_password,
         "username": username,
-    })))
+    });
+    if !r.last_password.is_empty() {
+        d["last_password"] = json!(r.last_password);
+    }
+    Ok(Resp::data(d))
 }
 
 fn rotation_busy(c: &mut Ctx, target: &str) -> bool {
     am(c).rotating.contains(target)
 }
 
+/// Rotates the bind password as the real engine's rotate-root (plugin/path_rotate_root.go): a
+/// rotation already running answers 200 with the warning `Root password rotation is already in
+/// progress.`; a missing config or a failing rotation is a plain error (500).
 fn rotate_root(c: &mut Ctx) -> Result<Resp, ApiError> {
     if rotation_busy(c, "root") {
-        return Ok(Resp::no_content().warn("rotation already in progress"));
+        return Ok(Resp::no_content().warn("Root password rotation is already in progress."));
     }
     let mut cfg = config(c)?;
     let who = bind(&c.world.directory, &cfg).map_err(|e| {
-        ApiError::bad_request(format!("failed to rotate root: {}", e.errors.join(", ")))
+        ApiError::internal(format!("failed to rotate root: {}", e.errors.join(", ")))
     })?;
     let pw = generate_password(&c.world.clusters[c.cluster].store, &cfg)?;
     set_password(c.world, &who, &pw);
@@ -615,13 +660,17 @@ fn rotate_root(c: &mut Ctx) -> Result<Resp, ApiError> {
     Ok(Resp::no_content())
 }
 
+/// Rotates a role's password as the real engine's rotate-role (plugin/path_rotate_creds.go):
+/// without a config `the config is currently unset` and for an unknown role `role <name> does
+/// not exist`, both plain errors (500).
 fn rotate_role(c: &mut Ctx) -> Result<Resp, ApiError> {
     let n = c.param("name");
     if rotation_busy(c, &n) {
         return Ok(Resp::no_content().warn("rotation already in progress"));
     }
+    config(c)?;
     if !am(c).roles.contains_key(&n) {
-        return Err(ApiError::bad_request(format!("role {n:?} not found")));
+        return Err(ApiError::internal(format!("role {n} does not exist")));
     }
     rotate_role_now(c, &n)?;
     Ok(Resp::no_content())
@@ -681,8 +730,9 @@ fn write_set(c: &mut Ctx) -> Result<Resp, ApiError> {
         return Err(ApiError::bad_request("ttl cannot be greater than max_ttl"));
     }
     for a in &s.service_account_names {
+        // A plain error (500) in the real engine (plugin/path_checkout_sets.go).
         if !c.world.directory.accounts.contains_key(a) {
-            return Err(ApiError::bad_request(format!(
+            return Err(ApiError::internal(format!(
                 "unable to find service account named {a:?} in the directory, searches are case sensitive"
             )));
         }
@@ -981,6 +1031,17 @@ pub fn flush_released(world: &mut World) {
 /// Keeps the check-out's expiry in step with its renewed lease (nothing to do: the lease holds
 /// the expiry).
 pub fn note_renewal(_store: &mut Store, _lease: &Lease) {}
+
+/// The lease duration a check-out's renewal without increment gets: the set's current `ttl`,
+/// as the real engine's `renewCheckOut` sets `resp.Secret.TTL = set.TTL`
+/// (plugin/path_checkouts.go). `None` when the set is gone.
+pub fn renewal_ttl(store: &Store, lease: &Lease) -> Option<i64> {
+    let LeaseKind::AdCheckout { mount, set, .. } = &lease.kind else {
+        return None;
+    };
+    let s = store.ad.get(mount)?.sets.get(set)?;
+    Some(if s.ttl == 0 { 100 * 365 * 86400 } else { s.ttl })
+}
 
 /// `/_sandbox/secrets/ad/...`.
 pub fn admin(

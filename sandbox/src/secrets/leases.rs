@@ -370,7 +370,9 @@ fn renew(c: &mut Ctx) -> Result<Resp, ApiError> {
         return Err(ApiError::bad_request("lease is not renewable"));
     }
     let n = now();
-    let mut ttl = if inc > 0 { inc } else { l.ttl };
+    // A check-out renewed without increment gets its set's current ttl (see `ad::renewal_ttl`).
+    let base = super::ad::renewal_ttl(store, &l).unwrap_or(l.ttl);
+    let mut ttl = if inc > 0 { inc } else { base };
     if let Some(max) = l.max_expire {
         ttl = ttl.min((max - n).max(0));
     }
