@@ -12,7 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
-use crate::api::{Connection, NoCodeModule, NoCodeWorkspace, SecretsPolicy, Workspace};
+use crate::api::{
+    Connection, NoCodeModule, NoCodeWorkspace, SecretsPolicy, Workspace, WorkspaceRun,
+};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
@@ -32,6 +34,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         AdCheckout::crd(),
         DrReplication::crd(),
         Workspace::crd(),
+        WorkspaceRun::crd(),
     ]
 }
 
@@ -67,12 +70,13 @@ pub async fn run(
             stop(),
             kinds::workspaces::nocode_workspace::users_of,
         ),
+        driver::run::<Workspace>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::run_operation::<WorkspaceRun>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdEngine>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdRole>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdLibrarySet>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<AdCheckout>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<DrReplication>(ctx.clone(), namespace.clone(), stop()),
-        driver::run::<Workspace>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
     Ok(())

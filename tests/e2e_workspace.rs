@@ -77,8 +77,6 @@ fn workspace_is_created_edited_restored_after_drift_recreated_and_deleted() {
         obj["status"]["workspaceId"].is_string(),
         "workspaceId at create"
     );
-    // The other status fields come from the next read of the workspace (any event wakes it).
-    sb.kubectl_ok(&["annotate", "workspace", "app", "poke=0", "--overwrite"]);
     let obj = wait_for("status fields", WAIT, || {
         sb.get_json("workspace", "app")
             .filter(|o| o["status"]["url"].is_string())
@@ -224,6 +222,14 @@ fn invalid_manifests_are_refused_with_the_rule_message() {
         (
             "spec: {executionMode: remote, operations: true}",
             "operations is deprecated",
+        ),
+        (
+            "spec: {remoteStateConsumers: [{name: bad}]}",
+            "remoteStateConsumers may not include the workspace itself",
+        ),
+        (
+            "spec: {tagBindings: {'hc:owner': x}}",
+            "without an hc: or hcp: prefix",
         ),
         (
             "spec: {globalRemoteState: true, remoteStateConsumers: [{name: other}]}",
@@ -419,4 +425,88 @@ fn quartet_dev_makes_the_example_workspace_ready() {
         body["data"]["attributes"]["description"],
         "Infrastructure of the example app"
     );
+}
+
+fn ws_with_config(sb: &Sandbox, name: &str) -> String {
+    sb.apply_ok(&format!("apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {{name: {name}, namespace: default}}\nspec: {{autoApply: false}}\n"));
+    let obj = wait_ready(sb, name);
+    let id = obj["status"]["workspaceId"].as_str().unwrap().to_string();
+    sb.upload_configuration(&id);
+    id
+}
+
+fn run_yaml(name: &str, ws: &str, extra: &str) -> String {
+    format!("apiVersion: workspaces.quartet.dev/v1alpha1\nkind: WorkspaceRun\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  workspaceRef: {{name: {ws}}}\n  message: from quartet\n{extra}")
+}
+
+fn wait_run(sb: &Sandbox, name: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    wait_for(what, WAIT, || {
+        sb.get_json("workspacerun", name).filter(|o| f(o))
+    })
+}
+
+#[test]
+fn a_run_waiting_for_confirmation_is_applied_by_setting_confirm() {
+    let (sb, _op) = ready_env("5m");
+    ws_with_config(&sb, "runs-a");
+    sb.apply_ok(&run_yaml("deploy", "runs-a", ""));
+    let obj = wait_run(&sb, "deploy", "waiting for confirmation", |o| {
+        o["status"]["actions"]["is-confirmable"] == true
+    });
+    assert!(condition_is(&obj, "Ready", "False"));
+    assert!(condition_is(&obj, "Completed", "False"));
+    let run_id = obj["status"]["runId"].as_str().unwrap().to_string();
+    sb.kubectl_ok(&[
+        "patch",
+        "workspacerun",
+        "deploy",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"confirm":true}}"#,
+    ]);
+    let obj = wait_run(&sb, "deploy", "applied", |o| {
+        condition_is(o, "Ready", "True") && condition_is(o, "Completed", "True")
+    });
+    assert_eq!(obj["status"]["runStatus"], "applied");
+    let (s, run) = sb.ws_api("GET", &format!("/runs/{run_id}"), None);
+    assert_eq!(s, 200);
+    assert_eq!(run["data"]["attributes"]["status"], "applied");
+    assert_eq!(run["data"]["attributes"]["message"], "from quartet");
+    // The spec, labels and annotations were never edited by the operator.
+    assert!(obj["metadata"]["annotations"]
+        .get("quartet.dev/confirmed")
+        .is_none());
+}
+
+#[test]
+fn errored_and_force_canceled_runs_both_end_completed() {
+    let (sb, _op) = ready_env("5m");
+    let id = ws_with_config(&sb, "runs-b");
+    sb.script_run(&id, json!({"plan": "errored"}));
+    sb.apply_ok(&run_yaml("broken", "runs-b", ""));
+    let obj = wait_run(&sb, "broken", "errored", |o| {
+        condition_is(o, "Completed", "True")
+    });
+    assert_eq!(obj["status"]["runStatus"], "errored");
+    assert!(condition_is(&obj, "Ready", "False"));
+    assert_eq!(condition(&obj, "Ready").unwrap()["reason"], "errored");
+
+    let id2 = ws_with_config(&sb, "runs-c");
+    sb.script_run(&id2, json!({"cancel": "ignore"}));
+    // Slow runs: the run is seen while planning (cancel is allowed only then).
+    let (s, _) = http(
+        "PUT",
+        &format!("{}/_sandbox/workspaces/settings", sb.url("workspaces")),
+        None,
+        Some(json!({"step_ms": 6000})),
+    );
+    assert!(s < 300);
+    sb.apply_ok(&run_yaml("stuck", "runs-c", "  forceCancel: true\n"));
+    let obj = wait_run(&sb, "stuck", "force-canceled", |o| {
+        condition_is(o, "Completed", "True")
+    });
+    let state = obj["status"]["runStatus"].as_str().unwrap().to_string();
+    assert!(state == "force_canceled" || state == "canceled", "{state}");
+    let sent = obj["status"]["actionsSent"].as_array().unwrap();
+    assert!(sent.iter().any(|a| a == "cancel"), "{sent:?}");
 }

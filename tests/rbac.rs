@@ -76,11 +76,23 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
     ));
     sb.apply_ok(&policy("rbac-bad", "path {"));
     sb.connect_workspaces();
-    sb.apply_ok("apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {name: rbac-ws, namespace: default}\nspec: {description: rbac}\n");
+    sb.apply_ok("apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {name: rbac-ws, namespace: default}\nspec: {description: rbac, deletionMode: Force}\n");
     wait_for("Workspace Ready", Duration::from_secs(30), || {
         sb.get_json("workspace", "rbac-ws")
             .filter(|o| condition_is(o, "Ready", "True"))
     });
+    sb.apply_ok("apiVersion: workspaces.quartet.dev/v1alpha1\nkind: WorkspaceRun\nmetadata: {name: rbac-run, namespace: default}\nspec: {workspaceRef: {name: rbac-ws}}\n");
+    wait_for("WorkspaceRun reconciled", Duration::from_secs(30), || {
+        sb.get_json("workspacerun", "rbac-run")
+            .filter(|o| condition(o, "Synced").is_some())
+    });
+    sb.kubectl_ok(&[
+        "delete",
+        "workspacerun",
+        "rbac-run",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
     sb.kubectl_ok(&[
         "delete",
         "workspace",

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
 pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
 pub use workspaces::nocode::{NoCodeModule, NoCodeWorkspace};
+pub use workspaces::run::{WorkspaceRun, WorkspaceRunSpec, WorkspaceRunStatus};
 pub use workspaces::workspace::{Workspace, WorkspaceSpec, WorkspaceStatus};
 
 /// Which Connection a managed resource uses to reach its service.

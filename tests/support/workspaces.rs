@@ -87,4 +87,43 @@ impl Sandbox {
         );
         assert!(s < 300, "fault: {s} {b}");
     }
+
+    /// Uploads a configuration version to the workspace (as a real client does before a run)
+    /// without queueing a run; returns its id.
+    pub fn upload_configuration(&self, ws_id: &str) -> String {
+        let (s, b) = self.ws_api(
+            "POST",
+            &format!("/workspaces/{ws_id}/configuration-versions"),
+            Some(json!({"data": {"type": "configuration-versions", "attributes": {"auto-queue-runs": false}}})),
+        );
+        assert_eq!(s, 201, "configuration version: {b}");
+        let url = b["data"]["attributes"]["upload-url"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let resp = reqwest::blocking::Client::new()
+            .put(url)
+            .header("content-type", "application/octet-stream")
+            .body(vec![
+                0x1f, 0x8b, 0x08, 0x00, 0, 0, 0, 0, 0, 0x03, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ])
+            .send()
+            .expect("upload");
+        assert!(resp.status().is_success(), "upload: {}", resp.status());
+        b["data"]["id"].as_str().unwrap().to_string()
+    }
+
+    /// Scripts the next run of a workspace (`plan`: changes | no-changes | errored; `cancel`:
+    /// ok | ignore).
+    pub fn script_run(&self, ws_id: &str, script: Value) {
+        let mut body = script;
+        body["workspace"] = json!(ws_id);
+        let (s, b) = http(
+            "POST",
+            &format!("{}/_sandbox/workspaces/scripts", self.url("workspaces")),
+            None,
+            Some(body),
+        );
+        assert!(s < 300, "script: {s} {b}");
+    }
 }

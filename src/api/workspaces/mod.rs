@@ -2,4 +2,5 @@
 //! `workspaces.quartet.dev`.
 
 pub mod nocode;
+pub mod run;
 pub mod workspace;

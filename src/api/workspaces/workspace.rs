@@ -29,7 +29,8 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef};
     printcolumn(name = "Synced", type_ = "string", json_path = ".status.conditions[?(@.type==\"Synced\")].status"),
     printcolumn(name = "Remote ID", type_ = "string", json_path = ".status.workspaceId"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    validation = Rule::new("has(self.spec.name) || self.metadata.name.matches('^[A-Za-z0-9_-]{1,90}$')").message("metadata.name is not a valid workspace name (letters, numbers, - and _ only): set spec.name")
+    validation = Rule::new("has(self.spec.name) || self.metadata.name.matches('^[A-Za-z0-9_-]{1,90}$')").message("metadata.name is not a valid workspace name (letters, numbers, - and _ only): set spec.name"),
+    validation = Rule::new("!has(self.spec.remoteStateConsumers) || self.spec.remoteStateConsumers.all(c, !has(c.name) || c.name != (has(self.spec.name) ? self.spec.name : self.metadata.name))").message("remoteStateConsumers may not include the workspace itself")
 )]
 #[x_kube(
     validation = Rule::new("!(has(self.executionMode) && has(self.operations))").message("operations is deprecated and may not be set together with executionMode"),
@@ -67,15 +68,15 @@ pub struct WorkspaceSpec {
     #[serde(default)]
     pub tags_policy: ListPolicy,
     /// Key/value tags (tag bindings); managed only when set, and then exactly these. At most
-    /// 10; keys ≤ 128 and values ≤ 256 characters; no `hc:`/`hcp:` key prefix (the service
-    /// refuses those: a `Rejected` condition).
+    /// 10; keys ≤ 128 and values ≤ 256 characters; no `hc:`/`hcp:` key prefix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("maxProperties" = 10))]
+    #[x_kube(validation = Rule::new("self.all(k, k.size() > 0 && k.size() <= 128 && self[k].size() <= 256 && !k.lowerAscii().startsWith('hc:') && !k.lowerAscii().startsWith('hcp:'))").message("tag binding keys are 1-128 characters without an hc: or hcp: prefix; values at most 256 characters"))]
     pub tag_bindings: Option<BTreeMap<String, String>>,
     /// Workspaces of the same organization allowed to read this workspace's state (by `name`
     /// or `id`). Managed only when set, and then exactly these: added and removed one by one
     /// (POST/DELETE, which a workspace admin may call). Not with `globalRemoteState: true`;
-    /// never the workspace itself (refused with an `InvalidSpec` condition).
+    /// never the workspace itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_state_consumers: Option<Vec<ConsumerRef>>,
     /// Workspace variables. Variables not listed are removed only with
@@ -365,6 +366,11 @@ mod tests {
 
     #[test]
     fn consumers_exclude_itself_and_global_remote_state() {
+        assert!(
+            ws(serde_json::json!({"remoteStateConsumers": [{"name": "w"}]}))
+                .validate_cel()
+                .is_err()
+        );
         assert!(ws(
             serde_json::json!({"globalRemoteState": true, "remoteStateConsumers": [{"name": "x"}]})
         )

@@ -3,6 +3,7 @@
 //! (full pagination by `meta.pagination`, path encoding); one file per engine.
 
 pub mod nocode;
+pub mod runs;
 pub mod workspaces;
 
 use std::sync::Arc;

@@ -2,5 +2,6 @@
 
 pub mod nocode_module;
 pub mod nocode_workspace;
+pub mod run;
 pub mod settings;
 pub mod workspace;

@@ -30,12 +30,24 @@ impl Managed for Workspace {
     fn managed_status(&self) -> Option<&ManagedStatus> {
         self.status.as_ref().map(|s| &s.managed)
     }
-    /// `workspaceId` is written with the id the moment a create returns (the other status
-    /// fields come from the next read of the workspace).
+    /// `workspaceId` is written with the id the moment a create returns, with the other
+    /// status fields read from the create response (the driver reads no status fields on a
+    /// create pass).
     fn status_json(&self, managed: &ManagedStatus) -> Value {
         let mut v = serde_json::to_value(managed).unwrap_or(Value::Null);
         if let (Some(o), Some(id)) = (v.as_object_mut(), &managed.remote_id) {
             o.insert("workspaceId".into(), json!(id));
+            let uid = self.uid().unwrap_or_default();
+            // Kept (not taken): every status write of the create pass must carry them, or
+            // server-side apply would drop them again.
+            let cached = CREATED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&uid)
+                .cloned();
+            if let Some(fields) = cached.filter(|f| f.get("workspaceId") == Some(&json!(id))) {
+                o.extend(fields);
+            }
         }
         v
     }
@@ -49,6 +61,12 @@ impl Managed for Workspace {
             .collect()
     }
 }
+
+/// Status fields read from a create response, by object uid (one small map per Workspace
+/// created by this process; later passes write the fields they read, which take precedence).
+static CREATED: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, serde_json::Map<String, Value>>>,
+> = std::sync::LazyLock::new(Default::default);
 
 /// One variable as it should be.
 #[derive(Clone, Debug, PartialEq)]
@@ -477,6 +495,14 @@ impl Reconciled for Workspace {
             base_url: String::new(),
         };
         self.apply_lists(client, d, &observed, true).await?;
+        let fields = self.status_fields(&Observed {
+            base_url: client.base_url().to_string(),
+            ..observed
+        });
+        CREATED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(self.uid().unwrap_or_default(), fields);
         // `workspaceId` is in status at once (see `status_json`); locked, resourceCount,
         // latestRun and url come with the next read of the workspace.
         Ok(Created {
