@@ -133,10 +133,13 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
          apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: workspaces, namespace: default}}\n\
          spec: {{service: workspaces, address: \"{ws_url}\", organization: quartet, tokenSecretRef: {{name: ws-token, key: token}}}}\n---\n\
          apiVersion: workspaces.quartet.dev/v1alpha1\nkind: NoCodeModule\nmetadata: {{name: rbac-mod, namespace: default}}\nspec: {{registryModuleId: {module}}}\n---\n\
-         apiVersion: workspaces.quartet.dev/v1alpha1\nkind: NoCodeWorkspace\nmetadata: {{name: rbac-ws, namespace: default}}\nspec: {{moduleRef: {{name: rbac-mod}}, deletionMode: Force}}\n",
+         apiVersion: workspaces.quartet.dev/v1alpha1\nkind: NoCodeWorkspace\nmetadata: {{name: rbac-ncws, namespace: default}}\nspec: {{moduleRef: {{name: rbac-mod}}, deletionMode: Force}}\n",
         sb.root_token
     ));
-    for (kind, name) in [("nocodemodule", "rbac-mod"), ("nocodeworkspace", "rbac-ws")] {
+    for (kind, name) in [
+        ("nocodemodule", "rbac-mod"),
+        ("nocodeworkspace", "rbac-ncws"),
+    ] {
         wait_for(&format!("{kind} Ready"), Duration::from_secs(60), || {
             sb.get_json(kind, name)
                 .filter(|o| condition_is(o, "Ready", "True"))
@@ -145,7 +148,7 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
     sb.kubectl_ok(&[
         "delete",
         "nocodeworkspace",
-        "rbac-ws",
+        "rbac-ncws",
         "--wait=true",
         "--timeout=30s",
     ]);
