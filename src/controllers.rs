@@ -17,11 +17,12 @@ use crate::api::{
     IdpAuthMethod, IdpGroup, IdpUser, TotpEnrollment, TotpMethod, TransformAlphabet, TransformRole,
     TransformStore, TransformTemplate, Transformation,
 };
-use crate::api::{Workspace, WorkspaceRun};
+use crate::api::{NoCodeModule, NoCodeWorkspace, Workspace, WorkspaceRun};
 use crate::kinds;
 use crate::reconcile::driver;
 use crate::reconcile::metrics::Metrics;
-use crate::reconcile::{run_operation, Context, Settings};
+use crate::reconcile::operation::run_operation;
+use crate::reconcile::{Context, Settings};
 
 /// Every CRD Quartet serves.
 pub fn crds() -> Vec<CustomResourceDefinition> {
@@ -31,6 +32,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         CatalogAclBootstrap::crd(),
         CatalogAclToken::crd(),
         DeploymentGate::crd(),
+        NoCodeModule::crd(),
+        NoCodeWorkspace::crd(),
         AdEngine::crd(),
         AdRole::crd(),
         AdLibrarySet::crd(),
@@ -83,6 +86,13 @@ pub async fn run(
         ),
         crate::reconcile::run_operation::<CatalogAclToken>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<DeploymentGate>(ctx.clone(), namespace.clone(), stop()),
+        run_operation::<NoCodeModule>(ctx.clone(), namespace.clone(), stop()),
+        crate::reconcile::related::run_operation_related::<NoCodeWorkspace, NoCodeModule, _>(
+            ctx.clone(),
+            namespace.clone(),
+            stop(),
+            kinds::workspaces::nocode_workspace::users_of,
+        ),
         driver::run::<Workspace>(ctx.clone(), namespace.clone(), stop()),
         crate::reconcile::run_operation::<WorkspaceRun>(ctx.clone(), namespace.clone(), stop()),
         driver::run::<AdEngine>(ctx.clone(), namespace.clone(), stop()),

@@ -105,6 +105,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         &args.services.organization,
     )
     .await?;
+    seed_example_module(&sandbox, &args.services.organization).await?;
     seed_directory(sandbox.secrets_url()).await?;
 
     let shutdown = CancellationToken::new();
@@ -241,6 +242,31 @@ async fn create_connections(
             .patch(DR_KEY_SHARES, &pp, &Patch::Apply(&secret))
             .await?;
     }
+    Ok(())
+}
+
+/// The registry module `examples/no-code.yaml` names (`mod-quartetexample`), seeded through the
+/// workspace sandbox's admin API.
+async fn seed_example_module(sandbox: &Sandbox, org: &str) -> anyhow::Result<()> {
+    let body = json!({
+        "id": "mod-quartetexample", "organization": org, "name": "network", "provider": "aws",
+        "versions": [{"version": "1.0.0", "variables": [
+            {"name": "region", "type": "string", "required": true}
+        ]}]
+    });
+    let resp = reqwest::Client::new()
+        .post(format!(
+            "{}/_sandbox/workspaces/registry-modules",
+            sandbox.workspaces_url
+        ))
+        .body(body.to_string())
+        .send()
+        .await?;
+    anyhow::ensure!(
+        resp.status().is_success(),
+        "seeding the example registry module failed: {}",
+        resp.status()
+    );
     Ok(())
 }
 

@@ -263,6 +263,8 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         ("events.k8s.io", "events", "patch"),
         // An AdCheckout reads the AdLibrarySet it names (tests/e2e_directory.rs).
         ("secrets.quartet.dev", "adlibrarysets", "get"),
+        // A NoCodeWorkspace reads the NoCodeModule it names (tests/e2e_nocode.rs).
+        ("workspaces.quartet.dev", "nocodemodules", "get"),
         ("", "secrets", "patch"),
         // TokenRequest (CatalogAclToken serviceAccountName): the dev API server has none yet.
         ("", "serviceaccounts/token", "create"),

@@ -122,6 +122,14 @@ async fn terrasnek_organization_scoped_upgrade_paths_run_the_upgrade_flow() {
     assert_eq!(created.status, 200, "{}", created.body);
     let w = created.body["data"]["id"].as_str().unwrap().to_string();
 
+    // The module floats: a newly published version is the upgrade's target.
+    ws.admin(
+        Method::POST,
+        &format!("/registry-modules/{m}/versions"),
+        json!({"version": "1.1.0", "variables": []}),
+    )
+    .await;
+
     // Another organization's name in the alias path is 404.
     let wrong = ws
         .post(
@@ -146,7 +154,8 @@ async fn terrasnek_organization_scoped_upgrade_paths_run_the_upgrade_flow() {
     loop {
         let s = ws.get(&status_path).await;
         assert_eq!(s.status, 200, "{}", s.body);
-        if s.body["data"]["attributes"]["status"] == "planned_and_finished" {
+        // The upgrade run stops for confirmation.
+        if s.body["data"]["attributes"]["status"] == "planned" {
             break;
         }
         assert!(
@@ -328,6 +337,20 @@ async fn no_code_flow_accepts_go_tfe_full_node_payloads() {
         json!(prj)
     );
 
+    // A new version and a moved pin give the upgrade something to do.
+    ws.admin(
+        Method::POST,
+        &format!("/registry-modules/{m}/versions"),
+        json!({"version": "1.1.0", "variables": [{"name": "region", "type": "string", "required": true}]}),
+    )
+    .await;
+    let r = ws
+        .patch(
+            &format!("/api/v2/no-code-modules/{nc}"),
+            json!({"data": {"type": "no-code-modules", "attributes": {"version-pin": "1.1.0"}}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
     let up = ws
         .post(
             &format!("/api/v2/no-code-modules/{nc}/workspaces/{w}/upgrade"),
@@ -347,6 +370,7 @@ async fn no_code_flow_accepts_go_tfe_full_node_payloads() {
 async fn run_create_bodies_of_python_tfe_and_go_tfe_are_accepted() {
     let ws = Ws::start().await;
     let w = ws.create_ws("client-runs", json!({})).await;
+    ws.upload_config(&w).await;
     let py = json!({"data": {"type": "runs", "attributes": {
             "type": "runs", "message": "py", "refresh": true, "allow-empty-apply": true,
             "target-addrs": ["a.b"], "replace-addrs": ["c.d"],
@@ -377,6 +401,7 @@ async fn run_create_bodies_of_python_tfe_and_go_tfe_are_accepted() {
 async fn put_where_post_or_patch_is_documented_is_served() {
     let ws = Ws::start().await;
     let w = ws.create_ws("put-post", json!({})).await;
+    ws.upload_config(&w).await;
     let c1 = ws.create_ws("put-post-c1", json!({})).await;
     let c2 = ws.create_ws("put-post-c2", json!({})).await;
     let put = |path: String, body: Option<Value>| {

@@ -49,6 +49,16 @@ async fn enabled_module(ws: &Ws, name: &str) -> (String, String) {
     (m, r.body["data"]["id"].as_str().unwrap().to_string())
 }
 
+async fn move_pin(ws: &Ws, nc: &str, pin: &str) {
+    let r = ws
+        .patch(
+            &format!("/api/v2/no-code-modules/{nc}"),
+            json!({"data": {"type": "no-code-modules", "attributes": {"version-pin": pin}}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
 fn nc_ws_body(name: &str, vars: Value) -> Value {
     json!({"data": {"type": "workspaces", "attributes": {"name": name}, "relationships": {"vars": {"data": vars}}}})
 }
@@ -58,7 +68,7 @@ fn var(key: &str, value: &str) -> Value {
 }
 
 #[tokio::test]
-async fn enable_returns_the_no_code_module_document() {
+async fn enable_returns_the_no_code_module_document_enabled_and_floating_by_default() {
     let ws = Ws::start().await;
     let m = module(&ws, "net").await;
     assert!(m.starts_with("mod-"));
@@ -73,12 +83,12 @@ async fn enable_returns_the_no_code_module_document() {
     assert!(d["id"].as_str().unwrap().starts_with("nocode-"));
     assert_eq!(d["type"], "no-code-modules");
     assert_eq!(
-        d["attributes"]["enabled"], false,
-        "enabled defaults to false"
+        d["attributes"]["enabled"], true,
+        "a module enabled without `enabled` is enabled (the live service)"
     );
     assert_eq!(
-        d["attributes"]["version-pin"], "1.1.0",
-        "pin defaults to the latest version"
+        d["attributes"]["version-pin"], "",
+        "an omitted pin stays empty: the module floats"
     );
     assert_eq!(
         d["relationships"]["registry-module"]["data"],
@@ -339,7 +349,8 @@ async fn create_workspace_from_module_validates_vars_against_allowed_options() {
     assert!(d["id"].as_str().unwrap().starts_with("ws-"));
     let a = &d["attributes"];
     assert_eq!(a["source"], "tfe-module");
-    assert_eq!(a["source-module-id"], m);
+    let _ = m;
+    assert_eq!(a["source-module-id"], "private/quartet/prov/aws/1.0.0");
     assert_eq!(a["no-code-upgrade-available"], false);
     assert!(a["tag-names"].is_array());
     assert!(a["setting-overwrites"]["execution-mode"].is_boolean());
@@ -472,23 +483,11 @@ async fn moving_the_version_pin_makes_an_upgrade_available_and_the_upgrade_flow_
         true
     );
 
-    // the provisioning run (auto-apply off) is confirmed first: one active run per workspace
+    // the provisioning run applies by itself; one active run per workspace
     let first = doc.body["data"]["relationships"]["latest-run"]["data"]["id"]
         .as_str()
         .unwrap()
         .to_string();
-    ws.wait_status(&first, "planned").await;
-    assert_eq!(
-        ws.call(
-            Method::POST,
-            &format!("/api/v2/runs/{first}/actions/apply"),
-            Some(ROOT),
-            None
-        )
-        .await
-        .status,
-        202
-    );
     ws.wait_status(&first, "applied").await;
     let r = ws
         .post(
@@ -511,7 +510,8 @@ async fn moving_the_version_pin_makes_an_upgrade_available_and_the_upgrade_flow_
     loop {
         let s = ws.get(&status_path).await;
         assert_eq!(s.status, 200);
-        if s.body["data"]["attributes"]["status"] == "planned_and_finished" {
+        // the upgrade run is a normal run: it stops for confirmation
+        if s.body["data"]["attributes"]["status"] == "planned" {
             break;
         }
         assert!(
@@ -521,21 +521,25 @@ async fn moving_the_version_pin_makes_an_upgrade_available_and_the_upgrade_flow_
         );
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
     }
+    let body = ws.wait_status(&run, "planned").await;
+    assert_eq!(
+        body["data"]["attributes"]["actions"]["is-confirmable"],
+        true
+    );
     let c = ws.call(Method::POST, &status_path, Some(ROOT), None).await;
     assert_eq!(c.status, 200);
     assert_eq!(c.body, json!("Workspace update completed"));
+    // the confirmed upgrade run applies, and the workspace records the version
+    ws.wait_status(&run, "applied").await;
     let doc = ws.get(&format!("/api/v2/workspaces/{w}")).await;
     assert_eq!(
         doc.body["data"]["attributes"]["no-code-upgrade-available"],
         false
     );
-    // the confirmation queued the run that applies the upgrade
-    let apply = doc.body["data"]["relationships"]["latest-run"]["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_ne!(apply, run);
-    ws.wait_status(&apply, "applied").await;
+    assert_eq!(
+        doc.body["data"]["attributes"]["source-module-id"],
+        "private/quartet/upg/aws/1.1.0"
+    );
     // a second confirmation is refused
     assert_eq!(
         ws.call(Method::POST, &status_path, Some(ROOT), None)
@@ -558,6 +562,7 @@ async fn confirming_an_upgrade_before_its_plan_finished_is_409() {
         )
         .await;
     let w = r.body["data"]["id"].as_str().unwrap().to_string();
+    move_pin(&ws, &nc, "1.1.0").await;
     let r = ws
         .post(
             &format!("/api/v2/no-code-modules/{nc}/workspaces/{w}/upgrade"),
@@ -685,6 +690,7 @@ async fn upgrade_with_a_disallowed_option_is_422() {
         )
         .await;
     let w = r.body["data"]["id"].as_str().unwrap().to_string();
+    move_pin(&ws, &nc, "1.1.0").await;
     let r = ws
         .post(
             &format!("/api/v2/no-code-modules/{nc}/workspaces/{w}/upgrade"),
@@ -704,4 +710,183 @@ async fn registry_module_is_readable_through_the_private_registry_path() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body["data"]["id"], m);
     assert_eq!(r.body["data"]["type"], "registry-modules");
+}
+
+/// A no-code workspace of module `nc` (region eu-west-1) whose provisioning run has applied.
+async fn provisioned(ws: &Ws, nc: &str, name: &str) -> String {
+    let r = ws
+        .post(
+            &format!("/api/v2/no-code-modules/{nc}/workspaces"),
+            nc_ws_body(name, json!([var("region", "eu-west-1")])),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let w = r.body["data"]["id"].as_str().unwrap().to_string();
+    let first = r.body["data"]["relationships"]["latest-run"]["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ws.wait_status(&first, "applied").await;
+    w
+}
+
+async fn upgrade_available(ws: &Ws, w: &str) -> Value {
+    ws.get(&format!("/api/v2/workspaces/{w}")).await.body["data"]["attributes"]
+        ["no-code-upgrade-available"]
+        .clone()
+}
+
+#[tokio::test]
+async fn floating_pin_follows_new_versions_and_turns_upgrade_available() {
+    let ws = Ws::start().await;
+    let m = module(&ws, "float").await;
+    let r = ws
+        .post(
+            "/api/v2/organizations/quartet/no-code-modules",
+            enable_body(&m, json!({}), json!([])),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let nc = r.body["data"]["id"].as_str().unwrap().to_string();
+    let w = provisioned(&ws, &nc, "float-ws").await;
+    let doc = ws.get(&format!("/api/v2/workspaces/{w}")).await;
+    assert_eq!(
+        doc.body["data"]["attributes"]["source-module-id"], "private/quartet/float/aws/1.1.0",
+        "provisioned with the newest version"
+    );
+    assert_eq!(upgrade_available(&ws, &w).await, false);
+    ws.admin(
+        Method::POST,
+        &format!("/registry-modules/{m}/versions"),
+        json!({"version": "1.2.0", "variables": [{"name": "region", "type": "string", "required": true}]}),
+    )
+    .await;
+    assert_eq!(upgrade_available(&ws, &w).await, true);
+    let r = ws.get(&format!("/api/v2/no-code-modules/{nc}")).await;
+    assert_eq!(
+        r.body["data"]["attributes"]["version-pin"], "",
+        "still floating"
+    );
+}
+
+#[tokio::test]
+async fn module_without_versions_can_be_enabled_and_a_bad_pin_gets_the_live_message() {
+    let ws = Ws::start().await;
+    let m = ws
+        .admin(
+            Method::POST,
+            "/registry-modules",
+            json!({"organization": ORG, "name": "empty", "provider": "aws", "versions": []}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = ws
+        .post(
+            "/api/v2/organizations/quartet/no-code-modules",
+            enable_body(&m, json!({"version-pin": "2.0.0"}), json!([])),
+        )
+        .await;
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        error_detail(&r.body),
+        "Validation failed: Provided version pin is not equal to latest or provided string does not represent an existing version of the module."
+    );
+    let r = ws
+        .post(
+            "/api/v2/organizations/quartet/no-code-modules",
+            enable_body(&m, json!({}), json!([])),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["attributes"]["enabled"], true);
+    assert_eq!(r.body["data"]["attributes"]["version-pin"], "");
+}
+
+#[tokio::test]
+async fn upgrade_with_nothing_to_upgrade_answers_only_a_message() {
+    let ws = Ws::start().await;
+    let (_, nc) = enabled_module(&ws, "noop").await;
+    let w = provisioned(&ws, &nc, "noop-ws").await;
+    let r = ws
+        .post(
+            &format!("/api/v2/no-code-modules/{nc}/workspaces/{w}/upgrade"),
+            json!({"data": {"type": "workspaces"}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d = &r.body["data"];
+    assert!(d.get("id").is_none(), "no run: {d}");
+    let attrs = d["attributes"].as_object().unwrap();
+    assert_eq!(attrs.len(), 1, "only `message`: {d}");
+    assert!(attrs["message"].is_string());
+    let runs = ws.get(&format!("/api/v2/workspaces/{w}/runs")).await;
+    assert_eq!(
+        runs.body["data"].as_array().unwrap().len(),
+        1,
+        "no run queued"
+    );
+}
+
+#[tokio::test]
+async fn upgrade_run_stops_in_the_last_phase_and_confirm_is_accepted_when_confirmable() {
+    let ws = Ws::start().await;
+    let (_, nc) = enabled_module(&ws, "phased").await;
+    let w = provisioned(&ws, &nc, "phased-ws").await;
+    ws.admin(
+        Method::PUT,
+        "/run-phases",
+        json!({"workspace": w, "cost_estimation": true}),
+    )
+    .await;
+    move_pin(&ws, &nc, "1.1.0").await;
+    let r = ws
+        .post(
+            &format!("/api/v2/no-code-modules/{nc}/workspaces/{w}/upgrade"),
+            json!({"data": {"type": "workspaces"}}),
+        )
+        .await;
+    let run = r.body["data"]["id"].as_str().unwrap().to_string();
+    let status_path = format!("/api/v2/no-code-modules/{nc}/workspaces/{w}/upgrade/{run}");
+    let body = ws.wait_status(&run, "cost_estimated").await;
+    assert_eq!(
+        body["data"]["attributes"]["actions"]["is-confirmable"],
+        true
+    );
+    let s = ws.get(&status_path).await;
+    assert_eq!(s.body["data"]["attributes"]["status"], "cost_estimated");
+    let c = ws.call(Method::POST, &status_path, Some(ROOT), None).await;
+    assert_eq!(c.status, 200);
+    ws.wait_status(&run, "applied").await;
+    assert_eq!(upgrade_available(&ws, &w).await, false);
+    let c = ws.call(Method::POST, &status_path, Some(ROOT), None).await;
+    assert_eq!(c.status, 409, "an applied run is not confirmable");
+}
+
+#[tokio::test]
+async fn upgrade_plan_without_changes_finishes_without_a_confirm() {
+    let ws = Ws::start().await;
+    let (_, nc) = enabled_module(&ws, "nochg").await;
+    let w = provisioned(&ws, &nc, "nochg-ws").await;
+    ws.admin(
+        Method::POST,
+        "/scripts",
+        json!({"workspace": w, "plan": "no-changes"}),
+    )
+    .await;
+    move_pin(&ws, &nc, "1.1.0").await;
+    let r = ws
+        .post(
+            &format!("/api/v2/no-code-modules/{nc}/workspaces/{w}/upgrade"),
+            json!({"data": {"type": "workspaces"}}),
+        )
+        .await;
+    let run = r.body["data"]["id"].as_str().unwrap().to_string();
+    let body = ws.wait_status(&run, "planned_and_finished").await;
+    assert_eq!(
+        body["data"]["attributes"]["actions"]["is-confirmable"],
+        false
+    );
+    assert_eq!(upgrade_available(&ws, &w).await, false);
 }

@@ -154,7 +154,10 @@ async fn force_cancel_unlocks_the_workspace_immediately() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(action(&ws, &run, "force-cancel").await, 202);
-    assert_eq!(ws.run_status(&run).await, "force_canceled");
+    // the live service ends a force-canceled run `canceled`, stamped `force-canceled-at`
+    let body = ws.get(&format!("/api/v2/runs/{run}")).await.body;
+    assert_eq!(body["data"]["attributes"]["status"], "canceled");
+    assert!(body["data"]["attributes"]["status-timestamps"]["force-canceled-at"].is_string());
     // the next run takes the workspace over right away
     ws.wait_status(&next, "planning").await;
 }
@@ -232,6 +235,7 @@ async fn no_code_enable_without_a_registry_module_or_with_a_malformed_body_is_42
 async fn run_create_with_a_malformed_body_is_422() {
     let ws = Ws::start().await;
     let w = ws.create_ws("run-bad", json!({})).await;
+    ws.upload_config(&w).await;
     for bad in [
         json!({"data": []}),
         json!({"data": {"type": "runs", "attributes": {"message": 5},

@@ -32,7 +32,7 @@ async fn script(ws: &Ws, workspace: &str, s: Value) {
 #[tokio::test]
 async fn create_run_returns_201_pending_run_document() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("r1", json!({})).await;
+    let w = ws.create_ws_with_config("r1", json!({})).await;
     let r = ws
         .post("/api/v2/runs", run_body(&w, json!({"message": "hello"})))
         .await;
@@ -93,7 +93,9 @@ async fn create_run_returns_201_pending_run_document() {
 #[tokio::test]
 async fn default_message_and_workspace_auto_apply_are_used() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("r-def", json!({"auto-apply": true})).await;
+    let w = ws
+        .create_ws_with_config("r-def", json!({"auto-apply": true}))
+        .await;
     let r = ws.post("/api/v2/runs", run_body(&w, json!({}))).await;
     assert!(!r.body["data"]["attributes"]["message"]
         .as_str()
@@ -105,7 +107,7 @@ async fn default_message_and_workspace_auto_apply_are_used() {
 #[tokio::test]
 async fn is_destroy_and_refresh_only_are_mutually_exclusive() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("r2", json!({})).await;
+    let w = ws.create_ws_with_config("r2", json!({})).await;
     let r = ws
         .post(
             "/api/v2/runs",
@@ -118,7 +120,7 @@ async fn is_destroy_and_refresh_only_are_mutually_exclusive() {
 #[tokio::test]
 async fn engine_version_is_only_for_plan_only_runs_and_must_be_available() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("r3", json!({})).await;
+    let w = ws.create_ws_with_config("r3", json!({})).await;
     let r = ws
         .post(
             "/api/v2/runs",
@@ -146,7 +148,7 @@ async fn engine_version_is_only_for_plan_only_runs_and_must_be_available() {
 #[tokio::test]
 async fn run_variables_are_kept_as_key_value_strings() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("r4", json!({})).await;
+    let w = ws.create_ws_with_config("r4", json!({})).await;
     let vars = json!([{"key": "replicas", "value": "3"}, {"key": "name", "value": "\"web\""}]);
     let r = ws
         .post("/api/v2/runs", run_body(&w, json!({"variables": vars, "target-addrs": ["aws_instance.a"], "replace-addrs": ["aws_instance.b"]})))
@@ -189,7 +191,7 @@ async fn run_without_workspace_is_422_and_with_absent_workspace_404() {
 #[tokio::test]
 async fn organization_token_cannot_create_runs_or_act_on_them() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("r5", json!({})).await;
+    let w = ws.create_ws_with_config("r5", json!({})).await;
     let org = ws.org_token().await;
     let r = ws
         .post_as(&org, "/api/v2/runs", run_body(&w, json!({})))
@@ -209,7 +211,7 @@ async fn organization_token_cannot_create_runs_or_act_on_them() {
 #[tokio::test]
 async fn creating_a_run_needs_plan_permission() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("r6", json!({})).await;
+    let w = ws.create_ws_with_config("r6", json!({})).await;
     let (_, reader) = ws
         .team_user(json!({"workspace_access": {w.clone(): "read"}}))
         .await;
@@ -233,7 +235,7 @@ async fn creating_a_run_needs_plan_permission() {
 #[tokio::test]
 async fn run_moves_through_plan_states_and_waits_for_confirmation() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("flow", json!({})).await;
+    let w = ws.create_ws_with_config("flow", json!({})).await;
     let run = ws.create_run(&w, json!({})).await;
     let body = ws.wait_status(&run, "planned").await;
     let a = &body["data"]["attributes"];
@@ -272,7 +274,7 @@ async fn run_moves_through_plan_states_and_waits_for_confirmation() {
 #[tokio::test]
 async fn apply_action_returns_202_with_no_body() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("nobody", json!({})).await;
+    let w = ws.create_ws_with_config("nobody", json!({})).await;
     let run = ws.create_run(&w, json!({})).await;
     ws.wait_status(&run, "planned").await;
     let r = ws
@@ -290,10 +292,12 @@ async fn apply_action_returns_202_with_no_body() {
 #[tokio::test]
 async fn auto_apply_runs_apply_without_confirmation() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("auto", json!({"auto-apply": true})).await;
+    let w = ws
+        .create_ws_with_config("auto", json!({"auto-apply": true}))
+        .await;
     let run = ws.create_run(&w, json!({})).await;
     ws.wait_status(&run, "applied").await;
-    let w2 = ws.create_ws("auto2", json!({})).await;
+    let w2 = ws.create_ws_with_config("auto2", json!({})).await;
     let run = ws.create_run(&w2, json!({"auto-apply": true})).await;
     ws.wait_status(&run, "applied").await;
 }
@@ -301,7 +305,9 @@ async fn auto_apply_runs_apply_without_confirmation() {
 #[tokio::test]
 async fn plan_only_run_ends_planned_and_finished_and_cannot_be_applied() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("po", json!({"auto-apply": true})).await;
+    let w = ws
+        .create_ws_with_config("po", json!({"auto-apply": true}))
+        .await;
     let run = ws.create_run(&w, json!({"plan-only": true})).await;
     let body = ws.wait_status(&run, "planned_and_finished").await;
     assert_eq!(body["data"]["attributes"]["plan-only"], true);
@@ -315,7 +321,7 @@ async fn plan_only_run_ends_planned_and_finished_and_cannot_be_applied() {
 #[tokio::test]
 async fn no_change_plan_ends_planned_and_finished() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("nc", json!({})).await;
+    let w = ws.create_ws_with_config("nc", json!({})).await;
     script(&ws, &w, json!({"plan": "no-changes"})).await;
     let run = ws.create_run(&w, json!({})).await;
     let body = ws.wait_status(&run, "planned_and_finished").await;
@@ -325,7 +331,7 @@ async fn no_change_plan_ends_planned_and_finished() {
 #[tokio::test]
 async fn no_change_plan_with_allow_empty_apply_waits_for_apply() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("nce", json!({})).await;
+    let w = ws.create_ws_with_config("nce", json!({})).await;
     script(&ws, &w, json!({"plan": "no-changes"})).await;
     let run = ws.create_run(&w, json!({"allow-empty-apply": true})).await;
     ws.wait_status(&run, "planned").await;
@@ -336,7 +342,7 @@ async fn no_change_plan_with_allow_empty_apply_waits_for_apply() {
 #[tokio::test]
 async fn scripted_failing_plan_ends_errored() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("err", json!({})).await;
+    let w = ws.create_ws_with_config("err", json!({})).await;
     script(&ws, &w, json!({"plan": "errored"})).await;
     let run = ws.create_run(&w, json!({})).await;
     ws.wait_status(&run, "errored").await;
@@ -350,7 +356,7 @@ async fn scripted_failing_plan_ends_errored() {
 #[tokio::test]
 async fn one_active_run_per_workspace_and_the_rest_stay_pending() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("queue", json!({})).await;
+    let w = ws.create_ws_with_config("queue", json!({})).await;
     let first = ws.create_run(&w, json!({})).await;
     ws.wait_status(&first, "planned").await;
     let second = ws.create_run(&w, json!({})).await;
@@ -370,7 +376,7 @@ async fn one_active_run_per_workspace_and_the_rest_stay_pending() {
 #[tokio::test]
 async fn apply_of_a_run_not_paused_for_confirmation_is_409() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("a409", json!({})).await;
+    let w = ws.create_ws_with_config("a409", json!({})).await;
     let run = ws.create_run(&w, json!({})).await;
     let r = ws
         .call(
@@ -387,21 +393,31 @@ async fn apply_of_a_run_not_paused_for_confirmation_is_409() {
 #[tokio::test]
 async fn discard_of_an_applied_run_is_409() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("d409", json!({"auto-apply": true})).await;
+    let w = ws
+        .create_ws_with_config("d409", json!({"auto-apply": true}))
+        .await;
     let run = ws.create_run(&w, json!({})).await;
     ws.wait_status(&run, "applied").await;
     assert_eq!(action(&ws, ROOT, &run, "discard", None).await, 409);
 }
 
 #[tokio::test]
-async fn pending_run_can_be_discarded() {
+async fn pending_run_is_cancelable_not_discardable_and_cancel_is_202() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("dp", json!({})).await;
+    let w = ws.create_ws_with_config("dp", json!({})).await;
     let first = ws.create_run(&w, json!({})).await;
     ws.wait_status(&first, "planned").await;
     let second = ws.create_run(&w, json!({})).await;
-    assert_eq!(action(&ws, ROOT, &second, "discard", None).await, 202);
-    assert_eq!(ws.run_status(&second).await, "discarded");
+    let body = ws.get(&format!("/api/v2/runs/{second}")).await.body;
+    let a = &body["data"]["attributes"];
+    assert_eq!(a["status"], "pending");
+    assert_eq!(a["actions"]["is-cancelable"], true);
+    assert_eq!(a["actions"]["is-discardable"], false);
+    assert_eq!(action(&ws, ROOT, &second, "discard", None).await, 409);
+    assert_eq!(action(&ws, ROOT, &second, "cancel", None).await, 202);
+    let body = ws.get(&format!("/api/v2/runs/{second}")).await.body;
+    assert_eq!(body["data"]["attributes"]["status"], "canceled");
+    assert!(body["data"]["attributes"]["canceled-at"].is_string());
 }
 
 #[tokio::test]
@@ -409,13 +425,8 @@ async fn cancel_while_planning_cancels_and_elsewhere_is_409() {
     let ws = Ws::start().await;
     ws.admin(Method::PUT, "/settings", json!({"step_ms": 400}))
         .await;
-    let w = ws.create_ws("cx", json!({})).await;
+    let w = ws.create_ws_with_config("cx", json!({})).await;
     let run = ws.create_run(&w, json!({})).await;
-    assert_eq!(
-        action(&ws, ROOT, &run, "cancel", None).await,
-        409,
-        "pending is not planning"
-    );
     ws.wait_status(&run, "planning").await;
     assert_eq!(
         action(&ws, ROOT, &run, "cancel", Some(json!({"comment": "stop"}))).await,
@@ -424,6 +435,11 @@ async fn cancel_while_planning_cancels_and_elsewhere_is_409() {
     let body = ws.wait_status(&run, "canceled").await;
     assert!(body["data"]["attributes"]["canceled-at"].is_string());
     assert!(body["data"]["attributes"]["force_cancel_available_at"].is_string());
+    assert_eq!(
+        action(&ws, ROOT, &run, "cancel", None).await,
+        409,
+        "a canceled run is not cancelable"
+    );
 }
 
 #[tokio::test]
@@ -442,7 +458,7 @@ async fn force_cancel_needs_a_prior_cancel_and_the_cool_off() {
         json!({"step_ms": 300, "force_cancel_cooloff_ms": 600}),
     )
     .await;
-    let w = ws.create_ws("fc", json!({})).await;
+    let w = ws.create_ws_with_config("fc", json!({})).await;
     script(&ws, &w, json!({"cancel": "ignore"})).await;
     let run = ws.create_run(&w, json!({})).await;
     ws.wait_status(&run, "planning").await;
@@ -469,7 +485,13 @@ async fn force_cancel_needs_a_prior_cancel_and_the_cool_off() {
         true
     );
     assert_eq!(action(&ws, ROOT, &run, "force-cancel", None).await, 202);
-    assert_eq!(ws.run_status(&run).await, "force_canceled");
+    let body = ws.get(&format!("/api/v2/runs/{run}")).await.body;
+    let a = &body["data"]["attributes"];
+    assert_eq!(
+        a["status"], "canceled",
+        "the live service has no force_canceled"
+    );
+    assert!(a["status-timestamps"]["force-canceled-at"].is_string());
     let doc = ws.get(&format!("/api/v2/workspaces/{w}")).await;
     assert_eq!(
         doc.body["data"]["attributes"]["locked"], false,
@@ -486,7 +508,7 @@ async fn force_cancel_needs_workspace_admin() {
         json!({"step_ms": 300, "force_cancel_cooloff_ms": 0}),
     )
     .await;
-    let w = ws.create_ws("fca", json!({})).await;
+    let w = ws.create_ws_with_config("fca", json!({})).await;
     script(&ws, &w, json!({"cancel": "ignore"})).await;
     let (_, writer) = ws
         .team_user(json!({"workspace_access": {w.clone(): "write"}}))
@@ -501,7 +523,7 @@ async fn force_cancel_needs_workspace_admin() {
 #[tokio::test]
 async fn force_execute_discards_the_locking_run_and_starts_the_pending_one() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("fx", json!({})).await;
+    let w = ws.create_ws_with_config("fx", json!({})).await;
     let first = ws.create_run(&w, json!({})).await;
     ws.wait_status(&first, "planned").await;
     let second = ws.create_run(&w, json!({})).await;
@@ -513,7 +535,7 @@ async fn force_execute_discards_the_locking_run_and_starts_the_pending_one() {
 #[tokio::test]
 async fn force_execute_of_a_non_pending_run_or_unlocked_workspace_is_403() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("fx403", json!({})).await;
+    let w = ws.create_ws_with_config("fx403", json!({})).await;
     let run = ws.create_run(&w, json!({})).await;
     ws.wait_status(&run, "planned").await;
     assert_eq!(
@@ -522,7 +544,7 @@ async fn force_execute_of_a_non_pending_run_or_unlocked_workspace_is_403() {
         "not pending"
     );
     // a plan-only run stays pending? No: use a workspace with a manual lock and a pending run
-    let w2 = ws.create_ws("fx403b", json!({})).await;
+    let w2 = ws.create_ws_with_config("fx403b", json!({})).await;
     ws.call(
         Method::POST,
         &format!("/api/v2/workspaces/{w2}/actions/lock"),
@@ -545,7 +567,7 @@ async fn force_execute_is_409_when_the_locking_run_cannot_be_discarded() {
     let ws = Ws::start().await;
     ws.admin(Method::PUT, "/settings", json!({"step_ms": 2000}))
         .await;
-    let w = ws.create_ws("fx409", json!({})).await;
+    let w = ws.create_ws_with_config("fx409", json!({})).await;
     let first = ws.create_run(&w, json!({})).await;
     ws.wait_status(&first, "plan_queued").await;
     let second = ws.create_run(&w, json!({})).await;
@@ -555,7 +577,7 @@ async fn force_execute_is_409_when_the_locking_run_cannot_be_discarded() {
 #[tokio::test]
 async fn apply_needs_write_permission() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("perm", json!({})).await;
+    let w = ws.create_ws_with_config("perm", json!({})).await;
     let (_, planner) = ws
         .team_user(json!({"workspace_access": {w.clone(): "plan"}}))
         .await;
@@ -573,7 +595,7 @@ async fn apply_needs_write_permission() {
 #[tokio::test]
 async fn run_of_an_unreadable_workspace_is_404() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("hidden-run", json!({})).await;
+    let w = ws.create_ws_with_config("hidden-run", json!({})).await;
     let run = ws.create_run(&w, json!({})).await;
     let (_, token) = ws.team_user(json!({})).await;
     assert_eq!(
@@ -587,7 +609,7 @@ async fn run_of_an_unreadable_workspace_is_404() {
 #[tokio::test]
 async fn list_runs_newest_first_with_status_and_operation_filters() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("lst", json!({})).await;
+    let w = ws.create_ws_with_config("lst", json!({})).await;
     script(&ws, &w, json!({"plan": "errored"})).await;
     let failed = ws.create_run(&w, json!({})).await;
     ws.wait_status(&failed, "errored").await;
@@ -639,7 +661,7 @@ async fn list_runs_newest_first_with_status_and_operation_filters() {
 #[tokio::test]
 async fn run_read_includes_plan_and_created_by() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("incl", json!({})).await;
+    let w = ws.create_ws_with_config("incl", json!({})).await;
     let run = ws.create_run(&w, json!({})).await;
     let r = ws
         .get(&format!(
@@ -663,7 +685,7 @@ async fn run_read_includes_plan_and_created_by() {
 #[tokio::test]
 async fn workspace_shows_current_and_latest_run() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("cur", json!({})).await;
+    let w = ws.create_ws_with_config("cur", json!({})).await;
     let run = ws.create_run(&w, json!({})).await;
     let r = ws
         .get(&format!("/api/v2/workspaces/{w}?include=current_run"))
@@ -696,7 +718,7 @@ async fn backend_speed_is_configurable_through_the_admin_api() {
     let ws = Ws::start().await;
     ws.admin(Method::PUT, "/settings", json!({"step_ms": 5000}))
         .await;
-    let w = ws.create_ws("slow", json!({})).await;
+    let w = ws.create_ws_with_config("slow", json!({})).await;
     let run = ws.create_run(&w, json!({})).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(ws.run_status(&run).await, "pending");
@@ -707,7 +729,7 @@ async fn backend_speed_is_configurable_through_the_admin_api() {
 #[tokio::test]
 async fn uploading_a_configuration_version_queues_a_run() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("cv", json!({})).await;
+    let w = ws.create_ws_with_config("cv", json!({})).await;
     let r = ws
         .post(
             &format!("/api/v2/workspaces/{w}/configuration-versions"),
@@ -728,8 +750,8 @@ async fn uploading_a_configuration_version_queues_a_run() {
 #[tokio::test]
 async fn organization_run_list_spans_the_readable_workspaces() {
     let ws = Ws::start().await;
-    let a = ws.create_ws("org-a", json!({})).await;
-    let b = ws.create_ws("org-b", json!({})).await;
+    let a = ws.create_ws_with_config("org-a", json!({})).await;
+    let b = ws.create_ws_with_config("org-b", json!({})).await;
     let ra = ws.create_run(&a, json!({})).await;
     let rb = ws.create_run(&b, json!({"plan-only": true})).await;
     let r = ws.get("/api/v2/organizations/quartet/runs").await;
@@ -754,7 +776,7 @@ async fn organization_run_list_spans_the_readable_workspaces() {
 #[tokio::test]
 async fn run_list_status_group_filter() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("grp", json!({})).await;
+    let w = ws.create_ws_with_config("grp", json!({})).await;
     let done = ws.create_run(&w, json!({"plan-only": true})).await;
     ws.wait_status(&done, "planned_and_finished").await;
     let open = ws.create_run(&w, json!({})).await;
@@ -788,7 +810,10 @@ async fn run_in_a_vcs_workspace_fetches_its_configuration_first() {
             json!({"vcs-repo": {"oauth-token-id": ot, "identifier": "acme/app"}}),
         )
         .await;
-    let run = ws.create_run(&w, json!({})).await;
+    // A VCS-backed workspace has its configuration from the repository: no upload needed.
+    let r = ws.post("/api/v2/runs", run_body(&w, json!({}))).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let run = r.body["data"]["id"].as_str().unwrap().to_string();
     let body = ws.wait_status(&run, "planned").await;
     assert!(body["data"]["attributes"]["status-timestamps"]["fetching-at"].is_string());
 }
@@ -796,7 +821,9 @@ async fn run_in_a_vcs_workspace_fetches_its_configuration_first() {
 #[tokio::test]
 async fn scripted_failing_apply_ends_errored_and_count_zero_scripts_every_run() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("apply-err", json!({"auto-apply": true})).await;
+    let w = ws
+        .create_ws_with_config("apply-err", json!({"auto-apply": true}))
+        .await;
     script(&ws, &w, json!({"apply": "errored", "count": 0})).await;
     for _ in 0..2 {
         let run = ws.create_run(&w, json!({})).await;
@@ -808,7 +835,9 @@ async fn scripted_failing_apply_ends_errored_and_count_zero_scripts_every_run() 
 #[tokio::test]
 async fn destroy_run_applied_leaves_no_resources() {
     let ws = Ws::start().await;
-    let w = ws.create_ws("destroy", json!({"auto-apply": true})).await;
+    let w = ws
+        .create_ws_with_config("destroy", json!({"auto-apply": true}))
+        .await;
     let run = ws.create_run(&w, json!({})).await;
     ws.wait_status(&run, "applied").await;
     assert_eq!(
@@ -833,4 +862,86 @@ async fn runs_in_a_local_execution_workspace_are_refused() {
         .await;
     let r = ws.post("/api/v2/runs", run_body(&w, json!({}))).await;
     assert_eq!(r.status, 422);
+}
+
+#[tokio::test]
+async fn runs_need_a_configuration_version() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws("no-config", json!({})).await;
+    let r = ws.post("/api/v2/runs", run_body(&w, json!({}))).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(error_detail(&r.body), "Configuration version is missing");
+    ws.upload_config(&w).await;
+    let r = ws.post("/api/v2/runs", run_body(&w, json!({}))).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+async fn phases(ws: &Ws, body: Value) {
+    ws.admin(Method::PUT, "/run-phases", body).await;
+}
+
+#[tokio::test]
+async fn run_passes_cost_estimation_policy_check_and_post_plan_and_waits_in_the_last() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws_with_config("phases", json!({})).await;
+    phases(
+        &ws,
+        json!({"workspace": w, "cost_estimation": true, "policy_check": true, "post_plan": true}),
+    )
+    .await;
+    let run = ws.create_run(&w, json!({})).await;
+    let body = ws.wait_status(&run, "post_plan_completed").await;
+    let a = &body["data"]["attributes"];
+    assert_eq!(a["actions"]["is-confirmable"], true);
+    for k in [
+        "planned-at",
+        "cost-estimating-at",
+        "cost-estimated-at",
+        "policy-checking-at",
+        "policy-checked-at",
+        "post-plan-running-at",
+        "post-plan-completed-at",
+    ] {
+        assert!(a["status-timestamps"][k].is_string(), "{k}");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(ws.run_status(&run).await, "post_plan_completed");
+    assert_eq!(action(&ws, ROOT, &run, "apply", None).await, 202);
+    ws.wait_status(&run, "applied").await;
+}
+
+#[tokio::test]
+async fn is_confirmable_is_the_only_truth_and_apply_outside_it_is_409() {
+    let ws = Ws::start().await;
+    ws.admin(Method::PUT, "/settings", json!({"step_ms": 300}))
+        .await;
+    let w = ws.create_ws_with_config("cost-only", json!({})).await;
+    // Switched on for the organization: the workspace follows it.
+    phases(&ws, json!({"organization": ORG, "cost_estimation": true})).await;
+    let run = ws.create_run(&w, json!({})).await;
+    let body = ws.wait_status(&run, "planned").await;
+    assert_eq!(
+        body["data"]["attributes"]["actions"]["is-confirmable"], false,
+        "planned is not the last phase"
+    );
+    assert_eq!(action(&ws, ROOT, &run, "apply", None).await, 409);
+    let body = ws.wait_status(&run, "cost_estimated").await;
+    assert_eq!(
+        body["data"]["attributes"]["actions"]["is-confirmable"],
+        true
+    );
+    assert_eq!(
+        body["data"]["attributes"]["actions"]["is-discardable"],
+        true
+    );
+    assert_eq!(action(&ws, ROOT, &run, "apply", None).await, 202);
+    // A workspace's own switch wins over its organization's.
+    phases(&ws, json!({"organization": ORG, "cost_estimation": false})).await;
+    phases(&ws, json!({"workspace": w, "policy_check": true})).await;
+    ws.wait_status(&run, "applied").await;
+    let run = ws.create_run(&w, json!({"auto-apply": true})).await;
+    let body = ws.wait_status(&run, "applied").await;
+    let t = &body["data"]["attributes"]["status-timestamps"];
+    assert!(t["policy-checked-at"].is_string());
+    assert!(t["cost-estimated-at"].is_null());
 }

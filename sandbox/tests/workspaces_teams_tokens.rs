@@ -197,6 +197,7 @@ async fn organization_token_from_the_api_replaces_the_previous_one() {
         401
     );
     let w = ws.create_ws("orgtok-run", json!({})).await;
+    ws.upload_config(&w).await;
     let r = ws
         .post_as(&second, "/api/v2/runs", json!({"data": {"type": "runs", "relationships": {"workspace": {"data": {"type": "workspaces", "id": w}}}}}))
         .await;

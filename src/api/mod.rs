@@ -23,6 +23,7 @@ pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
 pub use transform::{
     TransformAlphabet, TransformRole, TransformStore, TransformTemplate, Transformation,
 };
+pub use workspaces::nocode::{NoCodeModule, NoCodeWorkspace};
 pub use workspaces::run::{WorkspaceRun, WorkspaceRunSpec, WorkspaceRunStatus};
 pub use workspaces::workspace::{Workspace, WorkspaceSpec, WorkspaceStatus};
 

@@ -13,6 +13,7 @@ pub mod hash;
 pub mod metrics;
 pub mod operation;
 pub mod owned_secret;
+pub mod related;
 
 pub use context::{Context, Settings};
 pub use driver::{Created, Managed, Reconciled};

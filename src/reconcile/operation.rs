@@ -180,7 +180,7 @@ pub async fn run_operation<K: Operated>(
 }
 
 #[tracing::instrument(skip_all, fields(kind = %K::kind(&()), namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any()))]
-async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
+pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let result = finalizer(&api, &finalizer_name::<K>(), obj, |event| async {
@@ -207,7 +207,7 @@ async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action
     result
 }
 
-fn error_policy<K: Operated>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
+pub(crate) fn error_policy<K: Operated>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
     let failures = ctx.failed(&object_key(obj.as_ref()));
     let wait = err.requeue_after(failures, ctx.settings.resync);
     tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, retry_in_s = wait.as_secs(), "reconcile failed");

@@ -13,13 +13,14 @@
 //! | POST | /_sandbox/workspaces/oauth-tokens | `{"organization"}` | `{"id"}` (`ot-…`, a VCS connection) |
 //! | GET, PUT | /_sandbox/workspaces/settings | `{"step_ms"?, "force_cancel_cooloff_ms"?, "engine_versions"?}` | the settings |
 //! | POST | /_sandbox/workspaces/scripts | `{"workspace": "ws-…", "plan"?: "changes"\|"no-changes"\|"errored", "apply"?: "ok"\|"errored", "cancel"?: "ok"\|"ignore", "count"?: 1}` | 204; the next `count` runs (0 = all) of the workspace follow the script |
-//! | POST | /_sandbox/workspaces/registry-modules | `{"organization", "name", "provider", "namespace"?, "no_code_ready"?: true, "versions": [{"version", "variables": [{"name", "type"?, "required"?, "default"?}]}]}` | `{"id"}` (`mod-…`) |
+//! | POST | /_sandbox/workspaces/registry-modules | `{"organization", "name", "provider", "namespace"?, "no_code_ready"?: true, "versions": [{"version", "variables": [{"name", "type"?, "required"?, "default"?}]}], "id"?: "mod-…"}` | `{"id"}` (`mod-…`; a given `id` is kept, so examples can name a seeded module; an existing one with that id is replaced) |
 //! | POST | /_sandbox/workspaces/registry-modules/{id}/versions | `{"version", "variables"?}` | 204 |
+//! | PUT | /_sandbox/workspaces/run-phases | `{"workspace": "ws-…"` or `"organization", "cost_estimation"?, "policy_check"?, "post_plan"?}` (booleans, default false) | the phases; runs created afterwards in that workspace (or organization, unless the workspace has its own) pass through cost estimation, policy check and post-plan, and wait for confirmation in the last of them |
 
 use axum::extract::{Path, State as AxState};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, patch, post};
+use axum::routing::{get, patch, post, put};
 use axum::Router;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -44,6 +45,7 @@ pub fn routes() -> Router<Svc> {
             get(get_settings).put(put_settings),
         )
         .route("/_sandbox/workspaces/scripts", post(add_script))
+        .route("/_sandbox/workspaces/run-phases", put(put_run_phases))
         .route("/_sandbox/workspaces/registry-modules", post(add_module))
         .route(
             "/_sandbox/workspaces/registry-modules/{id}/versions",
@@ -513,6 +515,8 @@ async fn add_script(AxState(svc): AxState<Svc>, body: Bytes) -> Response {
 
 #[derive(Deserialize)]
 struct ModuleBody {
+    #[serde(default)]
+    id: Option<String>,
     organization: String,
     name: String,
     provider: String,
@@ -540,8 +544,14 @@ async fn add_module(AxState(svc): AxState<Svc>, body: Bytes) -> Response {
                 return Err(bad(format!("invalid version {:?}", v.version)));
             }
         }
+        if let Some(id) = &b.id {
+            let tail = id.strip_prefix("mod-").unwrap_or_default();
+            if tail.is_empty() || !tail.chars().all(|c| c.is_ascii_alphanumeric()) {
+                return Err(bad("id must be mod- followed by letters and digits"));
+            }
+        }
         let m = RegistryModule {
-            id: new_id("mod-"),
+            id: b.id.clone().unwrap_or_else(|| new_id("mod-")),
             namespace: b.namespace.unwrap_or_else(|| b.organization.clone()),
             organization: b.organization,
             name: b.name,
@@ -574,5 +584,33 @@ async fn add_module_version(
         m.versions.retain(|x| x.version != v.version);
         m.versions.push(v);
         Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+#[derive(Deserialize)]
+struct RunPhasesBody {
+    #[serde(default)]
+    workspace: Option<String>,
+    #[serde(default)]
+    organization: Option<String>,
+    #[serde(flatten)]
+    phases: RunPhases,
+}
+
+async fn put_run_phases(AxState(svc): AxState<Svc>, body: Bytes) -> Response {
+    respond((|| {
+        let b: RunPhasesBody = parse(&body)?;
+        let mut state = svc.lock();
+        let key = match (b.workspace, b.organization) {
+            (Some(w), None) if state.workspaces.contains_key(&w) => w,
+            (Some(_), None) => return Err(missing("no such workspace")),
+            (None, Some(o)) if state.organizations.contains_key(&o) => o,
+            (None, Some(_)) => return Err(missing("no such organization")),
+            _ => return Err(bad("give exactly one of workspace and organization")),
+        };
+        state.run_phases.insert(key, b.phases);
+        Ok(json_ok(
+            serde_json::to_value(b.phases).unwrap_or(Value::Null),
+        ))
     })())
 }

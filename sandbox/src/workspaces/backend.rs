@@ -3,8 +3,11 @@
 //! Each run spends `settings.step_ms` in a state before moving on. One run at a time holds a
 //! workspace (plan-only runs never do); later runs wait in `pending`. Outcomes follow the
 //! workspace's admin scripts: plans have changes unless scripted `no-changes` or `errored`.
-//! Cost estimation, policy checks and post-plan tasks are not emulated (not shown in the spec),
-//! so a plan goes `planning → planned` directly.
+//! After a plan with changes, a run passes through the phases switched on for it (cost
+//! estimation, policy check, post-plan; see `runs.rs`) and waits for confirmation in the last
+//! one, or moves on to `confirmed` by itself when it auto-applies.
+//! A no-code upgrade run records the new module version on the workspace once applied, or once
+//! its plan finished without changes (nothing left to apply).
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -87,7 +90,21 @@ pub fn step(state: &mut State) -> bool {
                     _ => "planned",
                 })
             }
-            "planned" if run.auto_apply => Some("confirmed"),
+            s if s == super::runs::awaiting_status(&run) => {
+                if run.auto_apply {
+                    Some("confirmed")
+                } else {
+                    None
+                }
+            }
+            "planned" if run.phases.cost_estimation => Some("cost_estimating"),
+            "cost_estimating" => Some("cost_estimated"),
+            "planned" | "cost_estimated" if run.phases.policy_check => Some("policy_checking"),
+            "policy_checking" => Some("policy_checked"),
+            "planned" | "cost_estimated" | "policy_checked" if run.phases.post_plan => {
+                Some("post_plan_running")
+            }
+            "post_plan_running" => Some("post_plan_completed"),
             "confirmed" => Some("apply_queued"),
             "apply_queued" => Some("applying"),
             "applying" => Some(if run.script.apply.as_deref() == Some("errored") {
@@ -108,7 +125,7 @@ pub fn step(state: &mut State) -> bool {
             run.has_changes = run.script.plan.as_deref().unwrap_or("changes") == "changes";
         }
         stamp(&mut run, next, step_ms);
-        if next == "applied" {
+        if next == "applied" || (next == "planned_and_finished" && !run.has_changes) {
             on_applied(state, &run);
         }
         state.runs.insert(id, run);
@@ -134,6 +151,12 @@ fn may_start(state: &State, run: &Run) -> bool {
 }
 
 fn on_applied(state: &mut State, run: &Run) {
+    if let Some((version, vid)) = &run.upgrade_to {
+        super::nocode::record_upgrade(state, &run.workspace, version, vid);
+    }
+    if run.status != "applied" {
+        return;
+    }
     let Some(ws) = state.workspaces.get_mut(&run.workspace) else {
         return;
     };

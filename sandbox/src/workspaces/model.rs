@@ -147,6 +147,8 @@ pub struct Var {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NoCodeOrigin {
     pub no_code_module: String,
+    /// The workspace's `source-module-id`: `private/<org>/<name>/<provider>/<version>` (the
+    /// form the real service shows; kept current on upgrade by the no-code handlers).
     pub registry_module: String,
     /// Module version the workspace is provisioned with.
     pub version: String,
@@ -277,6 +279,10 @@ pub struct Run {
     /// Set once a no-code upgrade plan was confirmed.
     #[serde(default)]
     pub upgrade_applied: bool,
+    /// The phases after the plan this run goes through (taken from the admin switches when
+    /// the run is created).
+    #[serde(default)]
+    pub phases: RunPhases,
     pub comments: Vec<String>,
 }
 
@@ -296,14 +302,6 @@ pub fn is_final_status(s: &str) -> bool {
             | "canceled"
             | "force_canceled"
             | "policy_soft_failed"
-    )
-}
-
-/// States where a run waits for a human to confirm (apply) or discard it.
-pub fn is_confirmable_status(s: &str) -> bool {
-    matches!(
-        s,
-        "planned" | "cost_estimated" | "policy_checked" | "policy_override" | "post_plan_completed"
     )
 }
 
@@ -364,6 +362,21 @@ pub struct NoCodeModule {
     pub version_ids: BTreeMap<String, String>,
 }
 
+/// Phases a run passes through after its plan, switched on per workspace or per organization
+/// through the admin API (`/_sandbox/workspaces/run-phases`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunPhases {
+    /// `cost_estimating` → `cost_estimated`.
+    #[serde(default)]
+    pub cost_estimation: bool,
+    /// `policy_checking` → `policy_checked`.
+    #[serde(default)]
+    pub policy_check: bool,
+    /// `post_plan_running` → `post_plan_completed`.
+    #[serde(default)]
+    pub post_plan: bool,
+}
+
 /// Timing of the run backend, set through the admin API.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Settings {
@@ -415,6 +428,10 @@ pub struct State {
     pub access_ids: BTreeMap<String, String>,
     /// Creation order counter: lists are ordered by it where the real service orders by age.
     pub seq: u64,
+    /// Run phases switched on, keyed by workspace id (`ws-…`) or organization name; a
+    /// workspace's own entry wins over its organization's.
+    #[serde(default)]
+    pub run_phases: BTreeMap<String, RunPhases>,
     /// Per organization, the defaults workspaces inherit (`default-execution-mode`,
     /// `default-agent-pool`); absent means `remote` and no pool.
     #[serde(default)]

@@ -1,18 +1,37 @@
 //! No-code provisioning (spec B §2.5, §4.5) and the private registry modules behind it.
 //!
-//! Registry modules (with their versions and variables) are created through the admin API. The
-//! sandbox's choices where the spec is silent:
-//! * `version-pin` is stored as a concrete version (`latest` or omitted resolve to the newest
-//!   module version when set); a workspace shows `no-code-upgrade-available` once the pin
-//!   differs from the version it was provisioned or last upgraded with.
+//! Registry modules (with their versions and variables) are created through the admin API.
+//!
+//! Corrections against the real service (issue 22), each pinned by a test in
+//! `tests/workspaces_nocode.rs`:
+//! * **`enabled` defaults to true** when a module is enabled without it (go-tfe's
+//!   `TestRegistryNoCodeModulesCreate` "with no version given" asserts `Enabled` true; the spec
+//!   says false: the real service wins).
+//! * **An omitted `version-pin` stays `""`**: the module floats, its workspaces are provisioned
+//!   with the newest version, and `no-code-upgrade-available` turns true once a newer version
+//!   is published. A module without any version can be enabled (go-tfe's tests enable a module
+//!   before creating its first version). `latest` resolves to the newest version; a pin that is
+//!   neither is 422 with the live service's message (quoted in go-tfe's upgrade test).
+//! * **An upgrade with nothing to upgrade** answers 200 with a document whose attributes hold
+//!   only `message` (go-tfe's `WorkspaceUpgrade.Message`: "returned by the API when an upgrade
+//!   is not available"); no run is queued.
+//! * **An upgrade run is a normal run** (spec §3.1 lists `planned`, `cost_estimated`, ...): it
+//!   stops for confirmation like any run (in the last phase switched on for the workspace), and
+//!   the confirm is accepted whenever the run's `actions.is-confirmable` is true (409
+//!   otherwise); the confirmed run applies, and the workspace then records the new version. A
+//!   plan without changes ends `planned_and_finished` and records the version at once.
+//! * **`source-module-id`** is `private/<org>/<name>/<provider>/<version>`.
+//! * Workspaces created from a module get a configuration version at creation (runs need one),
+//!   and their provisioning run applies without a confirmation (the no-code flow has none).
+//!
+//! The sandbox's choices where the spec is silent:
 //! * A variable-options set sent without `id` replaces any existing set for the same variable
 //!   name (one set per variable), otherwise it is added; sets not mentioned are kept.
 //! * go-tfe sends `type: "no-code-module-workspace"` for workspace creation and upgrade, the
 //!   spec says `workspaces`: both are accepted. `include=variable-options` (go-tfe) and
 //!   `include=variable_options` (spec) are both accepted.
-//! * The upgrade plan is a speculative run ending `planned_and_finished` (what clients poll for);
-//!   the confirmation records the new module version and queues an auto-applied run, and answers
-//!   200 with the plain-text body `Workspace update completed`, as the real service does.
+//! * The confirmation answers 200 with the plain-text body `Workspace update completed`, as the
+//!   real service does.
 //! * `GET /no-code-modules/:id/versions/:version/module-variables` lists the module version's
 //!   variables with their allowed options (used by clients to build forms).
 
@@ -80,9 +99,46 @@ pub fn routes() -> Router<Svc> {
         )
 }
 
-/// The concrete module version a no-code module pins.
-pub fn pinned_version(_state: &State, m: &NoCodeModule) -> Option<String> {
-    Some(m.version_pin.clone())
+/// The concrete module version a no-code module provisions with: its pin, or the newest
+/// version of the registry module when the pin is `""` (floating). `None` when it floats and
+/// the module has no versions yet.
+pub fn pinned_version(state: &State, m: &NoCodeModule) -> Option<String> {
+    if !m.version_pin.is_empty() {
+        return Some(m.version_pin.clone());
+    }
+    let rm = state.registry_modules.get(&m.registry_module)?;
+    let avail: Vec<String> = rm.versions.iter().map(|v| v.version.clone()).collect();
+    versions::newest(&avail)
+}
+
+/// The `source-module-id` of a workspace provisioned from `m` at `version`.
+pub fn source_module_id(m: &RegistryModule, version: &str) -> String {
+    format!(
+        "private/{}/{}/{}/{version}",
+        m.namespace, m.name, m.provider
+    )
+}
+
+/// Records on a no-code workspace the module version an upgrade moved it to.
+pub fn record_upgrade(state: &mut State, ws_id: &str, version: &str, version_id: &str) {
+    let module = state
+        .workspaces
+        .get(ws_id)
+        .and_then(|w| w.no_code.as_ref())
+        .and_then(|o| state.no_code_modules.get(&o.no_code_module))
+        .and_then(|nc| state.registry_modules.get(&nc.registry_module))
+        .cloned();
+    if let Some(origin) = state
+        .workspaces
+        .get_mut(ws_id)
+        .and_then(|w| w.no_code.as_mut())
+    {
+        origin.version = version.to_string();
+        origin.version_id = version_id.to_string();
+        if let Some(m) = module {
+            origin.registry_module = source_module_id(&m, version);
+        }
+    }
 }
 
 fn module_json(state: &State, m: &RegistryModule) -> Value {
@@ -285,17 +341,19 @@ fn registry_module_of(
     Ok(Some(m.clone()))
 }
 
+/// The live service's refusal of a pin that is neither `latest` nor a version of the module.
+const BAD_PIN: &str = "Validation failed: Provided version pin is not equal to latest or provided string does not represent an existing version of the module.";
+
+/// The stored pin: `""` (floating) when omitted or empty, the newest version for `latest`,
+/// else a version of the module.
 fn resolve_pin(m: &RegistryModule, pin: Option<String>) -> ApiResult<String> {
     let avail: Vec<String> = m.versions.iter().map(|v| v.version.clone()).collect();
     match pin.as_deref() {
-        None | Some("latest") | Some("") => versions::newest(&avail).ok_or_else(|| {
-            ApiError::invalid("/data/attributes/version-pin", "The module has no versions")
-        }),
+        None | Some("") => Ok(String::new()),
+        Some("latest") => versions::newest(&avail)
+            .ok_or_else(|| ApiError::invalid("/data/attributes/version-pin", BAD_PIN)),
         Some(v) if avail.iter().any(|a| a == v) => Ok(v.to_string()),
-        Some(v) => Err(ApiError::invalid(
-            "/data/attributes/version-pin",
-            format!("Version {v:?} is not a version of the module"),
-        )),
+        Some(_) => Err(ApiError::invalid("/data/attributes/version-pin", BAD_PIN)),
     }
 }
 
@@ -434,7 +492,7 @@ async fn enable(
         }
         let a = Attrs::of(data)?;
         let pin = resolve_pin(&m, a.string("version-pin")?)?;
-        let enabled = a.bool("enabled")?.unwrap_or(false);
+        let enabled = a.bool("enabled")?.unwrap_or(true);
         let mut opts = Vec::new();
         for (i, (_, attrs)) in variable_option_entries(&body, data)?
             .unwrap_or_default()
@@ -794,7 +852,10 @@ async fn create_workspace(
                 ))
             }
         }
-        let vars = parse_vars(data, &nc, &m, &nc.version_pin, true)?;
+        let version = pinned_version(state, &nc).ok_or_else(|| {
+            ApiError::unprocessable("The module has no versions to provision from")
+        })?;
+        let vars = parse_vars(data, &nc, &m, &version, true)?;
         let mut ws = new_workspace(state, &org, &project);
         ws.name = name;
         ws.description = Some(a.string("description")?.unwrap_or_default());
@@ -816,19 +877,23 @@ async fn create_workspace(
             ws.engine_version = v;
         }
         ws.vars = vars;
-        let version = nc.version_pin.clone();
         ws.no_code = Some(NoCodeOrigin {
             no_code_module: nc.id.clone(),
-            registry_module: m.id.clone(),
+            registry_module: source_module_id(&m, &version),
             version_id: version_id(&mut nc, &version),
             version,
         });
+        // A no-code workspace gets its configuration version (the module's) at creation.
+        runs::new_configuration_version(state, &mut ws, "tfe-module", false);
         let ws_id = ws.id.clone();
         let auto_apply = ws.auto_apply;
         state.workspaces.insert(ws_id.clone(), ws);
         state.no_code_modules.insert(nc.id.clone(), nc);
+        // The provisioning run applies by itself (no-code provisioning has no confirmation
+        // step), whatever the workspace's auto-apply setting for later runs.
+        let _ = auto_apply;
         let opts = runs::NewRun {
-            auto_apply: Some(auto_apply),
+            auto_apply: Some(true),
             message: Some("Triggered via no-code provisioning".into()),
             ..runs::NewRun::default()
         };
@@ -909,7 +974,15 @@ async fn start_upgrade(
             .get(&nc.registry_module)
             .cloned()
             .ok_or_else(ApiError::not_found)?;
-        let target = nc.version_pin.clone();
+        let target = pinned_version(state, &nc).unwrap_or_default();
+        let current = ws.no_code.as_ref().map(|o| o.version.clone());
+        if target.is_empty() || current.as_deref() == Some(target.as_str()) {
+            // Nothing to upgrade: the live service answers a document with only `message`.
+            return Ok(ok(json!({"data": {
+                "type": "workspace-upgrade",
+                "attributes": {"message": "No upgrade available for this workspace."},
+            }})));
+        }
         if relationship_list(data, "vars").is_some() {
             for v in parse_vars(data, &nc, &m, &target, false)? {
                 ws.vars
@@ -920,11 +993,11 @@ async fn start_upgrade(
         let vid = version_id(&mut nc, &target);
         state.workspaces.insert(ws.id.clone(), ws.clone());
         state.no_code_modules.insert(nc.id.clone(), nc);
-        // The upgrade plan is speculative: it ends planned_and_finished and the confirm applies.
+        // The upgrade run is a normal run that stops for confirmation.
         let opts = runs::NewRun {
             auto_apply: Some(false),
-            plan_only: Some(true),
-            message: Some("No-code module upgrade plan".into()),
+            plan_only: Some(false),
+            message: Some("No-code module upgrade".into()),
             upgrade_to: Some((target, vid)),
             ..runs::NewRun::default()
         };
@@ -1018,27 +1091,17 @@ async fn confirm_upgrade(
         auth::require_user_or_team(caller)?;
         let (_, ws) = nocode_workspace(state, caller, &id, &ws_id, Access::Write)?;
         let r = upgrade_run(state, &ws, &run)?;
-        if r.status != "planned_and_finished" || r.upgrade_applied {
+        // Accepted whenever the run is confirmable (its `actions.is-confirmable`); the
+        // confirmed run applies and the workspace records the version once applied.
+        if !runs::is_confirmable(&r) {
             return Err(ApiError::conflict(
-                "The upgrade plan has not finished, failed, or was already confirmed",
+                "The upgrade run is not paused for confirmation",
             ));
         }
+        runs::confirm(state, &r.id)?;
         if let Some(run) = state.runs.get_mut(&r.id) {
             run.upgrade_applied = true;
         }
-        if let (Some((version, vid)), Some(w)) = (&r.upgrade_to, state.workspaces.get_mut(&ws.id)) {
-            if let Some(nc) = w.no_code.as_mut() {
-                nc.version = version.clone();
-                nc.version_id = vid.clone();
-            }
-        }
-        // The confirmation queues the run that applies the upgraded module.
-        let opts = runs::NewRun {
-            auto_apply: Some(true),
-            message: Some("No-code module upgrade".into()),
-            ..runs::NewRun::default()
-        };
-        runs::queue_run(state, Some(caller), &ws.id, opts)?;
         let mut resp = (axum::http::StatusCode::OK, "Workspace update completed").into_response();
         resp.headers_mut().insert(
             axum::http::header::CONTENT_TYPE,

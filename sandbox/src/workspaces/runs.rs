@@ -1,9 +1,26 @@
 //! Runs (spec B §2.4, §3.1, §4.4), with the configuration versions, plans and applies they
 //! point to (not shown in the spec; served minimally so clients can follow the relationships).
+//! Organization tokens get 404 on `POST /runs` and the run actions (spec §5).
 //!
-//! A run created in a workspace without any configuration version gets an implicit, already
-//! uploaded one (the sandbox has no configuration to fetch), so `POST /runs` works without an
-//! upload first. Organization tokens get 404 on `POST /runs` and the run actions (spec §5).
+//! Corrections against the real service (issue 22), each pinned by a test in
+//! `tests/workspaces_runs.rs`:
+//! * **Runs need a configuration.** `POST /runs` in a workspace that never had a configuration
+//!   version is 422 `Configuration version is missing` (the live service's answer; go-tfe's
+//!   run tests always upload a configuration version first). No-code workspaces get one when
+//!   created (`nocode.rs`), VCS-backed ones too (`workspace.rs`); a VCS-backed workspace
+//!   without one (its repository attached later) gets its ingressed one when a run is queued.
+//! * **Run states.** After the plan, a run passes through the phases switched on for its
+//!   workspace or organization (admin API `run-phases`): `cost_estimating`/`cost_estimated`,
+//!   `policy_checking`/`policy_checked`, `post_plan_running`/`post_plan_completed`, and waits for
+//!   confirmation in whichever of those is last. `actions.is-confirmable` is true exactly there
+//!   and apply anywhere else is 409 (the real service decides from the same flag; go-tfe's
+//!   `Run.Actions.IsConfirmable`).
+//! * A `pending` (or queued) run is cancelable (`is-cancelable: true`) and not discardable
+//!   (`is-discardable: false`), as the live service reports; cancel answers 202 and the run
+//!   ends `canceled`.
+//! * **Force-cancel** ends in `canceled` with `status-timestamps.force-canceled-at` set: the live
+//!   service's run status enum has no `force_canceled` (spec §3.1 lists it; the real service
+//!   wins).
 
 use axum::extract::{Path, State as AxState};
 use axum::http::{HeaderMap, Uri};
@@ -183,7 +200,33 @@ pub fn apply_json(r: &Run) -> Value {
 }
 
 fn is_cancelable(r: &Run) -> bool {
-    matches!(r.status.as_str(), "planning" | "applying") && r.cancel_requested_at.is_none()
+    matches!(
+        r.status.as_str(),
+        "pending" | "plan_queued" | "planning" | "applying"
+    ) && r.cancel_requested_at.is_none()
+}
+
+/// The state in which the run waits for confirmation: the last phase switched on for it.
+pub fn awaiting_status(r: &Run) -> &'static str {
+    if r.phases.post_plan {
+        "post_plan_completed"
+    } else if r.phases.policy_check {
+        "policy_checked"
+    } else if r.phases.cost_estimation {
+        "cost_estimated"
+    } else {
+        "planned"
+    }
+}
+
+/// The run phases switched on for a workspace (its own switch, else its organization's).
+pub fn phases_for(state: &State, ws: &Workspace) -> RunPhases {
+    state
+        .run_phases
+        .get(&ws.id)
+        .or_else(|| state.run_phases.get(&ws.organization))
+        .copied()
+        .unwrap_or_default()
 }
 
 fn is_force_cancelable(r: &Run) -> bool {
@@ -191,12 +234,12 @@ fn is_force_cancelable(r: &Run) -> bool {
         && r.force_cancel_available_at.is_some_and(|t| Utc::now() >= t)
 }
 
-fn is_confirmable(r: &Run) -> bool {
-    !r.plan_only && is_confirmable_status(&r.status)
+pub fn is_confirmable(r: &Run) -> bool {
+    !r.plan_only && r.status == awaiting_status(r)
 }
 
 fn is_discardable(r: &Run) -> bool {
-    r.status == "pending" || is_confirmable(r)
+    is_confirmable(r) || (!r.plan_only && r.status == "policy_override")
 }
 
 pub fn run_json(state: &State, caller: &Caller, r: &Run) -> Value {
@@ -414,10 +457,17 @@ pub fn queue_run(
         Some(cv) => cv,
         None => match ws.current_configuration_version.clone() {
             Some(cv) => cv,
-            None => {
-                let id = new_configuration_version(state, &mut ws, "tfe-api", false);
+            // A VCS-backed workspace has the configuration ingressed from its repository.
+            None if ws.vcs_repo.is_some() => {
+                let id = new_configuration_version(state, &mut ws, "github", false);
                 state.workspaces.insert(ws.id.clone(), ws.clone());
                 id
+            }
+            None => {
+                return Err(ApiError::invalid(
+                    "/data/relationships/configuration-version",
+                    "Configuration version is missing",
+                ))
             }
         },
     };
@@ -432,6 +482,7 @@ pub fn queue_run(
             .unwrap_or_default(),
     };
     let script = take_script(state, ws_id);
+    let phases = phases_for(state, &ws);
     let now = Utc::now();
     let run = Run {
         id: new_id("run-"),
@@ -464,6 +515,7 @@ pub fn queue_run(
         force_cancel_available_at: None,
         upgrade_to: opts.upgrade_to,
         upgrade_applied: false,
+        phases,
         comments: vec![],
     };
     let id = run.id.clone();
@@ -816,11 +868,16 @@ async fn cancel(
     svc.call(&headers, |state, caller| {
         let r = action_run(state, caller, &id, Access::Write)?;
         let comment = comment_of(&body)?;
-        if !matches!(r.status.as_str(), "planning" | "applying") || r.cancel_requested_at.is_some()
-        {
+        if !is_cancelable(&r) {
             return Err(ApiError::conflict(
                 "Transition not allowed: the run is not planning or applying",
             ));
+        }
+        // A run that has not started yet is canceled at once.
+        if matches!(r.status.as_str(), "pending" | "plan_queued") {
+            set_status(state, &id, "canceled");
+            record_comment(state, &id, comment);
+            return Ok(accepted());
         }
         let now = Utc::now();
         let cooloff = chrono::Duration::milliseconds(state.settings.force_cancel_cooloff_ms as i64);
@@ -861,7 +918,12 @@ async fn force_cancel(
                 "The cool-off period after the cancel has not passed yet",
             ));
         }
-        set_status(state, &id, "force_canceled");
+        // The live service ends a force-canceled run `canceled`, with `force-canceled-at`.
+        set_status(state, &id, "canceled");
+        if let Some(run) = state.runs.get_mut(&id) {
+            run.status_timestamps
+                .insert("force-canceled-at".into(), Utc::now());
+        }
         record_comment(state, &id, comment);
         Ok(accepted())
     })

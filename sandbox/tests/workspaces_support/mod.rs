@@ -169,7 +169,46 @@ impl Ws {
             .to_string()
     }
 
+    /// Uploads a configuration version to the workspace (without queueing a run), as a real
+    /// client does before its first run; returns its id.
+    pub async fn upload_config(&self, ws: &str) -> String {
+        let r = self
+            .post(
+                &format!("/api/v2/workspaces/{ws}/configuration-versions"),
+                json!({"data": {"type": "configuration-versions",
+                    "attributes": {"auto-queue-runs": false}}}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "create configuration version: {}", r.body);
+        let id = r.body["data"]["id"].as_str().unwrap().to_string();
+        let url = r.body["data"]["attributes"]["upload-url"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let up = self
+            .http
+            .put(url)
+            .body(vec![0u8; 16])
+            .send()
+            .await
+            .expect("upload answers");
+        assert!(up.status().is_success(), "upload: {}", up.status());
+        id
+    }
+
+    /// Creates a workspace with extra attributes and a configuration version; returns its id.
+    pub async fn create_ws_with_config(&self, name: &str, attrs: Value) -> String {
+        let id = self.create_ws(name, attrs).await;
+        self.upload_config(&id).await;
+        id
+    }
+
+    /// Creates a run, uploading a configuration version first when the workspace has none.
     pub async fn create_run(&self, ws: &str, attrs: Value) -> String {
+        let w = self.get(&format!("/api/v2/workspaces/{ws}")).await;
+        if w.body["data"]["relationships"]["current-configuration-version"]["data"].is_null() {
+            self.upload_config(ws).await;
+        }
         let r = self
             .post(
                 "/api/v2/runs",

@@ -2,6 +2,7 @@
 //! `/api/v2` with a bearer token. This module holds the JSON:API helpers every engine uses
 //! (full pagination by `meta.pagination`, path encoding); one file per engine.
 
+pub mod nocode;
 pub mod runs;
 #[allow(clippy::module_inception)]
 pub mod workspaces;
