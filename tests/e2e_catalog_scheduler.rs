@@ -566,7 +566,11 @@ fn pause_and_resume_follow_spec_paused_and_a_token_without_submit_job_is_forbidd
         (s.deployment(&dep)["Status"] == "running").then_some(())
     });
     let obj = wait_for("gate reports resume", WAIT, || {
-        Some(gate_obj(&sb, "cache")).filter(|o| o["status"]["lastAction"]["type"] == "resume")
+        // The step that resumes records the status it saw before acting: wait for the next read.
+        Some(gate_obj(&sb, "cache")).filter(|o| {
+            o["status"]["lastAction"]["type"] == "resume"
+                && o["status"]["deploymentStatus"] == "running"
+        })
     });
     assert_eq!(obj["status"]["deploymentStatus"], "running");
     let (reqs, _) = sb.requests("scheduler", since);
