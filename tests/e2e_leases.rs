@@ -193,3 +193,55 @@ fn a_connection_in_the_cluster_supplies_address_and_token() {
     assert!(!text.contains(&sb.root_token));
     assert!(!String::from_utf8_lossy(&out.stderr).contains(&sb.root_token));
 }
+
+/// The irrevocable-lease count is read at each Connection check: a metric per mount, the
+/// Connection's status, and a Warning Event when it grows.
+#[test]
+fn irrevocable_leases_move_the_metric_and_a_growing_count_is_a_warning_event() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token.clone());
+    let op = Operator::start(&sb, "2s");
+    let addr = op.metrics_addr();
+    let total = || -> Option<i64> {
+        let text = reqwest::blocking::get(format!("http://{addr}/metrics"))
+            .ok()?
+            .text()
+            .ok()?;
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("quartet_secrets_irrevocable_leases{")
+                    && l.contains(r#"connection="default/secrets""#)
+            })
+            .collect();
+        (!lines.is_empty()).then(|| {
+            lines
+                .iter()
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+                .sum()
+        })
+    };
+    make_leases(&sb, "ad/library/stuck/check-out/", 2, true);
+    wait_for("metric shows 2", std::time::Duration::from_secs(60), || {
+        (total() == Some(2)).then_some(())
+    });
+    make_leases(&sb, "ad/library/stuck/check-out/", 1, true);
+    wait_for("metric shows 3", std::time::Duration::from_secs(60), || {
+        (total() == Some(3)).then_some(())
+    });
+    let conn = wait_for("status count", std::time::Duration::from_secs(30), || {
+        sb.get_json("connection", "secrets")
+            .filter(|c| c["status"]["irrevocableLeases"] == 3)
+    });
+    assert!(condition_is(&conn, "Ready", "True"));
+    let events = sb.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=secrets,reason=IrrevocableLeases",
+        "-o",
+        "json",
+    ]);
+    assert!(events.contains("irrevocable lease"), "{events}");
+}

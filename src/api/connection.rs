@@ -135,4 +135,10 @@ pub struct ConnectionStatus {
     /// `Ready=False` with reason `Unsupported` and send nothing. Absent until first read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<Vec<String>>,
+    /// Secrets service only: irrevocable leases (revocations that failed for good), from
+    /// `sys/leases/count?type=irrevocable` at each check, when the token may read it. Also the
+    /// metric `quartet_secrets_irrevocable_leases{connection,mount}`; a Warning Event
+    /// `IrrevocableLeases` says when the count grows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irrevocable_leases: Option<i64>,
 }

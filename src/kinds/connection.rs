@@ -13,9 +13,36 @@ use serde_json::json;
 use crate::api::{Connection, Service};
 use crate::clients::Http;
 use crate::reconcile::conditions::{self, READY};
-use crate::reconcile::driver::patch_status;
+use crate::reconcile::driver::{patch_status, publish};
 use crate::reconcile::error::jitter;
 use crate::reconcile::{features, Category, Context, Error, Result};
+use kube::runtime::events::EventType;
+
+/// Irrevocable leases of a secrets service, by mount accessor, when the token may count them
+/// (the count needs `sys/leases/count`, which many tokens may not read: then `None`, quietly).
+async fn irrevocable(http: &Http) -> Option<(i64, Vec<(String, i64)>)> {
+    match http
+        .call("GET", "/v1/sys/leases/count?type=irrevocable", None)
+        .await
+    {
+        Ok(resp) => {
+            let data = &resp.body["data"];
+            let mounts = data["counts"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_i64().unwrap_or(0)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some((data["lease_count"].as_i64().unwrap_or(0), mounts))
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "irrevocable leases cannot be counted with this token");
+            None
+        }
+    }
+}
 
 /// A call every valid token may make, per service. For the secrets service, also what the token
 /// can reach (`status.features`, from the OpenAPI description; `None` when it cannot be read).
@@ -44,11 +71,45 @@ async fn probe(http: &Http) -> Result<Option<Vec<String>>> {
 
 pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Action> {
     let generation = conn.metadata.generation;
+    let name = format!(
+        "{}/{}",
+        conn.namespace().unwrap_or_default(),
+        conn.name_any()
+    );
+    let mut leases = None;
     let result = async {
         let http = ctx.build_http(&conn).await?;
-        probe(&http).await
+        let found = probe(&http).await?;
+        if conn.spec.service == Service::Secrets {
+            leases = irrevocable(&http).await;
+        }
+        Ok::<_, Error>(found)
     }
     .await;
+    if let Some((total, mounts)) = &leases {
+        for (mount, n) in mounts {
+            ctx.metrics.irrevocable_leases(&name, mount, *n);
+        }
+        let before = conn
+            .status
+            .as_ref()
+            .and_then(|s| s.irrevocable_leases)
+            .unwrap_or(0);
+        if *total > before {
+            publish(
+                &ctx,
+                conn.as_ref(),
+                EventType::Warning,
+                "IrrevocableLeases",
+                "Probe",
+                format!(
+                    "{total} irrevocable lease(s) on {} (was {before}): their revocation failed for good; list them with `quartet leases --connection {name} irrevocable`",
+                    conn.spec.address
+                ),
+            )
+            .await;
+        }
+    }
     let before = conn.status.clone().unwrap_or_default();
     let mut status = before.clone();
     status.observed_generation = generation;
@@ -61,6 +122,9 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         Ok(found) => {
             ctx.succeeded(&key);
             status.features = found.clone();
+            if let Some((total, _)) = &leases {
+                status.irrevocable_leases = Some(*total);
+            }
             conditions::set(
                 &mut status.conditions,
                 READY,

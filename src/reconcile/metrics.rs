@@ -28,6 +28,7 @@ pub struct Metrics {
     dr_wal_lag: Family<Labels, Gauge>,
     dr_heartbeat_age: Family<Labels, Gauge>,
     dr_connected: Family<Labels, Gauge>,
+    irrevocable: Family<Labels, Gauge>,
 }
 
 fn histogram() -> Histogram {
@@ -106,8 +107,15 @@ impl Default for Metrics {
             "1 when the primary reports the DR secondary connected, else 0",
             dr_connected.clone(),
         );
+        let irrevocable = Family::<Labels, Gauge>::default();
+        registry.register(
+            "secrets_irrevocable_leases",
+            "Irrevocable leases of a secrets service by Connection and mount accessor, at the last Connection check",
+            irrevocable.clone(),
+        );
         Self {
             registry,
+            irrevocable,
             acl_replication,
             resyncs_deferred,
             dr_wal_lag,
@@ -220,6 +228,15 @@ impl Metrics {
         self.dr_connected
             .get_or_create(&labels)
             .set(i64::from(connected));
+    }
+
+    pub fn irrevocable_leases(&self, connection: &str, mount: &str, n: i64) {
+        self.irrevocable
+            .get_or_create(&vec![
+                ("connection", connection.to_string()),
+                ("mount", mount.to_string()),
+            ])
+            .set(n);
     }
 
     /// The Prometheus text exposition.
