@@ -422,62 +422,73 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             ))
         }
         Err(err) => {
-            let failures = ctx.failed(&key);
-            let category = err.category();
-            if category == Category::Unauthorized {
-                ctx.forget_connection(
-                    &obj.namespace().unwrap_or_default(),
-                    obj.connection_ref(),
-                    K::SERVICE,
-                );
-            }
-            ctx.metrics.error(&K::kind(&()), category.reason());
-            let message = err.to_string();
-            // The condition and Event reason: the category, or a kind's own (`KeyImmutable`).
-            let reason = err.reason();
-            let newly = conditions::set(
-                &mut status.conditions,
-                SYNCED,
-                false,
-                reason,
-                &message,
-                generation,
-            );
-            // A transient failure of a resync says nothing new about an object that was in sync
-            // for this generation: keep Ready as it was.
-            let keep_ready = category == Category::Transient
-                && conditions::get(&status.conditions, READY)
-                    .is_some_and(|c| c.status == "True" && c.observed_generation == generation);
-            if !keep_ready {
-                conditions::set(
-                    &mut status.conditions,
-                    READY,
-                    false,
-                    reason,
-                    &message,
-                    generation,
-                );
-            }
-            if newly {
-                status.last_sync_time = Some(conditions::now());
-            }
-            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
-            if newly {
-                publish(
-                    ctx,
-                    obj.as_ref(),
-                    EventType::Warning,
-                    reason,
-                    "Reconcile",
-                    message,
-                )
-                .await;
-            }
-            let wait = err.requeue_after(failures, ctx.settings.resync);
-            tracing::info!(error = %err, category = category.reason(), retry_in_s = wait.as_secs(), "reconcile failed");
-            Ok(Action::requeue(wait))
+            let (action, _) =
+                record_failure(obj.as_ref(), ctx, &key, &err, status, written).await?;
+            Ok(action)
         }
     }
+}
+
+/// A failed pass, the same for both shapes of kind: `Synced=False` (and `Ready=False`, unless a
+/// transient failure hits an object in sync for this generation) with the error's reason and
+/// message, one Event per distinct error, the Connection forgotten when its token was refused,
+/// and a requeue chosen by category. Returns the requeue and the new resourceVersion when the
+/// status was written.
+pub(crate) async fn record_failure<K: Managed>(
+    obj: &K,
+    ctx: &Context,
+    key: &str,
+    err: &Error,
+    mut status: ManagedStatus,
+    mut written: ManagedStatus,
+) -> Result<(Action, Option<String>)> {
+    let generation = obj.meta().generation;
+    let failures = ctx.failed(key);
+    let category = err.category();
+    if category == Category::Unauthorized {
+        ctx.forget_connection(
+            &obj.namespace().unwrap_or_default(),
+            obj.connection_ref(),
+            K::SERVICE,
+        );
+    }
+    ctx.metrics.error(&K::kind(&()), category.reason());
+    let message = err.to_string();
+    // The condition and Event reason: the category, or a kind's own (`KeyImmutable`).
+    let reason = err.reason();
+    let newly = conditions::set(
+        &mut status.conditions,
+        SYNCED,
+        false,
+        reason,
+        &message,
+        generation,
+    );
+    // A transient failure of a resync says nothing new about an object that was in sync for
+    // this generation: keep Ready as it was.
+    let keep_ready = category == Category::Transient
+        && conditions::get(&status.conditions, READY)
+            .is_some_and(|c| c.status == "True" && c.observed_generation == generation);
+    if !keep_ready {
+        conditions::set(
+            &mut status.conditions,
+            READY,
+            false,
+            reason,
+            &message,
+            generation,
+        );
+    }
+    if newly {
+        status.last_sync_time = Some(conditions::now());
+    }
+    let rv = write_status(obj, ctx, &status, &mut written).await?;
+    if newly {
+        publish(ctx, obj, EventType::Warning, reason, "Reconcile", message).await;
+    }
+    let wait = err.requeue_after(failures, ctx.settings.resync);
+    tracing::info!(error = %err, category = category.reason(), retry_in_s = wait.as_secs(), "reconcile failed");
+    Ok((Action::requeue(wait), rv))
 }
 
 /// Observe → diff → apply. Records a new remote id in status (and writes it) before anything

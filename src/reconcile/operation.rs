@@ -40,7 +40,7 @@ use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
 use super::driver::{
     controller_for, finalizer_name, kind_status_fields, namespace_terminating, object_key, publish,
-    write_status, Managed,
+    record_failure, write_status, Managed,
 };
 use super::error::{jitter, Category, Error, Result};
 use crate::api::DeletionPolicy;
@@ -300,58 +300,12 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             Ok(Action::requeue(wait))
         }
         Err(err) => {
-            let failures = ctx.failed(&key);
-            let category = err.category();
-            if category == Category::Unauthorized {
-                ctx.forget_connection(
-                    &obj.namespace().unwrap_or_default(),
-                    obj.connection_ref(),
-                    K::SERVICE,
-                );
-            }
-            ctx.metrics.error(&K::kind(&()), category.reason());
-            let message = err.to_string();
-            let newly = conditions::set(
-                &mut status.conditions,
-                SYNCED,
-                false,
-                category.reason(),
-                &message,
-                generation,
-            );
-            let keep_ready = category == Category::Transient
-                && conditions::get(&status.conditions, READY)
-                    .is_some_and(|c| c.status == "True" && c.observed_generation == generation);
-            if !keep_ready {
-                conditions::set(
-                    &mut status.conditions,
-                    READY,
-                    false,
-                    category.reason(),
-                    &message,
-                    generation,
-                );
-            }
-            if newly {
-                status.last_sync_time = Some(conditions::now());
-            }
-            if let Some(rv) = write_status(obj.as_ref(), ctx, &status, &mut written).await? {
+            let (action, rv) =
+                record_failure(obj.as_ref(), ctx, &key, &err, status, written).await?;
+            if let Some(rv) = rv {
                 ctx.set_written(&key, &rv);
             }
-            if newly {
-                publish(
-                    ctx,
-                    obj.as_ref(),
-                    EventType::Warning,
-                    category.reason(),
-                    "Reconcile",
-                    message,
-                )
-                .await;
-            }
-            let wait = err.requeue_after(failures, ctx.settings.resync);
-            tracing::info!(error = %err, category = category.reason(), retry_in_s = wait.as_secs(), "reconcile failed");
-            Ok(Action::requeue(wait))
+            Ok(action)
         }
     }
 }
