@@ -6,7 +6,7 @@ mod secrets_support;
 
 use reqwest::Method;
 use secrets_support::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 async fn child_token(s: &S, parent: &str, policies: &[&str]) -> (String, String) {
     let r = s
@@ -285,4 +285,60 @@ async fn list_query_parameter_is_parsed_like_go_booleans() {
     let r = s.root(Method::GET, "sys/policies/acl?list=yes", None).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.body, json!({"errors": []}));
+}
+
+/// hvac's `auth.token.renew` of a login token, then `sys.read_lease` of its lease: OpenBao
+/// renews the token through its lease, so the lookup shows `last_renewal` (it was `null`).
+#[tokio::test]
+async fn renewing_a_login_token_sets_its_lease_last_renewal() {
+    let s = start().await;
+    let r = s
+        .root(
+            Method::POST,
+            "auth/idp/config",
+            Some(json!({"org_name": "a", "token_ttl": "1h"})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{:?}", r.body);
+    let r = s
+        .admin(Method::PUT, "idp/users/renewer", Some(json!({"password": "pw"})))
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = s
+        .call(
+            Method::POST,
+            "auth/idp/login/renewer",
+            None,
+            Some(json!({"password": "pw"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let tok = r.body["auth"]["client_token"].as_str().unwrap().to_string();
+    let keys = s
+        .root(list(), "sys/leases/lookup/auth/idp/login/renewer", None)
+        .await;
+    let lease = format!(
+        "auth/idp/login/renewer/{}",
+        keys.body["data"]["keys"][0].as_str().unwrap()
+    );
+    let before = s
+        .root(Method::PUT, "sys/leases/lookup", Some(json!({"lease_id": lease})))
+        .await;
+    assert_eq!(before.body["data"]["last_renewal"], Value::Null);
+    let r = s
+        .root(
+            Method::POST,
+            "auth/token/renew",
+            Some(json!({"token": tok, "increment": "10m"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let after = s
+        .root(Method::PUT, "sys/leases/lookup", Some(json!({"lease_id": lease})))
+        .await;
+    assert!(
+        after.body["data"]["last_renewal"].is_string(),
+        "{:?}",
+        after.body
+    );
 }

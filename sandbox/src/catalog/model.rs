@@ -166,9 +166,20 @@ pub struct Policy {
 
 impl Policy {
     /// The access level the policy grants on the `acl` resource (`acl = "read"|"write"|"deny"`).
+    /// Rules in JSON form (`{"acl": "read"}`) count too: Consul's policy parser is HCL's, which
+    /// reads JSON, and py-consul's `acl.policy.create(rules=...)` sends its rules through
+    /// `json.dumps`, so a dict of rules arrives in that form.
     pub fn acl_level(&self) -> Option<&'static str> {
         if self.id == GLOBAL_MANAGEMENT_ID {
             return Some("write");
+        }
+        if let Ok(Value::Object(rules)) = serde_json::from_str::<Value>(&self.rules) {
+            return match rules.get("acl").and_then(Value::as_str) {
+                Some("deny") => Some("deny"),
+                Some("write") => Some("write"),
+                Some("read") => Some("read"),
+                _ => None,
+            };
         }
         let compact: String = self.rules.chars().filter(|c| !c.is_whitespace()).collect();
         for level in ["deny", "write", "read"] {

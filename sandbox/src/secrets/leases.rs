@@ -283,11 +283,14 @@ pub fn sweep(store: &mut Store) {
     }
 }
 
-/// A lease's view, with token leases following their token's current expiry.
+/// A lease's view, with token leases following their token's current expiry and renewals: a
+/// token renewal (`auth/token/renew*`) is a renewal of its lease in OpenBao's expiration manager
+/// (`RenewToken` sets the lease entry's `LastRenewalTime`), so the lookup shows `last_renewal`
+/// (found with hvac's `auth.token.renew` then `sys.read_lease`, against OpenBao 2.7.2).
 fn view(store: &Store, l: &Lease) -> (i64, bool, Option<i64>) {
     if let LeaseKind::Token { token } = &l.kind {
         if let Some(t) = store.tokens.get(token) {
-            return (t.expire_time.unwrap_or(0), t.renewable, None);
+            return (t.expire_time.unwrap_or(0), t.renewable, t.last_renewal);
         }
     }
     (
