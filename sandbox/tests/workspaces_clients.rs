@@ -451,3 +451,17 @@ async fn put_where_post_or_patch_is_documented_is_served() {
     assert_eq!(r.status, 404);
     assert_eq!(r.body["errors"][0]["status"], "404");
 }
+
+/// python-tfe's `Run.target_addrs`/`replace_addrs` are `None` on a run created without them,
+/// as the live service answers `null` (issue 22); the sandbox answered `[]`.
+#[tokio::test]
+async fn run_target_and_replace_addrs_are_null_when_unset() {
+    let ws = Ws::start().await;
+    let w = ws.create_ws_with_config("addrs-unset", json!({})).await;
+    let run = ws.create_run(&w, json!({})).await;
+    let r = ws.get(&format!("/api/v2/runs/{run}")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let a = &r.body["data"]["attributes"];
+    assert_eq!(a["target-addrs"], Value::Null);
+    assert_eq!(a["replace-addrs"], Value::Null);
+}

@@ -293,12 +293,12 @@ pub fn run_json(state: &State, caller: &Caller, r: &Run) -> Value {
         "position-in-queue": position,
         "refresh": r.refresh,
         "refresh-only": r.refresh_only,
-        "replace-addrs": r.replace_addrs,
+        "replace-addrs": addrs_or_null(&r.replace_addrs),
         "save-plan": false,
         "source": r.source,
         "status": r.status,
         "status-timestamps": timestamps,
-        "target-addrs": r.target_addrs,
+        "target-addrs": addrs_or_null(&r.target_addrs),
         "engine-version": r.engine_version,
         "terraform-version": r.engine_version,
         "trigger-reason": r.trigger_reason,
@@ -1126,4 +1126,15 @@ async fn upload_cv(AxState(svc): AxState<Svc>, Path(id): Path<String>) -> Respon
         let _ = queue_run(&mut state, None, &cv.workspace, opts);
     }
     axum::http::StatusCode::OK.into_response()
+}
+
+/// `target-addrs`/`replace-addrs` are `null` when unset, as the live service answers them
+/// (python-tfe's `Run.target_addrs` reads `None`, go-tfe's `TargetAddrs` a nil slice); an
+/// empty array would read as "target nothing" to a typed client.
+fn addrs_or_null(addrs: &[String]) -> Value {
+    if addrs.is_empty() {
+        Value::Null
+    } else {
+        json!(addrs)
+    }
 }
