@@ -465,3 +465,41 @@ async fn run_target_and_replace_addrs_are_null_when_unset() {
     assert_eq!(a["target-addrs"], Value::Null);
     assert_eq!(a["replace-addrs"], Value::Null);
 }
+
+/// terrasnek's `no_code_provisioning.deploy` without a description: the workspace's
+/// `description` is `null`, as the live service answers (issue 22); the sandbox answered `""`.
+#[tokio::test]
+async fn no_code_workspace_description_is_null_when_unset() {
+    let ws = Ws::start().await;
+    let m = ws
+        .admin(
+            Method::POST,
+            "/registry-modules",
+            json!({"organization": ORG, "name": "descr", "provider": "aws", "versions": [
+                {"version": "1.0.0", "variables": [{"name": "region", "type": "string", "required": true}]}
+            ]}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = ws
+        .post(
+            &format!("/api/v2/organizations/{ORG}/no-code-modules"),
+            json!({"data": {"type": "no-code-modules", "attributes": {}, "relationships": {
+                "registry-module": {"data": {"id": m, "type": "registry-module"}}}}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let nc = r.body["data"]["id"].as_str().unwrap().to_string();
+    let r = ws
+        .post(
+            &format!("/api/v2/no-code-modules/{nc}/workspaces"),
+            json!({"data": {"type": "workspaces", "attributes": {"name": "descr-ws"},
+                "relationships": {"vars": {"data": [{"type": "vars", "attributes":
+                    {"key": "region", "value": "eu-west-1", "category": "terraform"}}]}}}}),
+        )
+        .await;
+    assert!(r.status == 201 || r.status == 200, "{}", r.body);
+    assert_eq!(r.body["data"]["attributes"]["description"], Value::Null);
+}

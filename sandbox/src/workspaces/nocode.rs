@@ -858,7 +858,9 @@ async fn create_workspace(
         let vars = parse_vars(data, &nc, &m, &version, true)?;
         let mut ws = new_workspace(state, &org, &project);
         ws.name = name;
-        ws.description = Some(a.string("description")?.unwrap_or_default());
+        // Unset stays `null`, as the live service answers (issue 22; terrasnek's
+        // `no_code_provisioning.deploy` without a description reads `None`).
+        ws.description = a.string("description")?;
         ws.auto_apply = a.bool("auto-apply")?.unwrap_or(false);
         ws.execution_mode = mode;
         ws.agent_pool_id = pool;
