@@ -94,6 +94,16 @@ check(len(canaries) == 1, "one canary", allocs)
 check(canaries[0]["ClientStatus"] == "pending" and canaries[0]["TaskStates"] is None,
       canaries[0])
 
+step("allocation reads: list (prefix), by id, per job; unknown is 404")
+listed = n.allocations.get_allocations()
+check({a["ID"] for a in allocs} <= {a["ID"] for a in listed}, "every allocation listed")
+check(n.allocations.get_allocations(prefix=canaries[0]["ID"][:4]), "prefix")
+a = n.allocation.get_allocation(canaries[0]["ID"])
+check(a["ID"] == canaries[0]["ID"] and a["DeploymentID"] == dep_id, a)
+check({x["ID"] for x in n.job.get_allocations("web")} >= {x["ID"] for x in allocs}, "job allocs")
+raises(nx.URLNotFoundNomadException, n.allocation.get_allocation,
+       "00000000-0000-0000-0000-000000000000")
+
 step("promote before the canary is healthy: 500 naming the group's healthy count")
 e = raises(nx.BaseNomadException, n.deployment.promote_deployment_all, dep_id)
 check('Task group "web" has 0/1 healthy allocations' in e.nomad_resp.text, e.nomad_resp.text)

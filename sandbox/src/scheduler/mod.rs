@@ -45,6 +45,7 @@
 
 pub mod acl;
 mod acl_api;
+mod allocs;
 mod admin_api;
 pub mod model;
 pub mod wire;
@@ -220,6 +221,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/job/{job_id}/deployment", any(job_latest_deployment))
         .route("/v1/acl/token/self", any(token_self))
         .merge(acl_api::routes())
+        .merge(allocs::routes())
         .route("/v1/status/leader", any(status_leader))
         .route("/v1/status/peers", any(status_peers))
         .route("/v1/regions", any(regions))
