@@ -33,15 +33,12 @@ async fn policy_rules_in_json_form_grant_like_their_hcl_form() {
     .await
     .unwrap();
     assert_eq!(r.status(), 200);
-    let tok: Value = put(
-        "/v1/acl/token",
-        json!({"Policies": [{"Name": "readers"}]}),
-    )
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let tok: Value = put("/v1/acl/token", json!({"Policies": [{"Name": "readers"}]}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let reader = tok["SecretID"].as_str().unwrap();
     let list = http
         .get(format!("{url}/v1/acl/tokens"))

@@ -62,7 +62,11 @@ async fn allocations_are_listed_read_by_id_and_listed_per_job() {
         .unwrap();
     assert_eq!(r.status(), 404);
     assert_eq!(r.text().await.unwrap(), "alloc not found");
-    let r = http.get(format!("{url}/v1/allocations")).send().await.unwrap();
+    let r = http
+        .get(format!("{url}/v1/allocations"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
     sb.shutdown();
 }

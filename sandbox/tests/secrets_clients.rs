@@ -301,7 +301,11 @@ async fn renewing_a_login_token_sets_its_lease_last_renewal() {
         .await;
     assert_eq!(r.status, 204, "{:?}", r.body);
     let r = s
-        .admin(Method::PUT, "idp/users/renewer", Some(json!({"password": "pw"})))
+        .admin(
+            Method::PUT,
+            "idp/users/renewer",
+            Some(json!({"password": "pw"})),
+        )
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     let r = s
@@ -322,7 +326,11 @@ async fn renewing_a_login_token_sets_its_lease_last_renewal() {
         keys.body["data"]["keys"][0].as_str().unwrap()
     );
     let before = s
-        .root(Method::PUT, "sys/leases/lookup", Some(json!({"lease_id": lease})))
+        .root(
+            Method::PUT,
+            "sys/leases/lookup",
+            Some(json!({"lease_id": lease})),
+        )
         .await;
     assert_eq!(before.body["data"]["last_renewal"], Value::Null);
     let r = s
@@ -334,7 +342,11 @@ async fn renewing_a_login_token_sets_its_lease_last_renewal() {
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     let after = s
-        .root(Method::PUT, "sys/leases/lookup", Some(json!({"lease_id": lease})))
+        .root(
+            Method::PUT,
+            "sys/leases/lookup",
+            Some(json!({"lease_id": lease})),
+        )
         .await;
     assert!(
         after.body["data"]["last_renewal"].is_string(),

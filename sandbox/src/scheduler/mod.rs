@@ -45,8 +45,8 @@
 
 pub mod acl;
 mod acl_api;
-mod allocs;
 mod admin_api;
+mod allocs;
 pub mod model;
 pub mod wire;
 
