@@ -112,6 +112,17 @@ step("promote of a group without canaries (and an unknown group) succeeds")
 r = n.deployment.promote_deployment_groups(dep_id, groups=["api", "nope"])
 check(r["EvalID"] and r["DeploymentModifyIndex"] > 0, r)
 
+step("evaluations: the one a control answers, the one that placed an allocation, lists")
+ev = n.evaluation.get_evaluation(r["EvalID"])
+check(ev["ID"] == r["EvalID"] and ev["DeploymentID"] == dep_id and ev["JobID"] == "web", ev)
+check(ev["Status"] == "complete", ev["Status"])
+placed = n.evaluation.get_allocations(canaries[0]["EvalID"])
+check(canaries[0]["ID"] in [x["ID"] for x in placed], placed)
+check(r["EvalID"] in [e["ID"] for e in n.evaluations.get_evaluations()], "evaluations list")
+check(r["EvalID"] in [e["ID"] for e in n.job.get_evaluations("web")], "job evaluations")
+raises(nx.URLNotFoundNomadException, n.evaluation.get_evaluation,
+       "00000000-0000-0000-0000-000000000000")
+
 step("pause and resume restart the deadline; resume says 'Deployment is running'")
 r = n.deployment.pause_deployment(dep_id, True)
 check(r["EvalID"] == "" or r["EvalID"] is None or isinstance(r["EvalID"], str), r)

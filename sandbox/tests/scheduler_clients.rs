@@ -70,3 +70,93 @@ async fn allocations_are_listed_read_by_id_and_listed_per_job() {
     assert_eq!(r.status(), 403);
     sb.shutdown();
 }
+
+/// python-nomad's `evaluation.get_evaluation(resp["EvalID"])` after a control, and
+/// `evaluation.get_allocations(alloc["EvalID"])`, `evaluations.get_evaluations()`,
+/// `job.get_evaluations(job)`: every evaluation ID the sandbox hands out is readable.
+#[tokio::test]
+async fn evaluations_from_controls_and_placements_are_readable() {
+    let sb = start(SandboxOptions::ephemeral()).await.unwrap();
+    let url = sb.scheduler_url.clone();
+    let http = reqwest::Client::new();
+    let reg: Value = http
+        .post(format!("{url}/_sandbox/scheduler/jobs"))
+        .json(
+            &json!({"ID": "api", "TaskGroups": [{"Name": "api", "Count": 1, "Tasks": ["server"]}]}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let dep = reg["DeploymentID"].as_str().unwrap().to_string();
+    let get = |path: String| {
+        http.get(format!("{url}{path}"))
+            .header("X-Nomad-Token", "root")
+            .send()
+    };
+    let r: Value = http
+        .post(format!("{url}/v1/deployment/pause/{dep}"))
+        .header("X-Nomad-Token", "root")
+        .json(&json!({"DeploymentID": dep, "Pause": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let eval_id = r["EvalID"].as_str().unwrap().to_string();
+    assert!(!eval_id.is_empty(), "{r}");
+    let ev: Value = get(format!("/v1/evaluation/{eval_id}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ev["ID"], eval_id.as_str());
+    assert_eq!(ev["DeploymentID"], dep.as_str());
+    assert_eq!(ev["JobID"], "api");
+    assert_eq!(ev["Status"], "complete");
+    assert_eq!(ev["TriggeredBy"], "deployment-watcher");
+    let allocs: Value = get("/v1/job/api/allocations".into())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let placed_by = allocs[0]["EvalID"].as_str().unwrap().to_string();
+    let placed: Value = get(format!("/v1/evaluation/{placed_by}/allocations"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(placed[0]["ID"], allocs[0]["ID"]);
+    let all: Value = get("/v1/evaluations".into())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["ID"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&eval_id.as_str()) && ids.contains(&placed_by.as_str()));
+    let by_job: Value = get("/v1/job/api/evaluations".into())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(by_job.as_array().unwrap().len(), 2);
+    let r = get("/v1/evaluation/00000000-0000-0000-0000-000000000000".into())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.text().await.unwrap(), "eval not found");
+    sb.shutdown();
+}

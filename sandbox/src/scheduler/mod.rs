@@ -47,6 +47,7 @@ pub mod acl;
 mod acl_api;
 mod admin_api;
 mod allocs;
+pub mod evals;
 pub mod model;
 pub mod wire;
 
@@ -222,6 +223,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .route("/v1/acl/token/self", any(token_self))
         .merge(acl_api::routes())
         .merge(allocs::routes())
+        .merge(evals::routes())
         .route("/v1/status/leader", any(status_leader))
         .route("/v1/status/peers", any(status_peers))
         .route("/v1/regions", any(regions))
@@ -554,14 +556,17 @@ async fn control(
         if !acl.allow(&ns, &["submit-job", kind.capability()]) {
             return Err(ApiError::permission_denied());
         }
-        match kind {
+        let r = match kind {
             Control::Fail => st.fail(&id),
             Control::Pause => st.pause(&id, pause),
             Control::Promote => st.promote(&id, all, &groups),
             Control::AllocHealth => st.allocation_health(&id, &healthy, &unhealthy),
             Control::Unblock if s.community => Ok(st.unblock_noop()),
             Control::Unblock => st.unblock(&id),
-        }
+        }?;
+        // The evaluation a control answers is readable (`GET /v1/evaluation/:id`).
+        evals::record(st, &r.eval_id, &id, "deployment-watcher", r.index);
+        Ok(r)
     })?;
     Ok(json_response(&result.to_api(), Some(result.index), false))
 }

@@ -400,6 +400,9 @@ pub struct State {
     pub acl: AclState,
     /// A fixed node all allocations are placed on.
     pub node_id: String,
+    /// Evaluations handed out (control answers, placements), by ID: see `evals.rs`.
+    #[serde(default)]
+    pub evals: BTreeMap<String, super::evals::Eval>,
 }
 
 fn now_ns() -> i64 {
