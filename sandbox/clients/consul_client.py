@@ -17,11 +17,13 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import time
 import urllib.parse
 import uuid
 
 import consul
+import requests
 from consul.callback import CB
 
 from _rename_header import session
@@ -71,6 +73,12 @@ def sa_jwt(ns, name, ttl=600):
 
 
 anon = client()
+
+
+def catalog_admin(body):
+    r = requests.put(f"{ADDR.scheme}://{ADDR.netloc}/_sandbox/catalog/config", json=body, timeout=30)
+    check(r.ok, r.status_code, r.text)
+
 
 step("start-up calls: status leader and peers")
 check(anon.status.leader(), "leader")
@@ -169,5 +177,24 @@ step("delete the binding rule, the auth method, the role")
 check(c.acl.binding_rule.delete(rule["ID"]) is True, "rule delete")
 check(c.acl.auth_method.delete("k8s") is True, "method delete")
 check(c.acl.role.delete(role["ID"]) is True, "role delete")
+
+step("bootstrap through a follower: the 403 carries the RPC prefix (the reset index still parses)")
+catalog_admin({"BootstrapFromFollower": True})
+e = raises(consul.ACLPermissionDenied, anon.acl.bootstrap)
+check(re.search(r"rpc error making call: ACL bootstrap no longer allowed \(reset index: \d+\)",
+                str(e)), e)
+
+step("replication in a secondary: LastError is kept after recovery, health is LastSuccess later")
+catalog_admin({"SecondaryDatacenter": "dc2", "TokenReplication": True})
+catalog_admin({"ReplicationError": "failed to sync remote tokens"})
+rep = c.http.get(CB.json(), "/v1/acl/replication", params=[("dc", "dc2")],
+                 headers=c.prepare_headers())
+check(rep["Enabled"] is True and rep["LastError"] > rep["LastSuccess"], rep)
+catalog_admin({"ReplicationError": ""})
+ok = c.http.get(CB.json(), "/v1/acl/replication", params=[("dc", "dc2")],
+                headers=c.prepare_headers())
+check(ok["LastError"] == rep["LastError"], "never cleared", ok)
+check(ok["LastErrorMessage"] == "failed to sync remote tokens", ok)
+check(ok["LastSuccess"] > ok["LastError"], "healthy again", ok)
 
 print("py-consul: all calls answered as the real service does")

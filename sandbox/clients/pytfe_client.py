@@ -123,6 +123,15 @@ check({t.key for t in tfe.workspaces.list_effective_tag_bindings(ws.id)} >= {"en
       "effective")
 raises(errors.TFEError, lambda: list(tfe.workspaces.add_tag_bindings(
     ws.id, m.WorkspaceAddTagBindingsOptions(tag_bindings=[m.TagBinding(key="hc:x", value="1")]))))
+tagged = tfe.workspaces.create(ORG, m.WorkspaceCreateOptions(
+    name=uniq("tagged"), tag_bindings=[m.TagBinding(key="env", value="dev")]))
+check([(t.key, t.value) for t in tfe.workspaces.list_tag_bindings(tagged.id)] == [("env", "dev")],
+      "tag bindings given on create")
+tfe.workspaces.update_by_id(tagged.id, m.WorkspaceUpdateOptions(
+    tag_bindings=[m.TagBinding(key="env", value="prod")]))
+check([(t.key, t.value) for t in tfe.workspaces.list_tag_bindings(tagged.id)] == [("env", "prod")],
+      "tag bindings given on update")
+tfe.workspaces.delete_by_id(tagged.id)
 tfe.workspaces.delete_all_tag_bindings(ws.id)
 check(list(tfe.workspaces.list_tag_bindings(ws.id)) == [], "all deleted")
 
