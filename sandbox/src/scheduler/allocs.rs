@@ -29,7 +29,7 @@ pub fn routes() -> Router<Scheduler> {
         .route("/v1/job/{job_id}/allocations", any(job_allocs))
 }
 
-fn sorted<'a>(mut v: Vec<&'a model::Alloc>) -> Vec<&'a model::Alloc> {
+fn sorted(mut v: Vec<&model::Alloc>) -> Vec<&model::Alloc> {
     v.sort_by_key(|a| (a.create_index, a.name.clone()));
     v
 }
