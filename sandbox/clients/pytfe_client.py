@@ -172,18 +172,19 @@ tfe.runs.discard(run.id, m.RunDiscardOptions(comment="no"))
 check(wait_run(run.id, {"discarded"}).status == "discarded", "discarded")
 
 step("run: a pending run is cancelable; cancel while planning, then force-cancel")
-admin("PUT", "settings", {"step_ms": 1500})  # a plan long enough to act on while it runs
+admin("PUT", "settings", {"step_ms": 2000})  # a plan long enough to act on while it runs
 admin("POST", "scripts", {"workspace": ws.id, "cancel": "ignore"})
 run = tfe.runs.create(m.RunCreateOptions(workspace=m.Workspace(id=ws.id)))
 run = wait_run(run.id, {"planning"})
 check(run.actions.is_cancelable is True, run.actions)
+# The scripted run ignores the cancel and stays planning until force-canceled.
+tfe.runs.cancel(run.id, m.RunCancelOptions(comment="stop"))
 queued = tfe.runs.create(m.RunCreateOptions(workspace=m.Workspace(id=ws.id)))
 check(queued.status == "pending", queued.status)
 check(queued.actions.is_cancelable is True and queued.actions.is_discardable is False,
       queued.actions)
 tfe.runs.cancel(queued.id, m.RunCancelOptions(comment="not needed"))
 check(wait_run(queued.id, {"canceled"}).status == "canceled", "pending run canceled")
-tfe.runs.cancel(run.id, m.RunCancelOptions(comment="stop"))
 for _ in range(200):
     run = tfe.runs.read(run.id)
     if run.actions.is_force_cancelable:

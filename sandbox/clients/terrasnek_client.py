@@ -155,17 +155,18 @@ e = raises(tx.TFCHTTPConflict, api.runs.apply, run["id"], {"comment": "late"})
 check(e, "apply outside is-confirmable is 409")
 
 step("runs: cancel a pending run; force-cancel a run that ignores cancel")
-admin("PUT", "settings", {"step_ms": 1500})
+admin("PUT", "settings", {"step_ms": 2000})  # a plan long enough to act on while it runs
 admin("POST", "scripts", {"workspace": wid, "cancel": "ignore"})
 run = api.runs.create(run_payload(wid))["data"]
 run = wait_run(run["id"], {"planning"})
+# The scripted run ignores the cancel and stays planning until force-canceled.
+api.runs.cancel(run["id"], {"comment": "stop"})
 queued = api.runs.create(run_payload(wid))["data"]
 qa = queued["attributes"]
 check(qa["status"] == "pending" and qa["actions"]["is-cancelable"] is True
       and qa["actions"]["is-discardable"] is False, qa["actions"])
 api.runs.cancel(queued["id"], {"comment": "not needed"})
 wait_run(queued["id"], {"canceled"})
-api.runs.cancel(run["id"], {"comment": "stop"})
 for _ in range(200):
     if api.runs.show(run["id"])["data"]["attributes"]["actions"]["is-force-cancelable"]:
         break
