@@ -313,3 +313,45 @@ async fn kubectl_create_token_prints_a_token_for_the_audience_it_was_asked_for()
     assert!(o.stderr.contains("not found"), "{}", o.stderr);
     s.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_state_directory_the_signing_key_survives_a_restart_so_issued_tokens_stay_valid() {
+    use quartet_sandbox::apiserver::{ApiServer, ApiServerOptions};
+    let dir = std::env::temp_dir().join(format!("quartet-sa-key-{}", uuid::Uuid::new_v4()));
+    let opts = ApiServerOptions {
+        state_dir: Some(dir.clone()),
+        ..Default::default()
+    };
+    let s = ApiServer::start(opts.clone()).await.unwrap();
+    let h = Http::new(&s);
+    let (_, tr) = h
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts/default/token",
+            json!({"spec": {"audiences": ["x"]}}),
+        )
+        .await;
+    let jwt = tr["status"]["token"].as_str().unwrap().to_string();
+    let pem = s.service_account_public_key_pem();
+    s.shutdown().await;
+    let key = std::fs::metadata(dir.join("sa-signing-key.pem")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(key.permissions().mode() & 0o777, 0o600);
+    }
+
+    let s = ApiServer::start(opts).await.unwrap();
+    assert_eq!(s.service_account_public_key_pem(), pem);
+    let h = Http::new(&s);
+    let c = verify_with_jwks(&h, &jwt).await;
+    assert_eq!(c["sub"], "system:serviceaccount:default:default");
+    let (_, r) = h
+        .post(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            json!({"spec": {"token": jwt, "audiences": ["x"]}}),
+        )
+        .await;
+    assert_eq!(r["status"]["authenticated"], true, "{r}");
+    s.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
