@@ -148,15 +148,16 @@ fn url_decode_pairs(query: &str) -> Vec<(String, String)> {
 
 /// Try to show the URL in a browser; a machine without one is fine (the URL is printed).
 fn open_browser(url: &str) {
-    let browser = std::env::var("BROWSER").ok().filter(|b| !b.trim().is_empty());
+    let browser = std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty());
     let cmd = match browser {
         Some(b) => b,
         None => {
             let has_display = std::env::var_os("DISPLAY").is_some()
                 || std::env::var_os("WAYLAND_DISPLAY").is_some();
-            let on_path = std::env::var_os("PATH").is_some_and(|p| {
-                std::env::split_paths(&p).any(|d| d.join("xdg-open").is_file())
-            });
+            let on_path = std::env::var_os("PATH")
+                .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("xdg-open").is_file()));
             if !(has_display && on_path) {
                 return;
             }
@@ -204,7 +205,9 @@ async fn receive_redirect(
                     ),
                 };
                 let _ = tx.send(redirect).await;
-                Html(format!("<!doctype html><title>quartet</title><p>{page}</p>"))
+                Html(format!(
+                    "<!doctype html><title>quartet</title><p>{page}</p>"
+                ))
             }
         }),
     );
@@ -272,7 +275,9 @@ async fn write_secret(
     let (ns, name) = target
         .split_once('/')
         .filter(|(n, m)| !n.is_empty() && !m.is_empty())
-        .ok_or_else(|| CatalogLoginError::Input(format!("--secret {target:?} is not NAMESPACE/NAME")))?;
+        .ok_or_else(|| {
+            CatalogLoginError::Input(format!("--secret {target:?} is not NAMESPACE/NAME"))
+        })?;
     let out = |e: String| CatalogLoginError::Output(e);
     let config = match &args.kubeconfig {
         Some(path) => {
@@ -281,7 +286,9 @@ async fn write_secret(
                 .await
                 .map_err(|e| out(e.to_string()))?
         }
-        None => kube::Config::infer().await.map_err(|e| out(e.to_string()))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| out(e.to_string()))?,
     };
     let client = kube::Client::try_from(config).map_err(|e| out(e.to_string()))?;
     let secret = json!({
@@ -317,7 +324,9 @@ fn write_file(path: &std::path::Path, content: &str) -> std::io::Result<()> {
 pub async fn run(args: CatalogArgs) -> Result<(), CatalogLoginError> {
     let CatalogCommand::Login(args) = args.command;
     if !args.oidc {
-        return Err(CatalogLoginError::Input("only --oidc logins are interactive".into()));
+        return Err(CatalogLoginError::Input(
+            "only --oidc logins are interactive".into(),
+        ));
     }
     let token = match &args.token_env {
         Some(var) => Some(std::env::var(var).map_err(|_| {
@@ -327,7 +336,9 @@ pub async fn run(args: CatalogArgs) -> Result<(), CatalogLoginError> {
     };
     let listener = tokio::net::TcpListener::bind(args.listen_addr)
         .await
-        .map_err(|e| CatalogLoginError::Listener(format!("cannot listen on {}: {e}", args.listen_addr)))?;
+        .map_err(|e| {
+            CatalogLoginError::Listener(format!("cannot listen on {}: {e}", args.listen_addr))
+        })?;
     let port = listener
         .local_addr()
         .map_err(|e| CatalogLoginError::Listener(e.to_string()))?
@@ -352,7 +363,15 @@ pub async fn run(args: CatalogArgs) -> Result<(), CatalogLoginError> {
     if !meta.is_empty() {
         body["Meta"] = Value::Object(meta);
     }
-    let started = post(&http, &args, token.as_deref(), "auth-url", "/v1/acl/oidc/auth-url", &body).await?;
+    let started = post(
+        &http,
+        &args,
+        token.as_deref(),
+        "auth-url",
+        "/v1/acl/oidc/auth-url",
+        &body,
+    )
+    .await?;
     let auth_url = started["AuthURL"]
         .as_str()
         .filter(|u| !u.is_empty())
@@ -381,7 +400,15 @@ pub async fn run(args: CatalogArgs) -> Result<(), CatalogLoginError> {
     if let Some(ns) = &args.namespace {
         body["Namespace"] = json!(ns);
     }
-    let t = post(&http, &args, token.as_deref(), "callback", "/v1/acl/oidc/callback", &body).await?;
+    let t = post(
+        &http,
+        &args,
+        token.as_deref(),
+        "callback",
+        "/v1/acl/oidc/callback",
+        &body,
+    )
+    .await?;
     let secret_id = t["SecretID"].as_str().unwrap_or_default().to_string();
     if secret_id.is_empty() {
         return Err(CatalogLoginError::Refused {
@@ -396,8 +423,12 @@ pub async fn run(args: CatalogArgs) -> Result<(), CatalogLoginError> {
             Output::Token => secret_id.clone(),
             Output::Json => t.to_string(),
         };
-        write_file(path, &content).map_err(|e| CatalogLoginError::Output(format!("{}: {e}", path.display())))?;
-        eprintln!("Logged in (accessor {accessor}); token written to {}", path.display());
+        write_file(path, &content)
+            .map_err(|e| CatalogLoginError::Output(format!("{}: {e}", path.display())))?;
+        eprintln!(
+            "Logged in (accessor {accessor}); token written to {}",
+            path.display()
+        );
     } else if let Some(target) = &args.secret {
         write_secret(&args, target, &t).await?;
         eprintln!("Logged in (accessor {accessor}); token kept in Secret {target}");

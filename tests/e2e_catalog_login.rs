@@ -18,7 +18,11 @@ use support::*;
 fn catalog_with_oidc(sb: &Sandbox) -> String {
     let catalog = sb.url("catalog").to_string();
     for (method, path, body) in [
-        ("PUT", "config", json!({"Enterprise": true, "UseRootToken": true})),
+        (
+            "PUT",
+            "config",
+            json!({"Enterprise": true, "UseRootToken": true}),
+        ),
         (
             "POST",
             "auth-methods",
@@ -51,7 +55,10 @@ fn catalog_with_oidc(sb: &Sandbox) -> String {
 }
 
 /// Start the login; returns the child and the authorization URL it printed (on stderr).
-fn start_login(catalog: &str, extra: &[&str]) -> (Child, String, std::sync::mpsc::Receiver<String>) {
+fn start_login(
+    catalog: &str,
+    extra: &[&str],
+) -> (Child, String, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new(BIN)
         .args([
             "catalog",
@@ -136,7 +143,10 @@ fn the_oidc_login_prints_a_working_token_after_the_browser_comes_back_to_the_loo
         redirect.starts_with("http%3A%2F%2Flocalhost%3A"),
         "{redirect}"
     );
-    assert!(!redirect.contains("localhost%3A8550%2F"), "a random port, not the fixed one");
+    assert!(
+        !redirect.contains("localhost%3A8550%2F"),
+        "a random port, not the fixed one"
+    );
     // The browser follows the provider's redirect to the CLI's listener.
     let page = browser().get(&url).send().unwrap();
     assert_eq!(page.status().as_u16(), 200);
@@ -149,7 +159,10 @@ fn the_oidc_login_prints_a_working_token_after_the_browser_comes_back_to_the_loo
     assert_eq!(s, 200, "{me}");
     assert_eq!(me["AuthMethod"], "oidc");
     assert_eq!(me["Roles"][0]["Name"], "admins");
-    assert!(me["Description"].as_str().unwrap().contains("laptop"), "{me}");
+    assert!(
+        me["Description"].as_str().unwrap().contains("laptop"),
+        "{me}"
+    );
     assert!(!stderr.contains(&token), "the token went to stderr");
 }
 

@@ -205,7 +205,10 @@ fn replication_status_of_an_unhealthy_secondary_shows_healthy_false() {
             })
             .map(str::to_string)
     });
-    assert!(lag_line.starts_with("quartet_catalog_acl_replication"), "{lag_line}");
+    assert!(
+        lag_line.starts_with("quartet_catalog_acl_replication"),
+        "{lag_line}"
+    );
     // Owned: the Secret names the resource as its owner.
     let s = sb.get_json("secret", "rep-token").unwrap();
     assert_eq!(s["metadata"]["ownerReferences"][0]["name"], "rep");
@@ -651,7 +654,11 @@ fn pause_and_resume_follow_spec_paused_and_a_token_without_submit_job_is_forbidd
 fn quartet_dev(
     dir: &std::path::Path,
     resync: &str,
-) -> (std::process::Child, std::collections::HashMap<String, String>, std::path::PathBuf) {
+) -> (
+    std::process::Child,
+    std::collections::HashMap<String, String>,
+    std::path::PathBuf,
+) {
     let kubeconfig = dir.join("kubeconfig");
     let mut child = Command::new(BIN)
         .args([
@@ -692,8 +699,7 @@ fn kubectl_ok(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<&str>) 
 }
 
 #[test]
-fn the_catalog_acl_token_and_deployment_gate_examples_become_ready_under_quartet_dev_as_written(
-) {
+fn the_catalog_acl_token_and_deployment_gate_examples_become_ready_under_quartet_dev_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, urls, kubeconfig) = quartet_dev(dir.path(), "30s");
     let apply = |file: &str| {
@@ -758,7 +764,12 @@ fn a_service_account_token_from_token_request_is_exchanged_rotated_and_logged_ou
     for name in ["web", "api"] {
         kubectl_ok(
             &kc,
-            &["wait", "--for=condition=Ready", "--timeout=60s", &format!("catalogacltoken/{name}")],
+            &[
+                "wait",
+                "--for=condition=Ready",
+                "--timeout=60s",
+                &format!("catalogacltoken/{name}"),
+            ],
             None,
         );
     }
@@ -780,17 +791,25 @@ fn a_service_account_token_from_token_request_is_exchanged_rotated_and_logged_ou
     wait_for("the old token logged out after rotation", WAIT, || {
         (!token_works(&catalog, &first)).then_some(())
     });
-    assert!(token_works(&catalog, &rotated) || {
-        // Rotated again meanwhile (8s): the Secret's current token works.
-        let now = secret_value(&kc, "web", "token").unwrap();
-        token_works(&catalog, &now)
-    });
+    assert!(
+        token_works(&catalog, &rotated) || {
+            // Rotated again meanwhile (8s): the Secret's current token works.
+            let now = secret_value(&kc, "web", "token").unwrap();
+            token_works(&catalog, &now)
+        }
+    );
 
     // Revoked behind the operator's back: noticed at the next resync, replaced by a new login.
     let api_before = secret_value(&kc, "api", "token").expect("token");
     let login_before = kubectl_ok(
         &kc,
-        &["get", "catalogacltoken", "api", "-o", "jsonpath={.status.lastLoginTime}"],
+        &[
+            "get",
+            "catalogacltoken",
+            "api",
+            "-o",
+            "jsonpath={.status.lastLoginTime}",
+        ],
         None,
     );
     let (st, _) = http(
@@ -819,7 +838,13 @@ fn a_service_account_token_from_token_request_is_exchanged_rotated_and_logged_ou
     assert_eq!(refused["type"], "Warning");
     let login_after = kubectl_ok(
         &kc,
-        &["get", "catalogacltoken", "api", "-o", "jsonpath={.status.lastLoginTime}"],
+        &[
+            "get",
+            "catalogacltoken",
+            "api",
+            "-o",
+            "jsonpath={.status.lastLoginTime}",
+        ],
         None,
     );
     assert!(!login_before.is_empty());
@@ -829,7 +854,14 @@ fn a_service_account_token_from_token_request_is_exchanged_rotated_and_logged_ou
     let web_last = secret_value(&kc, "web", "token").unwrap();
     kubectl_ok(
         &kc,
-        &["delete", "catalogacltoken", "web", "api", "--wait=true", "--timeout=30s"],
+        &[
+            "delete",
+            "catalogacltoken",
+            "web",
+            "api",
+            "--wait=true",
+            "--timeout=30s",
+        ],
         None,
     );
     wait_for("logged out on delete", WAIT, || {

@@ -27,7 +27,10 @@ async fn verify_with_jwks(h: &Http, jwt: &str) -> serde_json::Map<String, Value>
     let (s, conf) = h.get("/.well-known/openid-configuration").await;
     assert_eq!(s, 200, "{conf}");
     assert_eq!(conf["issuer"], ISSUER);
-    assert_eq!(conf["id_token_signing_alg_values_supported"], json!(["RS256"]));
+    assert_eq!(
+        conf["id_token_signing_alg_values_supported"],
+        json!(["RS256"])
+    );
     let jwks_path = conf["jwks_uri"]
         .as_str()
         .unwrap()
@@ -65,11 +68,13 @@ async fn verify_with_jwks(h: &Http, jwt: &str) -> serde_json::Map<String, Value>
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_request_returns_an_rs256_jwt_with_the_standard_claims_signed_by_the_published_key(
-) {
+async fn a_token_request_returns_an_rs256_jwt_with_the_standard_claims_signed_by_the_published_key()
+{
     let s = server().await;
     let h = Http::new(&s);
-    let (code, sa) = h.get("/api/v1/namespaces/default/serviceaccounts/default").await;
+    let (code, sa) = h
+        .get("/api/v1/namespaces/default/serviceaccounts/default")
+        .await;
     assert_eq!(code, 200, "{sa}");
     let (code, tr) = h
         .post(
@@ -98,11 +103,13 @@ async fn a_token_request_returns_an_rs256_jwt_with_the_standard_claims_signed_by
     assert!(!c["jti"].as_str().unwrap().is_empty());
     assert_eq!(c["kubernetes.io"]["namespace"], "default");
     assert_eq!(c["kubernetes.io"]["serviceaccount"]["name"], "default");
-    assert_eq!(c["kubernetes.io"]["serviceaccount"]["uid"], sa["metadata"]["uid"]);
-    let expires = chrono::DateTime::parse_from_rfc3339(
-        tr["status"]["expirationTimestamp"].as_str().unwrap(),
-    )
-    .unwrap();
+    assert_eq!(
+        c["kubernetes.io"]["serviceaccount"]["uid"],
+        sa["metadata"]["uid"]
+    );
+    let expires =
+        chrono::DateTime::parse_from_rfc3339(tr["status"]["expirationTimestamp"].as_str().unwrap())
+            .unwrap();
     assert_eq!(expires.timestamp(), exp);
     s.shutdown().await;
 }
@@ -118,7 +125,10 @@ async fn a_token_request_defaults_to_an_hour_and_the_issuer_audience_and_refuses
     assert_eq!(tr["spec"]["expirationSeconds"], 3600);
     let c = verify_with_jwks(&h, tr["status"]["token"].as_str().unwrap()).await;
     assert_eq!(c["aud"], json!([ISSUER]));
-    assert_eq!(c["exp"].as_i64().unwrap() - c["iat"].as_i64().unwrap(), 3600);
+    assert_eq!(
+        c["exp"].as_i64().unwrap() - c["iat"].as_i64().unwrap(),
+        3600
+    );
 
     let (code, st) = h
         .post(path, json!({"spec": {"expirationSeconds": 599}}))
@@ -145,8 +155,7 @@ async fn a_token_request_defaults_to_an_hour_and_the_issuer_audience_and_refuses
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_bound_to_a_secret_carries_its_claim_and_stops_reviewing_once_the_secret_is_gone(
-) {
+async fn a_token_bound_to_a_secret_carries_its_claim_and_stops_reviewing_once_the_secret_is_gone() {
     let s = server().await;
     let h = Http::new(&s);
     let (code, sec) = h
@@ -170,7 +179,10 @@ async fn a_token_bound_to_a_secret_carries_its_claim_and_stops_reviewing_once_th
     let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
                         "spec": {"token": jwt, "audiences": ["x"]}});
     let (code, r) = h
-        .post("/apis/authentication.k8s.io/v1/tokenreviews", review.clone())
+        .post(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            review.clone(),
+        )
         .await;
     assert_eq!(code, 201, "{r}");
     assert_eq!(r["status"]["authenticated"], true, "{r}");
@@ -217,19 +229,29 @@ async fn a_token_review_authenticates_the_service_account_checks_the_audience_an
     let (code, r) = h.post(path, review(json!(["catalog"]), &jwt)).await;
     assert_eq!(code, 201, "{r}");
     assert_eq!(r["status"]["authenticated"], true, "{r}");
-    assert_eq!(r["status"]["user"]["username"], "system:serviceaccount:default:app");
+    assert_eq!(
+        r["status"]["user"]["username"],
+        "system:serviceaccount:default:app"
+    );
     assert_eq!(r["status"]["audiences"], json!(["catalog"]));
     let groups = r["status"]["user"]["groups"].as_array().unwrap();
-    assert!(groups.contains(&json!("system:serviceaccounts:default")), "{r}");
+    assert!(
+        groups.contains(&json!("system:serviceaccounts:default")),
+        "{r}"
+    );
 
     let (_, r) = h.post(path, review(json!(["vault"]), &jwt)).await;
     assert_ne!(r["status"]["authenticated"], true, "{r}");
-    assert!(r["status"]["error"].as_str().unwrap().contains("invalid bearer token"));
+    assert!(r["status"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("invalid bearer token"));
     let (_, r) = h.post(path, review(json!([]), "not-a-jwt")).await;
     assert_ne!(r["status"]["authenticated"], true, "{r}");
 
     // Recreated under the same name: a new uid, so the old token no longer reviews.
-    h.delete("/api/v1/namespaces/default/serviceaccounts/app").await;
+    h.delete("/api/v1/namespaces/default/serviceaccounts/app")
+        .await;
     h.post(
         "/api/v1/namespaces/default/serviceaccounts",
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app"}}),
@@ -307,7 +329,10 @@ async fn kubectl_create_token_prints_a_token_for_the_audience_it_was_asked_for()
     let c = verify_with_jwks(&h, jwt).await;
     assert_eq!(c["sub"], "system:serviceaccount:ns:default");
     assert_eq!(c["aud"], json!(["x"]));
-    assert_eq!(c["exp"].as_i64().unwrap() - c["iat"].as_i64().unwrap(), 1200);
+    assert_eq!(
+        c["exp"].as_i64().unwrap() - c["iat"].as_i64().unwrap(),
+        1200
+    );
     let o = k.run(&["create", "token", "nobody", "-n", "ns"]);
     assert!(!o.ok);
     assert!(o.stderr.contains("not found"), "{}", o.stderr);

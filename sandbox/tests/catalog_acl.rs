@@ -452,7 +452,10 @@ async fn a_failing_secondary_keeps_its_replicated_indexes_while_the_primary_move
         .await
         .json();
     assert_eq!(v["ReplicatedIndex"], frozen["ReplicatedIndex"]);
-    assert!(v["ReplicatedIndex"].as_u64().unwrap() < policies.index(), "{v}");
+    assert!(
+        v["ReplicatedIndex"].as_u64().unwrap() < policies.index(),
+        "{v}"
+    );
     // Recovery: a successful round catches up.
     t.admin(
         "PUT",

@@ -622,9 +622,15 @@ async fn the_admin_api_adds_an_identical_binding_rule_only_once() {
         Some(json!({"Name": "k8s", "Type": "kubernetes", "Config": {"ValidationKey": "k"}})),
     )
     .await;
-    let rule = json!({"AuthMethod": "k8s", "BindType": "service", "BindName": "${serviceaccount.name}"});
+    let rule =
+        json!({"AuthMethod": "k8s", "BindType": "service", "BindName": "${serviceaccount.name}"});
     let first = t
-        .call("POST", "/_sandbox/catalog/binding-rules", None, Some(rule.clone()))
+        .call(
+            "POST",
+            "/_sandbox/catalog/binding-rules",
+            None,
+            Some(rule.clone()),
+        )
         .await
         .json();
     let second = t

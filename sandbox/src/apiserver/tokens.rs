@@ -156,9 +156,10 @@ pub fn public_route(signer: &Signer, addr: &str, segs: &[&str]) -> Option<Respon
                 "id_token_signing_alg_values_supported": ["RS256"],
             }),
         )),
-        ["openid", "v1", "jwks"] => {
-            Some(json_response(StatusCode::OK, &json!({"keys": [signer.key().jwk.clone()]})))
-        }
+        ["openid", "v1", "jwks"] => Some(json_response(
+            StatusCode::OK,
+            &json!({"keys": [signer.key().jwk.clone()]}),
+        )),
         _ => None,
     }
 }
@@ -172,20 +173,20 @@ pub fn route(
     body: &[u8],
 ) -> Option<Result<Response, ApiError>> {
     match segs {
-        ["api", "v1", "namespaces", ns, "serviceaccounts", name, "token"] => Some(
-            if method == Method::POST {
+        ["api", "v1", "namespaces", ns, "serviceaccounts", name, "token"] => {
+            Some(if method == Method::POST {
                 token_request(signer, st, ns, name, body)
             } else {
                 Err(ApiError::method_not_allowed())
-            },
-        ),
-        ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => Some(
-            if method == Method::POST {
+            })
+        }
+        ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => {
+            Some(if method == Method::POST {
                 token_review(signer, st, body)
             } else {
                 Err(ApiError::method_not_allowed())
-            },
-        ),
+            })
+        }
         _ => None,
     }
 }
@@ -244,12 +245,18 @@ fn token_request(
     if exp_secs > 1 << 32 {
         return Err(invalid(
             "spec.expirationSeconds",
-            format!("Invalid value: {exp_secs}: may not specify a duration larger than 2^32 seconds"),
+            format!(
+                "Invalid value: {exp_secs}: may not specify a duration larger than 2^32 seconds"
+            ),
         ));
     }
     let mut audiences: Vec<String> = spec["audiences"]
         .as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     if audiences.is_empty() {
         // The API server's own audiences (`--api-audiences`, default: the issuer).
@@ -318,7 +325,11 @@ fn token_review(signer: &Signer, st: &State, body: &[u8]) -> Result<Response, Ap
     let token = req["spec"]["token"].as_str().unwrap_or_default();
     let wanted: Vec<String> = req["spec"]["audiences"]
         .as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     let respond = |status: Value| {
         json_response(
@@ -327,13 +338,17 @@ fn token_review(signer: &Signer, st: &State, body: &[u8]) -> Result<Response, Ap
                 "metadata": {"creationTimestamp": null}, "spec": req["spec"].clone(), "status": status}),
         )
     };
-    let refuse = |why: &str| respond(json!({"user": {}, "error": format!("[invalid bearer token, {why}]")}));
+    let refuse =
+        |why: &str| respond(json!({"user": {}, "error": format!("[invalid bearer token, {why}]")}));
     let Some(claims) = signer.verify(token) else {
         return Ok(refuse("token could not be validated"));
     };
     let token_aud: Vec<String> = match &claims["aud"] {
         Value::String(s) => vec![s.clone()],
-        Value::Array(a) => a.iter().filter_map(|s| s.as_str().map(String::from)).collect(),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|s| s.as_str().map(String::from))
+            .collect(),
         _ => Vec::new(),
     };
     // Without audiences in the review, the API server's own audiences are the target.
@@ -374,7 +389,9 @@ fn token_review(signer: &Signer, st: &State, body: &[u8]) -> Result<Response, Ap
             .get(&key, ns, sname)
             .is_some_and(|o| o["metadata"]["uid"] == s["uid"]);
         if !ok {
-            return Ok(refuse(&format!("secret {ns}/{sname} has been deleted or recreated")));
+            return Ok(refuse(&format!(
+                "secret {ns}/{sname} has been deleted or recreated"
+            )));
         }
     }
     let jti = claims["jti"].as_str().unwrap_or_default();

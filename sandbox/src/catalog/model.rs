@@ -379,8 +379,11 @@ impl State {
     /// The secondary's replicated (policy, role, token) indexes: the primary's current ones
     /// while replication works, frozen at the first failure while it fails.
     pub fn replicated_indexes(&self) -> [u64; 3] {
-        self.replicated_at_failure
-            .unwrap_or([self.policies_index, self.roles_index, self.tokens_index])
+        self.replicated_at_failure.unwrap_or([
+            self.policies_index,
+            self.roles_index,
+            self.tokens_index,
+        ])
     }
 
     /// A replication round failed now with `message`: `LastError` moves (strictly after the

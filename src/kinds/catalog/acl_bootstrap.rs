@@ -269,7 +269,9 @@ impl CatalogAclBootstrap {
             // move the raft index too): no lag then.
             let lag = crate::reconcile::metrics::ReplicationLag {
                 index: primary.0.map(|p| p.saturating_sub(r.replicated_index)),
-                token_index: primary.1.map(|p| p.saturating_sub(r.replicated_token_index)),
+                token_index: primary
+                    .1
+                    .map(|p| p.saturating_sub(r.replicated_token_index)),
             };
             let since = chrono::DateTime::parse_from_rfc3339(&r.last_success)
                 .ok()
