@@ -123,6 +123,7 @@ async fn a_token_request_defaults_to_an_hour_and_the_issuer_audience_and_refuses
     let (code, tr) = h.post(path, json!({"spec": {}})).await;
     assert_eq!(code, 201, "{tr}");
     assert_eq!(tr["spec"]["expirationSeconds"], 3600);
+    assert_eq!(tr["spec"]["audiences"], json!([ISSUER]));
     let c = verify_with_jwks(&h, tr["status"]["token"].as_str().unwrap()).await;
     assert_eq!(c["aud"], json!([ISSUER]));
     assert_eq!(

@@ -304,7 +304,8 @@ fn token_request(
         "kubernetes.io": k8s, "sub": format!("system:serviceaccount:{ns}:{name}"),
     });
     let token = signer.sign(&claims)?;
-    let mut out_spec = json!({"audiences": spec["audiences"].as_array().cloned().unwrap_or_default(),
+    // As the real registry does, the answer's spec carries the defaulted audiences.
+    let mut out_spec = json!({"audiences": audiences,
         "expirationSeconds": exp_secs, "boundObjectRef": null});
     if bound.is_object() {
         out_spec["boundObjectRef"] = bound.clone();
