@@ -72,9 +72,9 @@ fn config_str(m: &super::model::AuthMethod, key: &str) -> String {
 }
 
 /// Whether `uri` is an allowed redirect. A loopback URI (`localhost`, `127.0.0.1`, `::1`)
-/// matches an allowed one whatever its port, as the real service's OIDC library does
-/// (`validRedirect`, after RFC 8252 §7.3: a native app's CLI listens on a port the OS picks);
-/// any other URI must be listed exactly.
+/// matches an allowed one whatever its port, as the real service does (Consul's
+/// `internal/go-sso/oidcauth/util.go` `validRedirect`, after RFC 8252 §7.3: a native app's CLI
+/// listens on a port the OS picks); any other URI must be listed exactly.
 fn valid_redirect(uri: &str, allowed: &[String]) -> bool {
     /// `(scheme, host, path-and-query)` of a loopback URI; `None` for any other.
     fn loopback(u: &str) -> Option<(String, String, String)> {
