@@ -1,4 +1,4 @@
-//! Command line: `quartet run | crd | sandbox | dev`.
+//! Command line: `quartet run | crd | sandbox | dev | leases | login | catalog`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +45,8 @@ pub enum Command {
     Leases(crate::leases::LeasesArgs),
     /// Log in to the secrets service (identity-provider auth method) and print the token.
     Login(crate::login::LoginArgs),
+    /// The catalog from the command line: `login --oidc` (interactive OIDC login).
+    Catalog(crate::catalog_login::CatalogArgs),
     /// Not in this build (built without the `sandbox` feature).
     #[cfg(not(feature = "sandbox"))]
     #[command(hide = true)]
@@ -226,6 +228,7 @@ pub fn main() -> ExitCode {
             #[cfg(not(feature = "sandbox"))]
             Command::Dev(_) => not_built("dev"),
             Command::Login(args) => crate::login::run(args).await.map_err(Into::into),
+            Command::Catalog(args) => crate::catalog_login::run(args).await.map_err(Into::into),
         }
     });
     match result {

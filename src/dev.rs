@@ -107,6 +107,8 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     .await?;
     seed_example_module(&sandbox, &args.services.organization).await?;
     seed_directory(sandbox.secrets_url()).await?;
+    trust_cluster_in_catalog(&sandbox, &api).await?;
+    seed_demo_job(&sandbox).await?;
 
     let shutdown = CancellationToken::new();
     tokio::spawn(controllers::cancel_on_signal(shutdown.clone()));
@@ -313,5 +315,87 @@ async fn seed_directory(secrets_url: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+/// The catalog's auth method for this cluster's ServiceAccounts (`examples/catalog-acl-token.yaml`).
+pub const CATALOG_AUTH_METHOD: &str = "kubernetes";
+
+/// A `kubernetes` auth method in the catalog that trusts the dev API server's service-account
+/// tokens (what `examples/catalog-acl-token.yaml` logs in with), and a binding rule giving every
+/// ServiceAccount the service identity of its name, so a login yields a usable token. A real
+/// catalog asks the cluster's TokenReview API; the sandbox catalog verifies the JWT itself with
+/// the key given as `Config.ValidationKey` (the API server's public signing key) and the issuer.
+async fn trust_cluster_in_catalog(sandbox: &Sandbox, api: &ApiServer) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let base = format!("{}/_sandbox/catalog", sandbox.catalog_url);
+    for (path, body) in [
+        (
+            "auth-methods",
+            json!({
+                "Name": CATALOG_AUTH_METHOD, "Type": "kubernetes",
+                "DisplayName": "quartet dev cluster",
+                "Config": {
+                    "Host": api.url(),
+                    "CACert": api.ca_pem(),
+                    "ValidationKey": api.service_account_public_key_pem(),
+                    "Issuer": api.service_account_issuer(),
+                }
+            }),
+        ),
+        (
+            "binding-rules",
+            json!({"AuthMethod": CATALOG_AUTH_METHOD, "BindType": "service",
+                   "BindName": "${serviceaccount.name}"}),
+        ),
+    ] {
+        let resp = http
+            .post(format!("{base}/{path}"))
+            .body(body.to_string())
+            .send()
+            .await?;
+        anyhow::ensure!(
+            resp.status().is_success(),
+            "configuring the catalog's {CATALOG_AUTH_METHOD} auth method ({path}) failed: {}",
+            resp.status()
+        );
+    }
+    Ok(())
+}
+
+/// The scheduler job `examples/deployment-gate.yaml` drives (`web`: two allocations), registered
+/// through the scheduler sandbox's admin API with its allocations reported healthy, as a real
+/// cluster's clients would. Its first version has no canaries, so its deployment succeeds once
+/// healthy and the example's gate is `Ready`; a later version (registered the same way) gets a
+/// canary that the gate promotes. Left alone when the job exists (`--state-dir` restarts).
+async fn seed_demo_job(sandbox: &Sandbox) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let base = format!("{}/_sandbox/scheduler", sandbox.scheduler_url);
+    if http
+        .get(format!("{base}/jobs/default/web"))
+        .send()
+        .await?
+        .status()
+        .is_success()
+    {
+        return Ok(());
+    }
+    let job = json!({"ID": "web", "TaskGroups": [{"Name": "web", "Count": 2, "Canary": 1}]});
+    let resp: serde_json::Value = http
+        .post(format!("{base}/jobs"))
+        .body(job.to_string())
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let deployment = resp["DeploymentID"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("the demo job was registered without a deployment"))?;
+    http.post(format!("{base}/deployments/{deployment}/health"))
+        .body(json!({"Healthy": true}).to_string())
+        .send()
+        .await?
+        .error_for_status()?;
+    Ok(())
+}
+
 /// The Secret with the sandbox's unseal key shares in `quartet dev --secrets-clusters N`.
 pub const DR_KEY_SHARES: &str = "dr-key-shares";

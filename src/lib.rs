@@ -1,6 +1,7 @@
 //! Quartet: a Kubernetes operator for four infrastructure services. See README.md.
 
 pub mod api;
+pub mod catalog_login;
 pub mod cli;
 pub mod clients;
 pub mod controllers;

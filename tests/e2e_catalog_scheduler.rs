@@ -182,6 +182,33 @@ fn replication_status_of_an_unhealthy_secondary_shows_healthy_false() {
         metrics.contains(r#"datacenter="dc2",measure="seconds_since_last_success"}"#),
         "{metrics}"
     );
+    // The primary moves on while dc2 fails: the index lag (primary's policy list index minus
+    // dc2's ReplicatedIndex) grows past zero.
+    http(
+        "POST",
+        &format!("{catalog}/_sandbox/catalog/policies"),
+        None,
+        Some(json!({"Name": "written-during-the-outage", "Rules": "acl = \"read\""})),
+    );
+    let lag_line = wait_for("a positive index lag", WAIT, || {
+        let text = reqwest::blocking::get(format!("http://{addr}/metrics"))
+            .ok()?
+            .text()
+            .ok()?;
+        text.lines()
+            .find(|l| l.contains(r#"datacenter="dc2",measure="index_lag"}"#))
+            .filter(|l| {
+                l.rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .is_some_and(|v| v > 0.0)
+            })
+            .map(str::to_string)
+    });
+    assert!(
+        lag_line.starts_with("quartet_catalog_acl_replication"),
+        "{lag_line}"
+    );
     // Owned: the Secret names the resource as its owner.
     let s = sb.get_json("secret", "rep-token").unwrap();
     assert_eq!(s["metadata"]["ownerReferences"][0]["name"], "rep");
@@ -196,6 +223,15 @@ fn replication_status_of_an_unhealthy_secondary_shows_healthy_false() {
         "failed to sync remote tokens"
     );
     assert!(condition_is(&obj, "ReplicationHealthy", "True"), "{obj}");
+    // Caught up after the recovery: no lag.
+    wait_for("the index lag back to zero", WAIT, || {
+        let text = reqwest::blocking::get(format!("http://{addr}/metrics"))
+            .ok()?
+            .text()
+            .ok()?;
+        text.contains(r#"datacenter="dc2",measure="index_lag"} 0"#)
+            .then_some(())
+    });
 }
 
 // ---- CatalogAclToken ----
@@ -613,10 +649,17 @@ fn pause_and_resume_follow_spec_paused_and_a_token_without_submit_job_is_forbidd
 
 // ---- examples under `quartet dev` ----
 
-#[test]
-fn the_catalog_and_deployment_gate_examples_become_ready_under_quartet_dev() {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
+/// `quartet dev` on ephemeral ports, resyncing every `resync`: the child, its printed
+/// addresses, and the kubeconfig (in `dir`).
+fn quartet_dev(
+    dir: &std::path::Path,
+    resync: &str,
+) -> (
+    std::process::Child,
+    std::collections::HashMap<String, String>,
+    std::path::PathBuf,
+) {
+    let kubeconfig = dir.join("kubeconfig");
     let mut child = Command::new(BIN)
         .args([
             "dev",
@@ -635,53 +678,203 @@ fn the_catalog_and_deployment_gate_examples_become_ready_under_quartet_dev() {
             "--metrics-addr",
             "127.0.0.1:0",
             "--resync-interval",
-            "30s",
+            resync,
         ])
         .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.path().join("dev.log")).unwrap())
+        .stderr(std::fs::File::create(dir.join("dev.log")).unwrap())
         .spawn()
         .unwrap();
     let urls = read_ready(&mut child, "Quartet dev is ready");
+    (child, urls, kubeconfig)
+}
+
+fn kubectl_ok(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<&str>) -> String {
+    let out = kubectl(kubeconfig, args, stdin);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn the_catalog_acl_token_and_deployment_gate_examples_become_ready_under_quartet_dev_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, urls, kubeconfig) = quartet_dev(dir.path(), "30s");
     let apply = |file: &str| {
         let path = repo_root().join("examples").join(file);
-        let out = kubectl(&kubeconfig, &["apply", "-f", path.to_str().unwrap()], None);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        kubectl_ok(&kubeconfig, &["apply", "-f", path.to_str().unwrap()], None);
     };
     let wait_ready = |what: &str| {
-        let out = kubectl(
+        kubectl_ok(
             &kubeconfig,
             &["wait", "--for=condition=Ready", "--timeout=60s", what],
             None,
         );
-        assert!(
-            out.status.success(),
-            "{what} not Ready: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     };
     apply("catalog.yaml");
     wait_ready("catalogaclbootstrap/catalog-acl");
-    // The dev scheduler has no jobs: register the example's job as its comment says.
-    let sched = urls["scheduler"].clone();
-    let (_, v) = http(
-        "POST",
-        &format!("{sched}/_sandbox/scheduler/jobs"),
+    // `quartet dev` configured the `kubernetes` auth method and registered the job `web`.
+    apply("catalog-acl-token.yaml");
+    wait_ready("catalogacltoken/app-catalog-token");
+    let token = secret_value(&kubeconfig, "app-catalog-token", "token").expect("token");
+    let (status, me) = http(
+        "GET",
+        &format!("{}/v1/acl/token/self", urls["catalog"]),
+        Some(("X-Catalog-Token", &token)),
         None,
-        Some(json!({"ID": "web", "TaskGroups": [{"Name": "web", "Count": 2, "Canary": 1}]})),
     );
-    let dep = v["DeploymentID"].as_str().unwrap().to_string();
-    http(
-        "POST",
-        &format!("{sched}/_sandbox/scheduler/deployments/{dep}/health"),
-        None,
-        Some(json!({"Healthy": true})),
-    );
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(me["ServiceIdentities"][0]["ServiceName"], "app");
     apply("deployment-gate.yaml");
     wait_ready("deploymentgate/web");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn secret_value(kubeconfig: &std::path::Path, name: &str, key: &str) -> Option<String> {
+    let out = kubectl(kubeconfig, &["get", "secret", name, "-o", "json"], None);
+    if !out.status.success() {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(v["data"][key].as_str()?)
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+#[test]
+fn a_service_account_token_from_token_request_is_exchanged_rotated_and_logged_out_and_a_revoked_one_is_replaced_at_the_next_resync(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, urls, kc) = quartet_dev(dir.path(), "3s");
+    let catalog = urls["catalog"].clone();
+    let token_yaml = |name: &str, rotation: &str| {
+        format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: default}}\n---\n\
+             apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclToken\nmetadata: {{name: {name}, namespace: default}}\n\
+             spec:\n  authMethod: kubernetes\n  serviceAccountName: {name}\n  audience: catalog\n  rotationInterval: {rotation}\n"
+        )
+    };
+    // `web` rotates every 8s; `api` would rotate after an hour only.
+    kubectl_ok(&kc, &["apply", "-f", "-"], Some(&token_yaml("web", "8s")));
+    kubectl_ok(&kc, &["apply", "-f", "-"], Some(&token_yaml("api", "1h")));
+    for name in ["web", "api"] {
+        kubectl_ok(
+            &kc,
+            &[
+                "wait",
+                "--for=condition=Ready",
+                "--timeout=60s",
+                &format!("catalogacltoken/{name}"),
+            ],
+            None,
+        );
+    }
+    // The token was exchanged for the ServiceAccount's identity.
+    let first = secret_value(&kc, "web", "token").expect("token");
+    let (status, me) = http(
+        "GET",
+        &format!("{catalog}/v1/acl/token/self"),
+        Some(("X-Catalog-Token", &first)),
+        None,
+    );
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(me["AuthMethod"], "kubernetes");
+    assert_eq!(me["ServiceIdentities"][0]["ServiceName"], "web");
+    // Rotation: a new token, and the old one stops working.
+    let rotated = wait_for("rotated token", WAIT, || {
+        secret_value(&kc, "web", "token").filter(|t| *t != first)
+    });
+    wait_for("the old token logged out after rotation", WAIT, || {
+        (!token_works(&catalog, &first)).then_some(())
+    });
+    assert!(
+        token_works(&catalog, &rotated) || {
+            // Rotated again meanwhile (8s): the Secret's current token works.
+            let now = secret_value(&kc, "web", "token").unwrap();
+            token_works(&catalog, &now)
+        }
+    );
+
+    // Revoked behind the operator's back: noticed at the next resync, replaced by a new login.
+    let api_before = secret_value(&kc, "api", "token").expect("token");
+    let login_before = kubectl_ok(
+        &kc,
+        &[
+            "get",
+            "catalogacltoken",
+            "api",
+            "-o",
+            "jsonpath={.status.lastLoginTime}",
+        ],
+        None,
+    );
+    let (st, _) = http(
+        "POST",
+        &format!("{catalog}/v1/acl/logout"),
+        Some(("X-Catalog-Token", &api_before)),
+        None,
+    );
+    assert_eq!(st, 200);
+    assert!(!token_works(&catalog, &api_before));
+    let api_after = wait_for("a new token after the refusal", WAIT, || {
+        secret_value(&kc, "api", "token").filter(|t| *t != api_before && token_works(&catalog, t))
+    });
+    assert_ne!(api_after, api_before);
+    // A re-login caused by the refusal (rotationInterval is 1h): a TokenRefused Warning.
+    let refused = wait_for("a TokenRefused event", WAIT, || {
+        let events: Value =
+            serde_json::from_str(&kubectl_ok(&kc, &["get", "events", "-o", "json"], None)).ok()?;
+        events["items"]
+            .as_array()?
+            .iter()
+            .find(|e| e["reason"] == "TokenRefused")
+            .cloned()
+    });
+    assert_eq!(refused["involvedObject"]["name"], "api", "{refused}");
+    assert_eq!(refused["type"], "Warning");
+    let login_after = kubectl_ok(
+        &kc,
+        &[
+            "get",
+            "catalogacltoken",
+            "api",
+            "-o",
+            "jsonpath={.status.lastLoginTime}",
+        ],
+        None,
+    );
+    assert!(!login_before.is_empty());
+    assert_ne!(login_before, login_after);
+
+    // Delete: each token is logged out (stops working).
+    let web_last = secret_value(&kc, "web", "token").unwrap();
+    kubectl_ok(
+        &kc,
+        &[
+            "delete",
+            "catalogacltoken",
+            "web",
+            "api",
+            "--wait=true",
+            "--timeout=30s",
+        ],
+        None,
+    );
+    wait_for("logged out on delete", WAIT, || {
+        (!token_works(&catalog, &web_last) && !token_works(&catalog, &api_after)).then_some(())
+    });
+    // No token in the operator's log or the Events.
+    let log = std::fs::read_to_string(dir.path().join("dev.log")).unwrap_or_default();
+    let events = kubectl_ok(&kc, &["get", "events", "-o", "json"], None);
+    for text in [log, events] {
+        for secret in [&first, &rotated, &api_before, &api_after, &web_last] {
+            assert!(!text.contains(secret.as_str()), "a token leaked");
+        }
+    }
     let _ = child.kill();
     let _ = child.wait();
 }

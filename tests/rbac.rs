@@ -266,7 +266,8 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         // A NoCodeWorkspace reads the NoCodeModule it names (tests/e2e_nocode.rs).
         ("workspaces.quartet.dev", "nocodemodules", "get"),
         ("", "secrets", "patch"),
-        // TokenRequest (CatalogAclToken serviceAccountName): the dev API server has none yet.
+        // TokenRequest (CatalogAclToken serviceAccountName): this lifecycle creates none; exercised
+        // by tests/e2e_catalog_scheduler.rs.
         ("", "serviceaccounts/token", "create"),
     ]
     .into_iter()

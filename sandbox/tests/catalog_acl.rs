@@ -419,6 +419,59 @@ async fn replication_error_is_reported_after_the_last_success() {
 }
 
 #[tokio::test]
+async fn a_failing_secondary_keeps_its_replicated_indexes_while_the_primary_moves_on_until_it_recovers(
+) {
+    let t = T::new().await;
+    let mgmt = t.management().await;
+    t.admin(
+        "PUT",
+        "/_sandbox/catalog/config",
+        json!({"SecondaryDatacenter": "dc2", "TokenReplication": true}),
+    )
+    .await;
+    t.admin(
+        "PUT",
+        "/_sandbox/catalog/config",
+        json!({"ReplicationError": "failed to sync remote policies"}),
+    )
+    .await;
+    let frozen = t
+        .call("GET", "/v1/acl/replication?dc=dc2", None, None)
+        .await
+        .json();
+    // The primary writes a policy: its list index moves, the failing secondary's does not.
+    t.admin(
+        "POST",
+        "/_sandbox/catalog/policies",
+        json!({"Name": "late", "Rules": "acl = \"read\""}),
+    )
+    .await;
+    let policies = t.call("GET", "/v1/acl/policies", Some(&mgmt), None).await;
+    let v = t
+        .call("GET", "/v1/acl/replication?dc=dc2", None, None)
+        .await
+        .json();
+    assert_eq!(v["ReplicatedIndex"], frozen["ReplicatedIndex"]);
+    assert!(
+        v["ReplicatedIndex"].as_u64().unwrap() < policies.index(),
+        "{v}"
+    );
+    // Recovery: a successful round catches up.
+    t.admin(
+        "PUT",
+        "/_sandbox/catalog/config",
+        json!({"ReplicationError": ""}),
+    )
+    .await;
+    let policies = t.call("GET", "/v1/acl/policies", Some(&mgmt), None).await;
+    let v = t
+        .call("GET", "/v1/acl/replication?dc=dc2", None, None)
+        .await
+        .json();
+    assert_eq!(v["ReplicatedIndex"].as_u64().unwrap(), policies.index());
+}
+
+#[tokio::test]
 async fn unknown_datacenter_has_no_path() {
     let t = T::new().await;
     let r = t

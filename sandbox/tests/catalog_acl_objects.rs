@@ -611,3 +611,35 @@ async fn catalog_acl_responses_are_application_json() {
         assert_eq!(r.headers()["content-type"], "application/json", "{path}");
     }
 }
+
+#[tokio::test]
+async fn the_admin_api_adds_an_identical_binding_rule_only_once() {
+    let t = T::new().await;
+    t.call(
+        "POST",
+        "/_sandbox/catalog/auth-methods",
+        None,
+        Some(json!({"Name": "k8s", "Type": "kubernetes", "Config": {"ValidationKey": "k"}})),
+    )
+    .await;
+    let rule =
+        json!({"AuthMethod": "k8s", "BindType": "service", "BindName": "${serviceaccount.name}"});
+    let first = t
+        .call(
+            "POST",
+            "/_sandbox/catalog/binding-rules",
+            None,
+            Some(rule.clone()),
+        )
+        .await
+        .json();
+    let second = t
+        .call("POST", "/_sandbox/catalog/binding-rules", None, Some(rule))
+        .await
+        .json();
+    assert_eq!(first["ID"], second["ID"]);
+    let list = t
+        .ok("GET", "/v1/acl/binding-rules?authmethod=k8s", None)
+        .await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+}

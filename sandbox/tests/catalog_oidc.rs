@@ -376,3 +376,35 @@ async fn oidc_auth_url_needs_an_oidc_auth_method() {
         (403, "ACL not found: auth method \"nope\" not found")
     );
 }
+
+#[tokio::test]
+async fn a_loopback_redirect_uri_matches_an_allowed_one_on_any_port_and_other_uris_only_exactly() {
+    let t = T::new().await;
+    let try_uri = |uri: &'static str| {
+        let t = &t;
+        async move {
+            t.post(
+                "/v1/acl/oidc/auth-url",
+                json!({"AuthMethod": "oidc", "RedirectURI": uri, "ClientNonce": "n"}),
+            )
+            .await
+        }
+    };
+    // The allowed URI is http://localhost:8550/oidc/callback: a CLI listening on another
+    // loopback port (RFC 8252 §7.3) is accepted, as by the real service's OIDC library.
+    assert_eq!(try_uri("http://localhost:43211/oidc/callback").await.0, 200);
+    assert_eq!(try_uri("http://localhost/oidc/callback").await.0, 200);
+    // Host, scheme and path still have to match.
+    for uri in [
+        "http://127.0.0.1:8550/oidc/callback",
+        "https://localhost:8550/oidc/callback",
+        "http://localhost:8550/other",
+        "http://evil.example.com:8550/oidc/callback",
+    ] {
+        let (s, body) = try_uri(uri).await;
+        assert_eq!(
+            (s, body.as_str()),
+            (500, format!("unauthorized redirect_uri: {uri}").as_str())
+        );
+    }
+}

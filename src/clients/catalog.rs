@@ -86,6 +86,16 @@ impl CatalogClient {
     }
 
     /// `GET /v1/acl/replication?dc=...`: the datacenter's ACL replication status.
+    /// The index (`X-Consul-Index`) of an ACL list on the agent's datacenter: `policies` (what
+    /// `ReplicatedIndex` counts) or `tokens` (`ReplicatedTokenIndex`). Needs `acl:read`.
+    pub async fn acl_list_index(&self, list: &str) -> Result<Option<u64>, ClientError> {
+        Ok(self
+            .http
+            .call("GET", &format!("/v1/acl/{list}"), None)
+            .await?
+            .index)
+    }
+
     pub async fn replication(&self, dc: &str) -> Result<Value, ClientError> {
         Ok(self
             .http

@@ -117,6 +117,9 @@ impl ClientError {
 pub struct Response {
     pub status: StatusCode,
     pub body: Value,
+    /// The blocking-query index of a Consul-family service (`X-Consul-Index`, also sent as
+    /// `X-Catalog-Index`, or `X-Nomad-Index`), when the answer carries one.
+    pub index: Option<u64>,
 }
 
 /// The configured client of one Connection.
@@ -285,6 +288,11 @@ impl Http {
             .get("retry-after")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
+        let index = ["x-consul-index", "x-catalog-index", "x-nomad-index"]
+            .iter()
+            .find_map(|h| resp.headers().get(*h))
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
         let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
             service,
             detail: transport_detail(&e),
@@ -298,7 +306,11 @@ impl Http {
                     detail: e.to_string(),
                 })?
             };
-            return Ok(Response { status, body });
+            return Ok(Response {
+                status,
+                body,
+                index,
+            });
         }
         let message = self.redact(error_message(&bytes, status));
         Err(ClientError::Status {

@@ -85,8 +85,11 @@ impl Default for Metrics {
         let acl_replication = Family::<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(
             "catalog_acl_replication",
-            "ACL replication of a catalog datacenter, per CatalogAclBootstrap: healthy (1/0) and \
-             seconds since the last successful round (-1: never)",
+            "ACL replication of a catalog datacenter, per CatalogAclBootstrap: healthy (1/0), \
+             seconds since the last successful round (-1: never), and index_lag / \
+             token_index_lag: the primary's ACL policy / token list index minus the \
+             datacenter's ReplicatedIndex / ReplicatedTokenIndex (-1: unknown, e.g. the \
+             management token is refused)",
             acl_replication.clone(),
         );
         let dr_wal_lag = Family::<Labels, Gauge>::default();
@@ -129,6 +132,14 @@ impl Default for Metrics {
             kube_calls,
         }
     }
+}
+
+/// How far a secondary datacenter's ACL replication is behind its primary, in raft indexes
+/// (`None`: unknown).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReplicationLag {
+    pub index: Option<u64>,
+    pub token_index: Option<u64>,
 }
 
 impl Metrics {
@@ -193,6 +204,7 @@ impl Metrics {
         dc: &str,
         healthy: bool,
         since_success: Option<f64>,
+        lag: ReplicationLag,
     ) {
         let labels = |m: &str| {
             vec![
@@ -207,6 +219,14 @@ impl Metrics {
         self.acl_replication
             .get_or_create(&labels("seconds_since_last_success"))
             .set(since_success.unwrap_or(-1.0));
+        for (measure, v) in [
+            ("index_lag", lag.index),
+            ("token_index_lag", lag.token_index),
+        ] {
+            self.acl_replication
+                .get_or_create(&labels(measure))
+                .set(v.map(|v| v as f64).unwrap_or(-1.0));
+        }
     }
 
     pub fn dr_secondary(

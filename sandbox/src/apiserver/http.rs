@@ -32,6 +32,8 @@ pub struct Shared {
     /// Set by shutdown: connections kept alive from before answer 503 and close, so clients
     /// reconnect (to a restarted server on the same port).
     pub stopped: std::sync::atomic::AtomicBool,
+    /// The service-account token signing key.
+    pub signer: super::tokens::Signer,
 }
 
 const BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -222,6 +224,9 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
         ["healthz"] | ["livez"] | ["readyz"] => return Ok((StatusCode::OK, "ok").into_response()),
         _ => {}
     }
+    if let Some(r) = super::tokens::public_route(&sh.signer, &sh.addr, &segs) {
+        return Ok(r);
+    }
     if !authorized(sh, &headers) {
         return Err(ApiError::unauthorized());
     }
@@ -338,6 +343,12 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
             } else {
                 body
             };
+            {
+                let st = lock(sh)?;
+                if let Some(r) = super::tokens::route(&sh.signer, &st, &method, &segs, &body) {
+                    return r;
+                }
+            }
             resource(sh, &method, g, v, rest, query, &headers, &body)
         }
         _ => Err(ApiError::no_route()),

@@ -47,6 +47,9 @@
 //!   through ownerReferences; deletecollection; `dryRun=All`; `fieldValidation`
 //!   (Strict/Warn/Ignore) for unknown fields; protobuf request bodies for the built-in kinds
 //!   (kubectl's typed clients send them: `kubectl create secret generic ...`).
+//! * Service-account tokens: the `serviceaccounts/token` subresource (TokenRequest, what
+//!   `kubectl create token` calls), TokenReview, and the issuer discovery documents
+//!   (`/.well-known/openid-configuration`, `/openid/v1/jwks`); see [`tokens`].
 //! * Status subresource semantics: writes to the main resource ignore `status`, writes to
 //!   `/status` change only `status`; `metadata.generation` is bumped only by changes outside
 //!   metadata and status. No-op writes do not bump the resourceVersion.
@@ -98,6 +101,7 @@ pub mod schema;
 mod selector;
 mod store;
 mod tls;
+mod tokens;
 mod watch;
 
 use std::net::SocketAddr;
@@ -187,6 +191,7 @@ impl ApiServer {
             state_dir: opts.state_dir.clone(),
             stop,
             stopped: std::sync::atomic::AtomicBool::new(false),
+            signer: tokens::Signer::new(opts.state_dir.clone()),
         });
         let admin = Arc::new(Admin::default());
         let router = axum::Router::new()
@@ -237,6 +242,17 @@ impl ApiServer {
 
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// PEM (SPKI) public key of the service-account token signer: what a verifier of this
+    /// server's TokenRequest tokens trusts (also served as `/openid/v1/jwks`).
+    pub fn service_account_public_key_pem(&self) -> String {
+        self.shared.signer.public_key_pem()
+    }
+
+    /// The `iss` of this server's service-account tokens.
+    pub fn service_account_issuer(&self) -> &'static str {
+        tokens::ISSUER
     }
 
     /// The request log and fault injection of this listener (`/_sandbox/`).

@@ -106,6 +106,32 @@ const LEASE: &[F] = &[
     (2, "spec", Kind::Msg(LEASE_SPEC)),
 ];
 
+const BOUND_OBJECT_REF: &[F] = &[
+    (1, "kind", Kind::Str),
+    (2, "apiVersion", Kind::Str),
+    (3, "name", Kind::Str),
+    (4, "uid", Kind::Str),
+];
+
+const TOKEN_REQUEST_SPEC: &[F] = &[
+    (1, "audiences", Kind::RepStr),
+    (3, "boundObjectRef", Kind::Msg(BOUND_OBJECT_REF)),
+    (4, "expirationSeconds", Kind::Int),
+];
+
+/// authentication.k8s.io/v1 `TokenRequest` (`kubectl create token` sends it).
+const TOKEN_REQUEST: &[F] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "spec", Kind::Msg(TOKEN_REQUEST_SPEC)),
+];
+
+const TOKEN_REVIEW_SPEC: &[F] = &[(1, "token", Kind::Str), (2, "audiences", Kind::RepStr)];
+
+const TOKEN_REVIEW: &[F] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "spec", Kind::Msg(TOKEN_REVIEW_SPEC)),
+];
+
 const PRECONDITIONS: &[F] = &[(1, "uid", Kind::Str), (2, "resourceVersion", Kind::Str)];
 
 /// `DeleteOptions`: typed clients send it as the protobuf body of a DELETE (Helm's release
@@ -298,6 +324,8 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
         "ServiceAccount" => SERVICE_ACCOUNT,
         "Lease" => LEASE,
         "DeleteOptions" => DELETE_OPTIONS,
+        "TokenRequest" => TOKEN_REQUEST,
+        "TokenReview" => TOKEN_REVIEW,
         other => {
             return Err(ApiError::unsupported_media_type(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is not supported for {other})"

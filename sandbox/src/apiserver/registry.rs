@@ -458,6 +458,9 @@ impl Registry {
                 continue;
             }
             list.push(e);
+            if r.plural == "serviceaccounts" && r.group.is_empty() {
+                list.push(json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]}));
+            }
             if r.status_subresource {
                 list.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
             }
@@ -520,6 +523,9 @@ impl Registry {
                             }
                             if r.plural == "namespaces" && r.group.is_empty() {
                                 subs.push(json!({"subresource": "finalize", "responseKind": rk, "verbs": ["update"]}));
+                            }
+                            if r.plural == "serviceaccounts" && r.group.is_empty() {
+                                subs.push(json!({"subresource": "token", "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}, "verbs": ["create"]}));
                             }
                             let mut e = json!({
                                 "resource": r.plural, "responseKind": rk,

@@ -23,7 +23,8 @@
 //!   OIDC: `OIDCClientID`, `OIDCClientSecret`, `AllowedRedirectURIs`, `ClaimMappings`,
 //!   `ListClaimMappings`, `OIDCScopes`.
 //! * `POST /_sandbox/catalog/binding-rules` `{"AuthMethod", "Namespace", "Selector", "BindType":
-//!   "service"|"role"|"policy"|"node", "BindName"}` → `{"ID"}`.
+//!   "service"|"role"|"policy"|"node", "BindName"}` → `{"ID"}` (an identical rule is not added
+//!   twice: the existing one's ID is answered).
 //! * `POST /_sandbox/catalog/oidc/users` `{"Subject", "Claims": {...}}`: a user of the emulated
 //!   OIDC provider (see the `oidc` module).
 
@@ -323,6 +324,17 @@ async fn binding_rule(State(c): State<Catalog>, body: Bytes) -> Response {
         ));
     }
     let id = c.mutate(|st| {
+        // Idempotent, so a setup that runs at every start (`quartet dev --state-dir`) does
+        // not stack identical rules.
+        if let Some(r) = st.binding_rules.iter().find(|r| {
+            r.auth_method == b.auth_method
+                && r.namespace == b.namespace
+                && r.selector == b.selector
+                && r.bind_type == b.bind_type
+                && r.bind_name == b.bind_name
+        }) {
+            return r.id.clone();
+        }
         let index = st.bump();
         let id = uuid::Uuid::new_v4().to_string();
         st.binding_rules.push(BindingRule {

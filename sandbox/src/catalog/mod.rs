@@ -581,12 +581,13 @@ async fn replication(
                 Some(f) => (f.at.round_subsecs(0).to_rfc3339_opts(chrono::SecondsFormat::Secs, true), f.message.clone()),
                 None => (ZERO_TIME.to_string(), String::new()),
             };
+            let [policies, roles, token_index] = st.replicated_indexes();
             json!({
                 "Enabled": true, "Running": true, "SourceDatacenter": PRIMARY_DC,
                 "ReplicationType": if tokens { "tokens" } else { "policies" },
-                "ReplicatedIndex": st.policies_index,
-                "ReplicatedRoleIndex": st.roles_index,
-                "ReplicatedTokenIndex": if tokens { st.tokens_index } else { 0 },
+                "ReplicatedIndex": policies,
+                "ReplicatedRoleIndex": roles,
+                "ReplicatedTokenIndex": if tokens { token_index } else { 0 },
                 "LastSuccess": st.last_replication.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 "LastError": last_error, "LastErrorMessage": message,
             })

@@ -309,6 +309,11 @@ pub struct State {
     /// Replication is failing now: writes do not move `LastSuccess`.
     #[serde(default)]
     pub replication_failing: bool,
+    /// What the secondary had replicated when replication started failing (policy, role and
+    /// token indexes): the real status keeps `ReplicatedIndex`/`ReplicatedTokenIndex` at the
+    /// last successful round while the primary moves on, so the lag grows until recovery.
+    #[serde(default)]
+    pub replicated_at_failure: Option<[u64; 3]>,
     /// Answer bootstrap 403s as a follower does (`Permission denied: rpc error making call:
     /// ACL bootstrap no longer allowed (reset index: N)`).
     #[serde(default)]
@@ -344,6 +349,7 @@ impl State {
             secondary: None,
             replication_fault: None,
             replication_failing: false,
+            replicated_at_failure: None,
             bootstrap_from_follower: false,
             last_replication: Utc::now().round_subsecs(0),
             tokens_index: 1,
@@ -378,6 +384,17 @@ impl State {
         if at > self.last_replication {
             self.last_replication = at;
         }
+        self.replicated_at_failure = None;
+    }
+
+    /// The secondary's replicated (policy, role, token) indexes: the primary's current ones
+    /// while replication works, frozen at the first failure while it fails.
+    pub fn replicated_indexes(&self) -> [u64; 3] {
+        self.replicated_at_failure.unwrap_or([
+            self.policies_index,
+            self.roles_index,
+            self.tokens_index,
+        ])
     }
 
     /// A replication round failed now with `message`: `LastError` moves (strictly after the
@@ -389,6 +406,9 @@ impl State {
             at = after;
         }
         self.replication_fault = Some(ReplicationFault { message, at });
+        if !self.replication_failing {
+            self.replicated_at_failure = Some(self.replicated_indexes());
+        }
         self.replication_failing = true;
     }
 

@@ -71,6 +71,33 @@ fn config_str(m: &super::model::AuthMethod, key: &str) -> String {
         .to_string()
 }
 
+/// Whether `uri` is an allowed redirect. A loopback URI (`localhost`, `127.0.0.1`, `::1`)
+/// matches an allowed one whatever its port, as the real service does (Consul's
+/// `internal/go-sso/oidcauth/util.go` `validRedirect`, after RFC 8252 §7.3: a native app's CLI
+/// listens on a port the OS picks); any other URI must be listed exactly.
+fn valid_redirect(uri: &str, allowed: &[String]) -> bool {
+    /// `(scheme, host, path-and-query)` of a loopback URI; `None` for any other.
+    fn loopback(u: &str) -> Option<(String, String, String)> {
+        let (scheme, rest) = u.split_once("://")?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let host = if let Some(v6) = authority.strip_prefix('[') {
+            v6.split_once(']')?.0.to_string()
+        } else {
+            authority.split(':').next()?.to_string()
+        };
+        ["localhost", "127.0.0.1", "::1"]
+            .contains(&host.as_str())
+            .then(|| (scheme.to_string(), host, path.to_string()))
+    }
+    match loopback(uri) {
+        None => allowed.iter().any(|a| a == uri),
+        Some(want) => allowed.iter().any(|a| loopback(a).as_ref() == Some(&want)),
+    }
+}
+
 /// POST /v1/acl/oidc/auth-url
 pub async fn auth_url(
     State(c): State<Catalog>,
@@ -110,7 +137,7 @@ pub async fn auth_url(
                     .collect(),
                 _ => Vec::new(),
             };
-            if !allowed.iter().any(|a| a == &redirect_uri) {
+            if !valid_redirect(&redirect_uri, &allowed) {
                 return Err(ApiError::internal(format!(
                     "unauthorized redirect_uri: {redirect_uri}"
                 )));

@@ -226,6 +226,27 @@ impl CatalogAclBootstrap {
         Ok(out)
     }
 
+    /// The primary's current ACL policy and token list indexes, read with the management token
+    /// (the lists need `acl:read`); unknown when that token is refused or the call fails: the
+    /// lag metric is best effort and must not fail the pass.
+    async fn primary_acl_indexes(&self, ctx: &Context) -> (Option<u64>, Option<u64>) {
+        let ns = self.namespace().unwrap_or_default();
+        let Ok(client) = super::client_with_token_in(
+            ctx,
+            &ns,
+            self.connection_ref(),
+            &self.secret_name(),
+            "token",
+        )
+        .await
+        else {
+            return (None, None);
+        };
+        let policies = client.acl_list_index("policies").await.ok().flatten();
+        let tokens = client.acl_list_index("tokens").await.ok().flatten();
+        (policies, tokens)
+    }
+
     /// Add the replication fields and condition to a step.
     async fn with_replication(
         &self,
@@ -242,7 +263,16 @@ impl CatalogAclBootstrap {
             self.namespace().unwrap_or_default(),
             self.name_any()
         );
+        let primary = self.primary_acl_indexes(ctx).await;
         for r in &rep {
+            // A secondary's replicated index can pass the primary's list index (other tables
+            // move the raft index too): no lag then.
+            let lag = crate::reconcile::metrics::ReplicationLag {
+                index: primary.0.map(|p| p.saturating_sub(r.replicated_index)),
+                token_index: primary
+                    .1
+                    .map(|p| p.saturating_sub(r.replicated_token_index)),
+            };
             let since = chrono::DateTime::parse_from_rfc3339(&r.last_success)
                 .ok()
                 .filter(|_| r.last_success != ZERO_TIME)
@@ -251,7 +281,7 @@ impl CatalogAclBootstrap {
                         / 1000.0
                 });
             ctx.metrics
-                .acl_replication(&resource, &r.datacenter, r.healthy, since);
+                .acl_replication(&resource, &r.datacenter, r.healthy, since, lag);
         }
         let unhealthy: Vec<&str> = rep
             .iter()

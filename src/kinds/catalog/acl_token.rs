@@ -306,13 +306,21 @@ impl Operated for CatalogAclToken {
             },
         )
         .await?;
+        // A token that was there but is refused (revoked, expired, logged out elsewhere) is
+        // worth a Warning: someone or something acted on it behind this resource's back.
+        let refused = stored.token.is_some() && current.is_none();
         let mut step = self
             .ready(&accessor, Some(Utc::now()), ctx.settings.resync)
             .event(
-                false,
-                "LoggedIn",
+                refused,
+                if refused { "TokenRefused" } else { "LoggedIn" },
                 format!(
-                    "logged in with auth method {}; token in Secret {}",
+                    "{}logged in with auth method {}; token in Secret {}",
+                    if refused {
+                        "the catalog refused the previous token; "
+                    } else {
+                        ""
+                    },
                     self.spec.auth_method,
                     self.secret_name()
                 ),
