@@ -274,7 +274,7 @@ fn a_totp_method_is_created_edited_restored_after_drift_and_recreated_after_remo
         "corp",
         "{issuer: Acme, periodSeconds: 60, digits: 8, algorithm: SHA256, skew: 0, keySize: 32, qrSize: 150, maxValidationAttempts: 7}",
     ));
-    let obj = wait_ready(&sb, "totp", "corp");
+    let obj = wait_ready(sb, "totp", "corp");
     let id = remote_id(&obj);
     let m = svc.method(&id).expect("method exists in the service");
     assert_eq!(m["issuer"], "Acme");
@@ -286,7 +286,7 @@ fn a_totp_method_is_created_edited_restored_after_drift_and_recreated_after_remo
     assert_eq!(m["qr_size"], 150);
     assert_eq!(m["max_validation_attempts"], 7);
     assert_eq!(svc.method_ids(), vec![id.clone()]);
-    assert!(events(&sb).contains("Created"));
+    assert!(events(sb).contains("Created"));
 
     // Edit: the same method is updated in place.
     sb.apply_ok(&totp_method(
@@ -297,7 +297,7 @@ fn a_totp_method_is_created_edited_restored_after_drift_and_recreated_after_remo
         svc.method(&id)
             .filter(|m| m["issuer"] == "Acme Corp" && m["digits"] == 6)
     });
-    let obj = wait_ready(&sb, "totp", "corp");
+    let obj = wait_ready(sb, "totp", "corp");
     assert_eq!(remote_id(&obj), id);
     assert_eq!(svc.method_ids(), vec![id.clone()]);
     let m = svc.method(&id).unwrap();
@@ -321,7 +321,7 @@ fn a_totp_method_is_created_edited_restored_after_drift_and_recreated_after_remo
         })
     });
     assert_eq!(obj["status"]["driftedFields"], json!(["issuer"]));
-    assert!(events(&sb).contains("DriftCorrected"));
+    assert!(events(sb).contains("DriftCorrected"));
 
     // Remote delete: recreated, the new id recorded.
     let (status, _) = svc.call("DELETE", &format!("{TOTP}/{id}"), None);
@@ -348,13 +348,13 @@ fn retain_keeps_the_method_and_an_existing_method_is_adopted_by_its_id(backend: 
         "adopted",
         &format!("{{issuer: After, methodId: {id}, deletionPolicy: Retain}}"),
     ));
-    let obj = wait_ready(&sb, "totp", "adopted");
+    let obj = wait_ready(sb, "totp", "adopted");
     assert_eq!(remote_id(&obj), id);
     let m = svc.method(&id).unwrap();
     assert_eq!(m["issuer"], "After");
     assert_eq!(m["digits"], 8, "a setting the spec leaves out is kept");
     assert_eq!(svc.method_ids(), vec![id.clone()], "no second method");
-    assert!(events(&sb).contains("Adopted"));
+    assert!(events(sb).contains("Adopted"));
 
     sb.kubectl_ok(&["delete", "totp", "adopted", "--wait=true", "--timeout=60s"]);
     assert!(svc.method(&id).is_some(), "retained method was deleted");
@@ -457,7 +457,7 @@ fn deleting_a_method_used_by_a_login_enforcement_is_blocked_until_it_is_released
     let env = env_on(backend, "2s", &[]);
     let (sb, svc) = (&env.sb, &env.svc);
     sb.apply_ok(&totp_method("enforced", "{issuer: Enforced}"));
-    let id = remote_id(&wait_ready(&sb, "totp", "enforced"));
+    let id = remote_id(&wait_ready(sb, "totp", "enforced"));
     let (status, body) = svc.call(
         "POST",
         "/v1/identity/mfa/login-enforcement/everyone",
@@ -593,7 +593,7 @@ fn a_connection_lists_features_and_a_method_without_its_feature_is_unsupported_w
         "-p",
         r#"{"spec":{"tokenSecretRef":{"name":"secrets-token","key":"token"}}}"#,
     ]);
-    let obj = wait_ready(&sb, "totp", "narrow");
+    let obj = wait_ready(sb, "totp", "narrow");
     assert_eq!(svc.method_ids(), vec![remote_id(&obj)]);
 }
 
@@ -995,7 +995,7 @@ fn an_enrollment_delivers_a_png_and_a_url_with_the_entitys_secret_and_regenerate
 ) {
     let env = env_on(backend, "5m", &[]);
     let (sb, op, svc) = (&env.sb, &env.op, &env.svc);
-    let entity = create_entity(&svc, "alice");
+    let entity = create_entity(svc, "alice");
     // The enrollment waits for its TotpMethod.
     sb.apply_ok(&enrollment(
         "alice-totp",
@@ -1012,13 +1012,13 @@ fn an_enrollment_delivers_a_png_and_a_url_with_the_entitys_secret_and_regenerate
         "corp",
         "{issuer: Acme, algorithm: SHA256, qrSize: 120}",
     ));
-    let method = remote_id(&wait_ready(&sb, "totp", "corp"));
-    let obj = wait_ready(&sb, "totpenroll", "alice-totp");
+    let method = remote_id(&wait_ready(sb, "totp", "corp"));
+    let obj = wait_ready(sb, "totpenroll", "alice-totp");
     assert_eq!(obj["status"]["entityId"], entity.as_str());
     assert_eq!(obj["status"]["methodId"], method.as_str());
     assert_eq!(obj["status"]["secretName"], "alice-totp");
 
-    let data = result_secret(&sb, "alice-totp").expect("result Secret");
+    let data = result_secret(sb, "alice-totp").expect("result Secret");
     let url = String::from_utf8(data["url"].clone()).unwrap();
     let seed = assert_url_matches_service(&env, &url, &entity, &method);
     let (w, h) = png_size(&data["barcode.png"]);
@@ -1039,7 +1039,7 @@ fn an_enrollment_delivers_a_png_and_a_url_with_the_entitys_secret_and_regenerate
             o["status"]["handledRegenerate"] == "first" && condition_is(o, "Ready", "True")
         })
     });
-    let data = result_secret(&sb, "alice-totp").unwrap();
+    let data = result_secret(sb, "alice-totp").unwrap();
     let url2 = String::from_utf8(data["url"].clone()).unwrap();
     let seed2 = assert_url_matches_service(&env, &url2, &entity, &method);
     assert_ne!(seed, seed2, "regenerate kept the old seed");
@@ -1053,7 +1053,7 @@ fn an_enrollment_delivers_a_png_and_a_url_with_the_entitys_secret_and_regenerate
 
     // No seed in status, Events or the operator log.
     let status = obj["status"].to_string();
-    let evs = events(&sb);
+    let evs = events(sb);
     let log = op.log();
     for s in [&seed, &seed2] {
         assert!(!status.contains(s.as_str()), "seed in status");
@@ -1081,14 +1081,14 @@ fn an_enrollment_delivers_a_png_and_a_url_with_the_entitys_secret_and_regenerate
 fn an_enrollment_by_method_and_entity_id_with_retain_keeps_the_secret(backend: Backend) {
     let env = env_on(backend, "5m", &[]);
     let (sb, svc) = (&env.sb, &env.svc);
-    let entity = create_entity(&svc, "bob");
+    let entity = create_entity(svc, "bob");
     let method = svc.create_method(json!({"issuer": "Direct", "algorithm": "SHA256"}));
     sb.apply_ok(&enrollment(
         "bob",
         &format!("{{methodId: {method}, entityId: {entity}, secretName: bob-otp, deletionPolicy: Retain}}"),
     ));
-    wait_ready(&sb, "totpenroll", "bob");
-    let data = result_secret(&sb, "bob-otp").expect("result Secret");
+    wait_ready(sb, "totpenroll", "bob");
+    let data = result_secret(sb, "bob-otp").expect("result Secret");
     let url = String::from_utf8(data["url"].clone()).unwrap();
     assert_url_matches_service(&env, &url, &entity, &method);
     sb.kubectl_ok(&[
@@ -1144,19 +1144,19 @@ fn invalid_enrollments_are_refused_at_admission_with_the_rule_message() {
 fn a_lost_generate_response_is_destroyed_and_generated_again_so_the_secret_matches() {
     let env = env_on(Backend::Sandbox, "5m", &[]);
     let (sb, svc) = (&env.sb, &env.svc);
-    let entity = create_entity(&svc, "carol");
+    let entity = create_entity(svc, "carol");
     let method = svc.create_method(json!({"issuer": "Lossy", "algorithm": "SHA256"}));
     sandbox_fault(
-        &sb,
+        sb,
         json!({"method": "POST", "path": format!("{TOTP}/admin-generate"), "service": "secrets", "after": true}),
     );
     sb.apply_ok(&enrollment(
         "carol",
         &format!("{{methodId: {method}, entityName: carol}}"),
     ));
-    let obj = wait_ready(&sb, "totpenroll", "carol");
+    let obj = wait_ready(sb, "totpenroll", "carol");
     assert!(obj["status"]["generateOutcomeUnknown"].is_null());
-    let data = result_secret(&sb, "carol").expect("result Secret");
+    let data = result_secret(sb, "carol").expect("result Secret");
     let url = String::from_utf8(data["url"].clone()).unwrap();
     assert_url_matches_service(&env, &url, &entity, &method);
     let (reqs, _) = sb.requests("secrets", 0);
@@ -1623,7 +1623,7 @@ fn quartet_login_idp_prints_the_number_to_pick_while_the_push_waits() {
 fn an_entity_enrolled_elsewhere_is_not_replaced_until_regenerate_asks_for_it(backend: Backend) {
     let env = env_on(backend, "5m", &[]);
     let (sb, svc) = (&env.sb, &env.svc);
-    let entity = create_entity(&svc, "dora");
+    let entity = create_entity(svc, "dora");
     let method = svc.create_method(json!({"issuer": "Elsewhere", "algorithm": "SHA256"}));
     let (status, body) = svc.call(
         "POST",
@@ -1645,13 +1645,13 @@ fn an_entity_enrolled_elsewhere_is_not_replaced_until_regenerate_asks_for_it(bac
         .unwrap()
         .contains("regenerate"));
     assert_seed_is_the_entitys(&env, &old_seed, &entity, &method);
-    assert!(result_secret(&sb, "dora").is_none());
+    assert!(result_secret(sb, "dora").is_none());
     sb.apply_ok(&enrollment(
         "dora",
         &format!("{{methodId: {method}, entityId: {entity}, regenerate: now}}"),
     ));
-    wait_ready(&sb, "totpenroll", "dora");
-    let data = result_secret(&sb, "dora").expect("result Secret");
+    wait_ready(sb, "totpenroll", "dora");
+    let data = result_secret(sb, "dora").expect("result Secret");
     let seed = assert_url_matches_service(
         &env,
         &String::from_utf8(data["url"].clone()).unwrap(),

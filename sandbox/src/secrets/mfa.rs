@@ -554,8 +554,7 @@ fn write_enforcement(c: &mut Ctx) -> Result<Resp, ApiError> {
         .iter()
         .filter(|m| m.path.starts_with("auth/"))
         .collect();
-    if e
-        .auth_method_accessors
+    if e.auth_method_accessors
         .iter()
         .any(|a| !auth_mounts.iter().any(|m| &m.accessor == a))
     {
@@ -563,8 +562,7 @@ fn write_enforcement(c: &mut Ctx) -> Result<Resp, ApiError> {
             "one of the auth method accessors provided is invalid",
         ));
     }
-    if e
-        .auth_method_types
+    if e.auth_method_types
         .iter()
         .any(|t| !auth_mounts.iter().any(|m| &m.type_name == t))
     {
