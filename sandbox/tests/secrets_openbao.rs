@@ -798,7 +798,7 @@ async fn deleting_a_totp_method_used_by_a_login_enforcement_is_a_500_naming_it()
             .root(
                 Method::POST,
                 &ep,
-                Some(json!({"mfa_method_ids": [id], "auth_method_types": ["userpass"]})),
+                Some(json!({"mfa_method_ids": [id], "auth_method_types": ["token"]})),
             )
             .await;
         assert_eq!(r.status, 204, "{n}: {:?}", r.body);
@@ -832,6 +832,65 @@ async fn deleting_a_totp_method_used_by_a_login_enforcement_is_a_500_naming_it()
         assert_eq!(b.root(Method::GET, &mp, None).await.status, 200, "{n}");
         assert_eq!(b.root(Method::DELETE, &ep, None).await.status, 204, "{n}");
         assert_eq!(b.root(Method::DELETE, &mp, None).await.status, 204, "{n}");
+    }
+}
+
+/// A login enforcement names auth methods mounted now: an unmounted type (`ldap`; on a fresh
+/// OpenBao even `userpass`) or an unknown accessor is refused with a 400, while `token` and the
+/// token mount's accessor are accepted.
+#[tokio::test]
+async fn login_enforcements_refuse_auth_methods_that_are_not_mounted() {
+    for b in backends().await {
+        let n = b.name;
+        let r = b
+            .root(
+                Method::POST,
+                "identity/mfa/method/totp",
+                Some(json!({"issuer": "Q"})),
+            )
+            .await;
+        let id = r.body["data"]["method_id"].as_str().unwrap().to_string();
+        let ep = format!("identity/mfa/login-enforcement/{}", uniq("enf"));
+        for (body, message) in [
+            (
+                json!({"mfa_method_ids": [id], "auth_method_types": ["ldap"]}),
+                "one of the auth method types provided is invalid",
+            ),
+            (
+                json!({"mfa_method_ids": [id], "auth_method_accessors": ["auth_nope_123"]}),
+                "one of the auth method accessors provided is invalid",
+            ),
+        ] {
+            let r = b.root(Method::POST, &ep, Some(body)).await;
+            assert_eq!(
+                (r.status, r.body["errors"].clone()),
+                (400, json!([message])),
+                "{n}"
+            );
+        }
+        assert_eq!(b.root(Method::GET, &ep, None).await.status, 404, "{n}");
+        let r = b
+            .root(
+                Method::POST,
+                &ep,
+                Some(json!({"mfa_method_ids": [id], "auth_method_types": ["token"]})),
+            )
+            .await;
+        assert_eq!(r.status, 204, "{n}: {:?}", r.body);
+        let r = b.root(Method::GET, "sys/auth", None).await;
+        let accessor = r.body["data"]["token/"]["accessor"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{n}: {:?}", r.body))
+            .to_string();
+        let r = b
+            .root(
+                Method::POST,
+                &ep,
+                Some(json!({"mfa_method_ids": [id], "auth_method_accessors": [accessor]})),
+            )
+            .await;
+        assert_eq!(r.status, 204, "{n}: {:?}", r.body);
+        assert_eq!(b.root(Method::DELETE, &ep, None).await.status, 204, "{n}");
     }
 }
 

@@ -83,6 +83,12 @@ fn free_port() -> u16 {
 impl OpenBao {
     /// Starts a dev server and waits until it answers `sys/health`.
     pub fn start() -> OpenBao {
+        Self::start_with(&[])
+    }
+
+    /// Like [`OpenBao::start`], with more `bao server` flags (e.g. `-dev-leased-kv`: the dev
+    /// `secret/` mount becomes a KV version 1 whose reads make renewable leases).
+    pub fn start_with(extra: &[&str]) -> OpenBao {
         let bin = bao_bin();
         let home = Home::new();
         let root_token = format!("root-{:016x}", rand::random::<u64>());
@@ -104,11 +110,12 @@ impl OpenBao {
             // The wrapper stops bao when our end of its stdin closes (also on a crash).
             let mut child = Command::new("sh")
                 .arg("-c")
-                .arg(r#""$0" server -dev -dev-no-store-token -dev-root-token-id="$1" -dev-listen-address="$2" -config="$3/audit.hcl" >"$3/bao.log" 2>&1 & p=$!; read _; kill $p; wait $p; rm -rf "$3""#)
+                .arg(r#"b=$0; t=$1; a=$2; h=$3; shift 3; "$b" server -dev -dev-no-store-token -dev-root-token-id="$t" -dev-listen-address="$a" -config="$h/audit.hcl" "$@" >"$h/bao.log" 2>&1 & p=$!; read _; kill $p; wait $p; rm -rf "$h""#)
                 .arg(&bin)
                 .arg(&root_token)
                 .arg(&addr)
                 .arg(home.path())
+                .args(extra)
                 .env("HOME", home.path())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::null())

@@ -546,6 +546,30 @@ fn write_enforcement(c: &mut Ctx) -> Result<Resp, ApiError> {
             "failed to get method with id {bad:?}"
         )));
     }
+    // Like OpenBao: accessors and types must name auth methods mounted now (a fresh server
+    // has only `token`; `userpass` counts only once enabled).
+    let auth_mounts: Vec<&super::Mount> = c
+        .store()
+        .mounts
+        .iter()
+        .filter(|m| m.path.starts_with("auth/"))
+        .collect();
+    if e.auth_method_accessors
+        .iter()
+        .any(|a| !auth_mounts.iter().any(|m| &m.accessor == a))
+    {
+        return Err(ApiError::bad_request(
+            "one of the auth method accessors provided is invalid",
+        ));
+    }
+    if e.auth_method_types
+        .iter()
+        .any(|t| !auth_mounts.iter().any(|m| &m.type_name == t))
+    {
+        return Err(ApiError::bad_request(
+            "one of the auth method types provided is invalid",
+        ));
+    }
     if e.auth_method_accessors.is_empty()
         && e.auth_method_types.is_empty()
         && e.identity_group_ids.is_empty()
