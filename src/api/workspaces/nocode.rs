@@ -204,9 +204,13 @@ pub struct NoCodeWorkspaceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048))]
     pub source_url: Option<String>,
-    /// Workspace variables: values must be among the module's allowed options. Sent at
-    /// creation; a changed list is sent with the next upgrade (as the service's upgrade body
-    /// allows).
+    /// Workspace variables (values among the module's allowed options). They are ordinary
+    /// workspace variables: sent at creation, then kept like a Workspace's `variables` with
+    /// `variablesPolicy: Merge` (variables not listed are left alone). A change (an edit, a
+    /// rotated Secret, a value changed in the service) is written at once through the
+    /// workspace variables API, except that the pass starting an upgrade sends the whole list
+    /// with the upgrade, and a change during an upgrade waits for it to end. Sensitive values
+    /// are write-only: compared by a keyed hash of their source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 100))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key", "category"]))]
@@ -363,8 +367,8 @@ pub struct NoCodeWorkspaceStatus {
     /// The module version the workspace runs (from its `source-module-id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module_version: Option<String>,
-    /// Keyed hash (HMAC-SHA256) of the variables last sent, so a changed list (or a rotated
-    /// Secret) is sent with the next upgrade.
+    /// Keyed hash (HMAC-SHA256 with an operator-held key) of the sensitive variables' values
+    /// last sent: they are write-only, so a rotated Secret is found by this hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vars_hash: Option<String>,
     /// The latest upgrade started by Quartet.
