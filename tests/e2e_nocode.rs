@@ -987,3 +987,58 @@ fn no_token_or_secret_variable_reaches_logs_events_or_status() {
         assert!(!text.contains(&secret_value), "the secret variable leaked");
     }
 }
+
+#[test]
+fn every_no_code_field_of_the_issue_reaches_the_service_under_its_name() {
+    let (sb, _op) = env("5m");
+    let m = registry_module(&sb, "every", &["1.0.0"]);
+    let nc = module_ready(
+        &sb,
+        "every",
+        &m,
+        &format!("  organization: quartet\n  enabled: true\n  versionPin: \"1.0.0\"\n{REGION_OPTIONS}  deletionPolicy: Retain\n"),
+    );
+    let module = nocode_module(&sb, &nc);
+    assert_eq!(module["data"]["attributes"]["enabled"], true);
+    assert_eq!(module["data"]["attributes"]["version-pin"], "1.0.0");
+    sb.apply_ok(&ncws(
+        "every-ws",
+        "  moduleRef: {name: every}\n  name: every-field-ws\n  description: every field of the issue\n  \
+         executionMode: remote\n  autoApply: true\n  sourceName: quartet-audit\n  sourceUrl: https://example.com/audit\n  \
+         vars:\n  - {key: region, value: eu-west-1, category: terraform, description: where}\n  \
+         - {key: TF_CLI_ARGS, category: env, value: \"-no-color\", hcl: false, description: engine flags}\n  \
+         upgrade: {policy: Manual}\n  deletionPolicy: Retain\n",
+    ));
+    let obj = wait_ready(&sb, "nocodeworkspace", "every-ws");
+    let ws = obj["status"]["workspaceId"].as_str().unwrap().to_string();
+    assert_eq!(obj["status"]["moduleVersion"], "1.0.0");
+    let w = workspace(&sb, &ws).unwrap();
+    let a = &w["attributes"];
+    for (k, v) in [
+        ("name", json!("every-field-ws")),
+        ("description", json!("every field of the issue")),
+        ("execution-mode", json!("remote")),
+        ("auto-apply", json!(true)),
+        ("source-name", json!("quartet-audit")),
+        ("source-url", json!("https://example.com/audit")),
+        ("source-module-id", json!("private/quartet/every/aws/1.0.0")),
+    ] {
+        assert_eq!(a[k], v, "{k}");
+    }
+    let (_, vars) = api(&sb, "GET", &format!("/workspaces/{ws}/vars"), None);
+    let env_var = vars["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["attributes"]["key"] == "TF_CLI_ARGS")
+        .cloned()
+        .unwrap();
+    assert_eq!(env_var["attributes"]["category"], "env");
+    assert_eq!(env_var["attributes"]["value"], "-no-color");
+    assert_eq!(env_var["attributes"]["description"], "engine flags");
+    // Retain: deleting the resources leaves the workspace and the module enabled.
+    sb.kubectl_ok(&["delete", "nocodeworkspace", "every-ws", "--wait=true", "--timeout=60s"]);
+    sb.kubectl_ok(&["delete", "nocodemodule", "every", "--wait=true", "--timeout=60s"]);
+    assert!(workspace(&sb, &ws).is_some(), "retained workspace deleted");
+    assert_eq!(nocode_module(&sb, &nc)["data"]["attributes"]["enabled"], true);
+}

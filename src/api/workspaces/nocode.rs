@@ -87,7 +87,9 @@ pub struct NoCodeModuleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<ConnectionRef>,
     /// `Delete` (default) disables provisioning from the module when this resource is deleted
-    /// (the service documents no delete endpoint); `Retain` leaves it enabled.
+    /// (the API documentation lists no delete endpoint; go-tfe calls an undocumented
+    /// `DELETE /no-code-modules/:id`, which Quartet does not rely on); `Retain` leaves it
+    /// enabled.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 }
@@ -239,7 +241,8 @@ pub struct ModuleRef {
     pub name: String,
 }
 
-/// Execution mode of a no-code workspace.
+// Execution mode of a no-code workspace. (No doc comment: it would replace the field's
+// description, which says more, in `kubectl explain`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NoCodeExecutionMode {
@@ -279,7 +282,8 @@ pub struct NoCodeVar {
     /// Literal value (an HCL literal when `hcl`). Exactly one of `value` and `valueFrom`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
-    /// The value from a Secret key in this namespace (for sensitive values).
+    /// The value from a key of a Secret in this namespace (watched: a change is written at
+    /// once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_from: Option<VarValueFrom>,
     /// `terraform` (default) or `env`.
@@ -288,7 +292,7 @@ pub struct NoCodeVar {
     /// Parse the value as HCL (no effect on `env` variables).
     #[serde(default)]
     pub hcl: bool,
-    /// Write-only in the service.
+    /// Write-only in the service: compared by a keyed hash of its source, never read back.
     #[serde(default)]
     pub sensitive: bool,
     /// Description of the variable.
