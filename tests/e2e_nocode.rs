@@ -812,7 +812,10 @@ fn a_rotated_secret_is_written_at_once_and_a_change_meeting_an_upgrade_goes_with
         .find(|v| v["attributes"]["key"] == "region")
         .cloned()
         .unwrap();
-    assert_eq!(region["attributes"]["value"], "us-east-1", "sent with the upgrade");
+    assert_eq!(
+        region["attributes"]["value"], "us-east-1",
+        "sent with the upgrade"
+    );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(upgrades(mark), 1);
     assert_eq!(var_writes(mark), 0, "no separate variable write");
@@ -1037,8 +1040,23 @@ fn every_no_code_field_of_the_issue_reaches_the_service_under_its_name() {
     assert_eq!(env_var["attributes"]["value"], "-no-color");
     assert_eq!(env_var["attributes"]["description"], "engine flags");
     // Retain: deleting the resources leaves the workspace and the module enabled.
-    sb.kubectl_ok(&["delete", "nocodeworkspace", "every-ws", "--wait=true", "--timeout=60s"]);
-    sb.kubectl_ok(&["delete", "nocodemodule", "every", "--wait=true", "--timeout=60s"]);
+    sb.kubectl_ok(&[
+        "delete",
+        "nocodeworkspace",
+        "every-ws",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+    sb.kubectl_ok(&[
+        "delete",
+        "nocodemodule",
+        "every",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
     assert!(workspace(&sb, &ws).is_some(), "retained workspace deleted");
-    assert_eq!(nocode_module(&sb, &nc)["data"]["attributes"]["enabled"], true);
+    assert_eq!(
+        nocode_module(&sb, &nc)["data"]["attributes"]["enabled"],
+        true
+    );
 }

@@ -600,7 +600,9 @@ fn every_field_of_the_issue_reaches_the_service_under_its_name() {
     assert_eq!(tag_names(&sb, &id), vec!["audit", "platform"]);
     let consumer = wait_ready(&sb, "audit-consumer")["status"]["workspaceId"].clone();
     let consumers: Vec<Value> = sb
-        .ws_list(&format!("/workspaces/{id}/relationships/remote-state-consumers"))
+        .ws_list(&format!(
+            "/workspaces/{id}/relationships/remote-state-consumers"
+        ))
         .iter()
         .map(|c| c["id"].clone())
         .collect();
@@ -634,7 +636,10 @@ fn every_field_of_the_issue_reaches_the_service_under_its_name() {
         ("refresh", json!(false)),
         ("target-addrs", json!(["module.network"])),
         ("replace-addrs", json!(["module.network.aws_vpc.main"])),
-        ("variables", json!([{"key": "region", "value": "\"us-east-1\""}])),
+        (
+            "variables",
+            json!([{"key": "region", "value": "\"us-east-1\""}]),
+        ),
         ("allow-empty-apply", json!(true)),
         ("auto-apply", json!(false)),
     ] {

@@ -31,10 +31,10 @@ use serde_json::{json, Map, Value};
 use super::nocode_module::{newest, org_token_refusal, ORG_TOKEN};
 use super::settings;
 use super::workspace::{sensitive_hash, var_changes, write_vars, DesiredVar};
-use crate::api::workspaces::workspace::ListPolicy;
 use crate::api::workspaces::nocode::{
     DeletionMode, NoCodeModule, NoCodeWorkspace, NoCodeWorkspaceSpec, UpgradePolicy, UpgradeStatus,
 };
+use crate::api::workspaces::workspace::ListPolicy;
 use crate::api::workspaces::workspace::WorkspaceSettings;
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::workspaces::nocode::{NoCodeClient, UpgradeStart, VarInput};

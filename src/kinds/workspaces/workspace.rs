@@ -431,9 +431,9 @@ impl Reconciled for Workspace {
                 Some((out, self.spec.variables_policy))
             }
         };
-        let sensitive_hash = variables.as_ref().and_then(|(vars, _)| {
-            sensitive_hash(ctx.settings.hash_key.expose().as_bytes(), vars)
-        });
+        let sensitive_hash = variables
+            .as_ref()
+            .and_then(|(vars, _)| sensitive_hash(ctx.settings.hash_key.expose().as_bytes(), vars));
         let name = self.workspace_name();
         if self
             .spec
