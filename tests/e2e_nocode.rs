@@ -614,7 +614,8 @@ fn a_manual_upgrade_waits_with_the_plan_url_and_confirms_once_approved() {
     let ws = obj["status"]["workspaceId"].as_str().unwrap().to_string();
     assert!(condition_is(&obj, "UpgradeAvailable", "False"));
 
-    // A changed vars list is sent with the next upgrade (not before).
+    // A changed vars list outside an upgrade is written at once through the workspace
+    // variables API (a no-code workspace's variables are ordinary workspace variables).
     sb.kubectl_ok(&[
         "patch",
         "nocodeworkspace",
@@ -623,12 +624,18 @@ fn a_manual_upgrade_waits_with_the_plan_url_and_confirms_once_approved() {
         "-p",
         r#"{"spec":{"vars":[{"key":"region","value":"us-east-1"}]}}"#,
     ]);
-    wait_ready(&sb, "nocodeworkspace", "man-ws");
     let region = |sb: &Sandbox| {
         let (_, vars) = api(sb, "GET", &format!("/workspaces/{ws}/vars"), None);
         vars["data"][0]["attributes"]["value"].clone()
     };
-    assert_eq!(region(&sb), "eu-west-1");
+    wait_for("the changed variable written", WAIT, || {
+        (region(&sb) == "us-east-1").then_some(())
+    });
+    assert_eq!(
+        count(&sb, "POST", |p| p.ends_with("/upgrade")),
+        0,
+        "no upgrade for a variable change"
+    );
     publish(&sb, &m, "1.1.0");
     sb.kubectl_ok(&[
         "patch",
@@ -690,7 +697,7 @@ fn a_manual_upgrade_waits_with_the_plan_url_and_confirms_once_approved() {
         "private/quartet/man/aws/1.1.0"
     );
     std::thread::sleep(Duration::from_secs(4));
-    assert_eq!(region(&sb), "us-east-1", "the vars went with the upgrade");
+    assert_eq!(region(&sb), "us-east-1");
     assert_eq!(
         upgrade_calls(&sb, &nc, &ws, &run),
         (1, 1),
@@ -705,6 +712,113 @@ fn a_manual_upgrade_waits_with_the_plan_url_and_confirms_once_approved() {
     ] {
         assert!(ev.contains(reason), "no {reason} event");
     }
+}
+
+/// Requests of the workspace service logged after index `since` with this method whose path
+/// matches.
+fn count_since(sb: &Sandbox, since: u64, method: &str, path: impl Fn(&str) -> bool) -> usize {
+    let (items, _) = sb.requests("workspaces", since);
+    items
+        .iter()
+        .filter(|(m, p, _)| m == method && path(p))
+        .count()
+}
+
+fn secret(sb: &Sandbox, name: &str, value: &str) {
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: default}}\nstringData: {{value: {value}}}\n"
+    ));
+}
+
+#[test]
+fn a_rotated_secret_is_written_at_once_and_a_change_meeting_an_upgrade_goes_with_it() {
+    // A long resync: the rotation is seen through the Secret watch, not by polling.
+    let (sb, op) = env("5m");
+    let m = registry_module(&sb, "rot", &["1.0.0"]);
+    let nc = module_ready(&sb, "rot", &m, "  versionPin: \"1.0.0\"\n");
+    secret(&sb, "rot-region", "eu-west-1");
+    let api_key = unique_token();
+    secret(&sb, "rot-key", &api_key);
+    sb.apply_ok(&ncws(
+        "rot-ws",
+        "  moduleRef: {name: rot}\n  deletionMode: Force\n  vars:\n  \
+         - {key: region, valueFrom: {secretKeyRef: {name: rot-region, key: value}}}\n  \
+         - {key: API_KEY, category: env, sensitive: true, valueFrom: {secretKeyRef: {name: rot-key, key: value}}}\n",
+    ));
+    let obj = wait_ready(&sb, "nocodeworkspace", "rot-ws");
+    let ws = obj["status"]["workspaceId"].as_str().unwrap().to_string();
+    let var_writes = |since: u64| {
+        let vars = format!("/api/v2/workspaces/{ws}/vars");
+        count_since(&sb, since, "PATCH", |p| p.starts_with(&vars))
+            + count_since(&sb, since, "POST", |p| p.starts_with(&vars))
+    };
+    let upgrades = |since: u64| count_since(&sb, since, "POST", |p| p.ends_with("/upgrade"));
+    // Settled: further passes write nothing.
+    std::thread::sleep(Duration::from_secs(3));
+    let (_, mark) = sb.requests("workspaces", 0);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(var_writes(mark), 0, "nothing to write while in sync");
+
+    // The sensitive value's Secret rotates: one write of that variable, no upgrade.
+    secret(&sb, "rot-key", &unique_token());
+    wait_for("the rotated value written", WAIT, || {
+        (var_writes(mark) > 0).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(var_writes(mark), 1, "exactly one variable write");
+    assert_eq!(upgrades(mark), 0, "no upgrade started");
+    let (_, vars) = api(&sb, "GET", &format!("/workspaces/{ws}/vars"), None);
+    let key = vars["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["attributes"]["key"] == "API_KEY")
+        .cloned()
+        .unwrap();
+    assert_eq!(key["attributes"]["sensitive"], true);
+    assert!(key["attributes"]["value"].is_null(), "write-only: {key}");
+
+    // A change that meets an upgrade goes with it, not through the variables API: with the
+    // operator stopped, the module's pin moves in the service and the region's Secret changes.
+    let _ = op.stop();
+    publish(&sb, &m, "1.1.0");
+    let (status, body) = api(
+        &sb,
+        "PATCH",
+        &format!("/no-code-modules/{nc}"),
+        Some(json!({"data": {"type": "no-code-modules", "attributes": {"version-pin": "1.1.0"}}})),
+    );
+    assert_eq!(status, 200, "{body}");
+    sb.kubectl_ok(&[
+        "patch",
+        "nocodemodule",
+        "rot",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"versionPin":"1.1.0"}}"#,
+    ]);
+    secret(&sb, "rot-region", "us-east-1");
+    let (_, mark) = sb.requests("workspaces", 0);
+    let _op = Operator::start(&sb, "5m");
+    wait_for("upgrade started", WAIT, || {
+        sb.get_json("nocodeworkspace", "rot-ws")
+            .filter(|o| o["status"]["upgrade"]["toVersion"] == "1.1.0")
+    });
+    let (_, vars) = api(&sb, "GET", &format!("/workspaces/{ws}/vars"), None);
+    let region = vars["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["attributes"]["key"] == "region")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        region["attributes"]["value"], "us-east-1",
+        "sent with the upgrade"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(upgrades(mark), 1);
+    assert_eq!(var_writes(mark), 0, "no separate variable write");
 }
 
 #[test]
@@ -875,4 +989,74 @@ fn no_token_or_secret_variable_reaches_logs_events_or_status() {
         assert!(!text.contains(&org_token), "the organization token leaked");
         assert!(!text.contains(&secret_value), "the secret variable leaked");
     }
+}
+
+#[test]
+fn every_no_code_field_of_the_issue_reaches_the_service_under_its_name() {
+    let (sb, _op) = env("5m");
+    let m = registry_module(&sb, "every", &["1.0.0"]);
+    let nc = module_ready(
+        &sb,
+        "every",
+        &m,
+        &format!("  organization: quartet\n  enabled: true\n  versionPin: \"1.0.0\"\n{REGION_OPTIONS}  deletionPolicy: Retain\n"),
+    );
+    let module = nocode_module(&sb, &nc);
+    assert_eq!(module["data"]["attributes"]["enabled"], true);
+    assert_eq!(module["data"]["attributes"]["version-pin"], "1.0.0");
+    sb.apply_ok(&ncws(
+        "every-ws",
+        "  moduleRef: {name: every}\n  name: every-field-ws\n  description: every field of the issue\n  \
+         executionMode: remote\n  autoApply: true\n  sourceName: quartet-audit\n  sourceUrl: https://example.com/audit\n  \
+         vars:\n  - {key: region, value: eu-west-1, category: terraform, description: where}\n  \
+         - {key: TF_CLI_ARGS, category: env, value: \"-no-color\", hcl: false, description: engine flags}\n  \
+         upgrade: {policy: Manual}\n  deletionPolicy: Retain\n",
+    ));
+    let obj = wait_ready(&sb, "nocodeworkspace", "every-ws");
+    let ws = obj["status"]["workspaceId"].as_str().unwrap().to_string();
+    assert_eq!(obj["status"]["moduleVersion"], "1.0.0");
+    let w = workspace(&sb, &ws).unwrap();
+    let a = &w["attributes"];
+    for (k, v) in [
+        ("name", json!("every-field-ws")),
+        ("description", json!("every field of the issue")),
+        ("execution-mode", json!("remote")),
+        ("auto-apply", json!(true)),
+        ("source-name", json!("quartet-audit")),
+        ("source-url", json!("https://example.com/audit")),
+        ("source-module-id", json!("private/quartet/every/aws/1.0.0")),
+    ] {
+        assert_eq!(a[k], v, "{k}");
+    }
+    let (_, vars) = api(&sb, "GET", &format!("/workspaces/{ws}/vars"), None);
+    let env_var = vars["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["attributes"]["key"] == "TF_CLI_ARGS")
+        .cloned()
+        .unwrap();
+    assert_eq!(env_var["attributes"]["category"], "env");
+    assert_eq!(env_var["attributes"]["value"], "-no-color");
+    assert_eq!(env_var["attributes"]["description"], "engine flags");
+    // Retain: deleting the resources leaves the workspace and the module enabled.
+    sb.kubectl_ok(&[
+        "delete",
+        "nocodeworkspace",
+        "every-ws",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+    sb.kubectl_ok(&[
+        "delete",
+        "nocodemodule",
+        "every",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+    assert!(workspace(&sb, &ws).is_some(), "retained workspace deleted");
+    assert_eq!(
+        nocode_module(&sb, &nc)["data"]["attributes"]["enabled"],
+        true
+    );
 }

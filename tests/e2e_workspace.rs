@@ -534,3 +534,119 @@ fn a_run_whose_create_response_is_lost_is_not_created_twice() {
     let runs = sb.ws_list(&format!("/workspaces/{id}/runs"));
     assert_eq!(runs.len(), 1, "duplicate runs");
 }
+
+/// Issue 11's field names, written as a user would, reach the service under its names.
+const EVERY_FIELD: &str = r#"apiVersion: workspaces.quartet.dev/v1alpha1
+kind: Workspace
+metadata: {name: audit-consumer, namespace: default}
+spec: {description: reads audit-app's state}
+---
+apiVersion: workspaces.quartet.dev/v1alpha1
+kind: Workspace
+metadata: {name: audit-app, namespace: default}
+spec:
+  organization: quartet
+  name: audit-app-ws
+  description: every field of the issue
+  executionMode: remote
+  autoApply: false
+  allowDestroyPlan: false
+  fileTriggersEnabled: false
+  globalRemoteState: false
+  queueAllRuns: true
+  speculativeEnabled: false
+  triggerPatterns: ["modules/**/*"]
+  workingDirectory: infra
+  sourceName: quartet-audit
+  sourceUrl: https://example.com/audit
+  tags: [audit, platform]
+  tagsPolicy: Merge
+  tagBindings: {env: audit}
+  remoteStateConsumers:
+    - name: audit-consumer
+  variables:
+    - {key: region, value: eu-west-1, description: where, hcl: false}
+    - {key: TF_LOG, category: env, value: INFO}
+  variablesPolicy: Own
+  deletionMode: Force
+"#;
+
+#[test]
+fn every_field_of_the_issue_reaches_the_service_under_its_name() {
+    let (sb, _op) = ready_env("5m");
+    sb.apply_ok(EVERY_FIELD);
+    wait_ready(&sb, "audit-consumer");
+    let obj = wait_ready(&sb, "audit-app");
+    let id = obj["status"]["workspaceId"].as_str().unwrap().to_string();
+    let (_, doc) = sb.ws_api("GET", &format!("/workspaces/{id}"), None);
+    let a = &doc["data"]["attributes"];
+    for (k, v) in [
+        ("name", json!("audit-app-ws")),
+        ("description", json!("every field of the issue")),
+        ("execution-mode", json!("remote")),
+        ("auto-apply", json!(false)),
+        ("allow-destroy-plan", json!(false)),
+        ("file-triggers-enabled", json!(false)),
+        ("global-remote-state", json!(false)),
+        ("queue-all-runs", json!(true)),
+        ("speculative-enabled", json!(false)),
+        ("trigger-patterns", json!(["modules/**/*"])),
+        ("working-directory", json!("infra")),
+        ("source-name", json!("quartet-audit")),
+        ("source-url", json!("https://example.com/audit")),
+    ] {
+        assert_eq!(a[k], v, "{k}");
+    }
+    assert_eq!(tag_names(&sb, &id), vec!["audit", "platform"]);
+    let consumer = wait_ready(&sb, "audit-consumer")["status"]["workspaceId"].clone();
+    let consumers: Vec<Value> = sb
+        .ws_list(&format!(
+            "/workspaces/{id}/relationships/remote-state-consumers"
+        ))
+        .iter()
+        .map(|c| c["id"].clone())
+        .collect();
+    assert_eq!(consumers, vec![consumer]);
+    let vars = sb.ws_list(&format!("/workspaces/{id}/vars"));
+    let var = |key: &str| {
+        vars.iter()
+            .find(|v| v["attributes"]["key"] == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {key}: {vars:?}"))
+    };
+    assert_eq!(var("region")["attributes"]["description"], "where");
+    assert_eq!(var("TF_LOG")["attributes"]["category"], "env");
+
+    // Issue 11's run attributes, likewise.
+    let cv = sb.upload_configuration(&id);
+    sb.apply_ok(&format!(
+        "apiVersion: workspaces.quartet.dev/v1alpha1\nkind: WorkspaceRun\nmetadata: {{name: audit-run, namespace: default}}\nspec:\n  \
+         workspaceRef: {{name: audit-app}}\n  message: every run field\n  refresh: false\n  targetAddrs: [module.network]\n  \
+         replaceAddrs: [module.network.aws_vpc.main]\n  variables:\n  - {{key: region, value: '\"us-east-1\"'}}\n  \
+         allowEmptyApply: true\n  autoApply: false\n  configurationVersionId: {cv}\n"
+    ));
+    let obj = wait_run(&sb, "audit-run", "run created", |o| {
+        o["status"]["runId"].is_string()
+    });
+    let run = obj["status"]["runId"].as_str().unwrap();
+    let (_, doc) = sb.ws_api("GET", &format!("/runs/{run}"), None);
+    let a = &doc["data"]["attributes"];
+    for (k, v) in [
+        ("message", json!("every run field")),
+        ("refresh", json!(false)),
+        ("target-addrs", json!(["module.network"])),
+        ("replace-addrs", json!(["module.network.aws_vpc.main"])),
+        (
+            "variables",
+            json!([{"key": "region", "value": "\"us-east-1\""}]),
+        ),
+        ("allow-empty-apply", json!(true)),
+        ("auto-apply", json!(false)),
+    ] {
+        assert_eq!(a[k], v, "{k}");
+    }
+    assert_eq!(
+        doc["data"]["relationships"]["configuration-version"]["data"]["id"],
+        json!(cv)
+    );
+}

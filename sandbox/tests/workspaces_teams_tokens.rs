@@ -359,3 +359,54 @@ async fn unserved_method_is_a_jsonapi_404() {
     assert_eq!(r.status, 404);
     assert_eq!(r.body["errors"][0]["status"], "404");
 }
+
+/// The real service shows a team or organization token's synthetic service user (OpenAPI
+/// description in go-tfe `v2/openapi/spec.json`; usernames as HashiCorp's token-identity code
+/// parses them, e.g. `api-org-mullen-14JAXvyITM`).
+#[tokio::test]
+async fn account_details_of_team_and_organization_tokens_is_their_service_user() {
+    let ws = Ws::start().await;
+    let r = ws
+        .call(
+            Method::POST,
+            "/api/v2/organizations/quartet/authentication-token",
+            Some(ROOT),
+            None,
+        )
+        .await;
+    let org_token = r.body["data"]["attributes"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let me = ws.get_as(&org_token, "/api/v2/account/details").await;
+    assert_eq!(me.status, 200, "{}", me.body);
+    let user = &me.body["data"];
+    assert_eq!(user["type"], "users");
+    let name = user["attributes"]["username"].as_str().unwrap();
+    let tail = name.strip_prefix("api-org-quartet-").expect(name);
+    assert!(!tail.is_empty() && !tail.contains('-'), "{name}");
+    assert_eq!(user["attributes"]["is-service-account"], true);
+    assert_eq!(
+        user["relationships"]["authenticated-resource"]["data"],
+        json!({"type": "organizations", "id": "quartet"})
+    );
+
+    let team = api_team(&ws, "deployers", json!({})).await;
+    let token = team_token(&ws, &team).await;
+    let me = ws.get_as(&token, "/api/v2/account/details").await;
+    let user = &me.body["data"];
+    let name = user["attributes"]["username"].as_str().unwrap();
+    assert!(name.starts_with("api-team-deployers-"), "{name}");
+    assert_eq!(user["attributes"]["is-service-account"], true);
+    assert_eq!(
+        user["relationships"]["authenticated-resource"]["data"],
+        json!({"type": "teams", "id": team})
+    );
+
+    let me = ws.get("/api/v2/account/details").await;
+    assert_ne!(me.body["data"]["attributes"]["is-service-account"], true);
+    assert!(!me.body["data"]["attributes"]["username"]
+        .as_str()
+        .unwrap()
+        .starts_with("api-"));
+}

@@ -12,9 +12,13 @@
 //!   is published. A module without any version can be enabled (go-tfe's tests enable a module
 //!   before creating its first version). `latest` resolves to the newest version; a pin that is
 //!   neither is 422 with the live service's message (quoted in go-tfe's upgrade test).
-//! * **An upgrade with nothing to upgrade** answers 200 with a document whose attributes hold
-//!   only `message` (go-tfe's `WorkspaceUpgrade.Message`: "returned by the API when an upgrade
-//!   is not available"); no run is queued.
+//! * **An upgrade with nothing to upgrade** answers 200 with a `workspace-upgrade` document whose
+//!   attributes hold only `message`, and queues no run. go-tfe's history pins the shape:
+//!   36d261e1 first decoded a bare `{"message": ...}` into `WorkspaceUpgradeNoUpgradeAvailable`,
+//!   then d412d63e ("Use new standard no-code wksp upgrade response structure") folded it into
+//!   `WorkspaceUpgrade.Message`, "the message returned by the API when an upgrade is not
+//!   available", decoded as a JSON:API attribute. The text itself is published nowhere we could
+//!   find (go-tfe, the provider, the API docs): the sentence below is ours.
 //! * **An upgrade run is a normal run** (spec §3.1 lists `planned`, `cost_estimated`, ...): it
 //!   stops for confirmation like any run (in the last phase switched on for the workspace), and
 //!   the confirm is accepted whenever the run's `actions.is-confirmable` is true (409

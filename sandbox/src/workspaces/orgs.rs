@@ -1,6 +1,15 @@
 //! Endpoints real clients call when they start, and the organization-level records: ping,
 //! account details, organizations, entitlements, projects and teams (read-only except project
 //! create; setup goes through the admin API).
+//!
+//! `GET /account/details` with a team or organization token answers the synthetic "service
+//! user" the real service associates with such tokens (its OpenAPI description, vendored in
+//! go-tfe as `v2/openapi/spec.json`: "HCP Terraform associates team and organization tokens with
+//! a synthetic user account called service user"; `is-service-account`; the
+//! `authenticated-resource` relationship, of type `organizations` or `teams`). Its username is
+//! `api-org-<organization>-<random>` / `api-team-<team>-<random>`, the shape HashiCorp's own
+//! token-identity code (Go package `tfc`, `resolveTokenIdentity`, tested against the live
+//! service's answers such as `api-org-mullen-14JAXvyITM`) parses to tell the token kinds apart.
 
 use axum::extract::{Path, State as AxState};
 use axum::http::{HeaderMap, Uri};
@@ -65,18 +74,42 @@ pub fn user_json(u: &User) -> Value {
 pub fn caller_user_json(state: &State, caller: &Caller) -> Value {
     match &caller.principal {
         Principal::User { user } => state.users.get(user).map(user_json).unwrap_or(Value::Null),
-        Principal::Team { team } => service_account(&format!("api-{team}")),
-        Principal::Organization { organization } => {
-            service_account(&format!("api-org-{organization}"))
+        Principal::Team { team } => {
+            let name = state
+                .teams
+                .get(team)
+                .map(|t| t.name.clone())
+                .unwrap_or_else(|| team.clone());
+            service_account(&format!("api-team-{name}-{}", suffix(team)), "teams", team)
         }
+        Principal::Organization { organization } => service_account(
+            &format!("api-org-{organization}-{}", suffix(organization)),
+            "organizations",
+            organization,
+        ),
     }
 }
 
-fn service_account(name: &str) -> Value {
+/// The random-looking tail of a service account's username (stable per team/organization).
+fn suffix(seed: &str) -> String {
+    let h = seed.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    });
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    (0..10)
+        .map(|i| alphabet[((h >> (i * 6)) % 62) as usize] as char)
+        .collect()
+}
+
+/// The synthetic user the service shows for a team or organization token: username
+/// `api-team-<team>-<random>` / `api-org-<organization>-<random>`, `is-service-account: true`,
+/// and the token's owner in `relationships.authenticated-resource`.
+fn service_account(name: &str, kind: &str, owner: &str) -> Value {
     json!({
-        "id": format!("user-{}", name.replace('-', "")),
+        "id": format!("user-{}", suffix(name)),
         "type": "users",
         "attributes": {"username": name, "email": "", "is-service-account": true},
+        "relationships": {"authenticated-resource": {"data": {"type": kind, "id": owner}}},
     })
 }
 

@@ -87,7 +87,9 @@ pub struct NoCodeModuleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<ConnectionRef>,
     /// `Delete` (default) disables provisioning from the module when this resource is deleted
-    /// (the service documents no delete endpoint); `Retain` leaves it enabled.
+    /// (the API documentation lists no delete endpoint; go-tfe calls an undocumented
+    /// `DELETE /no-code-modules/:id`, which Quartet does not rely on); `Retain` leaves it
+    /// enabled.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 }
@@ -204,9 +206,13 @@ pub struct NoCodeWorkspaceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048))]
     pub source_url: Option<String>,
-    /// Workspace variables: values must be among the module's allowed options. Sent at
-    /// creation; a changed list is sent with the next upgrade (as the service's upgrade body
-    /// allows).
+    /// Workspace variables (values among the module's allowed options). They are ordinary
+    /// workspace variables: sent at creation, then kept like a Workspace's `variables` with
+    /// `variablesPolicy: Merge` (variables not listed are left alone). A change (an edit, a
+    /// rotated Secret, a value changed in the service) is written at once through the
+    /// workspace variables API, except that the pass starting an upgrade sends the whole list
+    /// with the upgrade, and a change during an upgrade waits for it to end. Sensitive values
+    /// are write-only: compared by a keyed hash of their source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 100))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key", "category"]))]
@@ -235,7 +241,8 @@ pub struct ModuleRef {
     pub name: String,
 }
 
-/// Execution mode of a no-code workspace.
+// Execution mode of a no-code workspace. (No doc comment: it would replace the field's
+// description, which says more, in `kubectl explain`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NoCodeExecutionMode {
@@ -275,7 +282,8 @@ pub struct NoCodeVar {
     /// Literal value (an HCL literal when `hcl`). Exactly one of `value` and `valueFrom`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
-    /// The value from a Secret key in this namespace (for sensitive values).
+    /// The value from a key of a Secret in this namespace (watched: a change is written at
+    /// once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_from: Option<VarValueFrom>,
     /// `terraform` (default) or `env`.
@@ -284,7 +292,7 @@ pub struct NoCodeVar {
     /// Parse the value as HCL (no effect on `env` variables).
     #[serde(default)]
     pub hcl: bool,
-    /// Write-only in the service.
+    /// Write-only in the service: compared by a keyed hash of its source, never read back.
     #[serde(default)]
     pub sensitive: bool,
     /// Description of the variable.
@@ -363,8 +371,8 @@ pub struct NoCodeWorkspaceStatus {
     /// The module version the workspace runs (from its `source-module-id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module_version: Option<String>,
-    /// Keyed hash (HMAC-SHA256) of the variables last sent, so a changed list (or a rotated
-    /// Secret) is sent with the next upgrade.
+    /// Keyed hash (HMAC-SHA256 with an operator-held key) of the sensitive variables' values
+    /// last sent: they are write-only, so a rotated Secret is found by this hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vars_hash: Option<String>,
     /// The latest upgrade started by Quartet.

@@ -258,21 +258,59 @@ fn vars_json(vars: &[VarInput]) -> Value {
     )
 }
 
+/// The answer to starting an upgrade (pure). With nothing to upgrade the service queues no
+/// run and answers a `workspace-upgrade` document whose attributes hold only `message` (go-tfe's
+/// `WorkspaceUpgrade.Message`, "the message returned by the API when an upgrade is not
+/// available", commit d412d63e "Use new standard no-code wksp upgrade response structure");
+/// before that change it answered a bare `{"message": ...}` (go-tfe 36d261e1 decoded it so).
+/// Both are read; a run is recognised by its id with a status.
+pub fn upgrade_start(body: &Value) -> UpgradeStart {
+    let d = &body["data"];
+    let status = text(&d["attributes"], "status").filter(|s| !s.is_empty());
+    match (text(d, "id"), status) {
+        (Some(id), Some(status)) => UpgradeStart::Started(Upgrade {
+            id,
+            status,
+            plan_url: text(&d["attributes"], "plan-url"),
+        }),
+        _ => UpgradeStart::NothingToUpgrade(
+            text(&d["attributes"], "message")
+                .or_else(|| text(body, "message"))
+                .unwrap_or_else(|| "no upgrade available".into()),
+        ),
+    }
+}
+
+/// Whether an `account/details` document is an organization token's service user (pure).
+pub fn is_organization_account(doc: &Value) -> bool {
+    let d = &doc["data"];
+    d.pointer("/relationships/authenticated-resource/data/type")
+        .and_then(Value::as_str)
+        == Some("organizations")
+        || d.pointer("/attributes/username")
+            .and_then(Value::as_str)
+            .is_some_and(|u| u.starts_with("api-org-"))
+}
+
 impl NoCodeClient {
-    /// Whether the token is an organization token (which cannot manage no-code modules): its
-    /// account is the organization's service account (`api-org-…`), or it has no account.
+    /// The same connection as a workspaces client: a no-code workspace is a workspace, its
+    /// variables are the workspace's variables.
+    pub fn workspaces(&self) -> super::WorkspacesClient {
+        super::WorkspacesClient::from(self.http.clone())
+    }
+
+    /// Whether the token is an organization token (which cannot manage no-code modules). The
+    /// service answers `GET /account/details` for team and organization tokens with a
+    /// synthetic "service user" (its OpenAPI description): for an organization token its
+    /// `authenticated-resource` relationship is the organization and its username is
+    /// `api-org-<organization>-<random>` (the shape HashiCorp's own token-identity code parses).
+    /// Either sign is enough.
     pub async fn is_organization_token(&self) -> Result<bool, ClientError> {
-        match self
+        let r = self
             .http
             .call("GET", &format!("{API}/account/details"), None)
-            .await
-        {
-            Ok(r) => Ok(r.body["data"]["attributes"]["username"]
-                .as_str()
-                .is_some_and(|u| u.starts_with("api-org-"))),
-            Err(e) if absent(&e) => Ok(true),
-            Err(e) => Err(e),
-        }
+            .await?;
+        Ok(is_organization_account(&r.body))
     }
 
     /// `GET /no-code-modules/:id?include=variable_options`; `None` when absent.
@@ -514,17 +552,7 @@ impl NoCodeClient {
                 Some(&body),
             )
             .await?;
-        let d = &r.body["data"];
-        match text(d, "id") {
-            Some(id) => Ok(UpgradeStart::Started(Upgrade {
-                id,
-                status: text(&d["attributes"], "status").unwrap_or_default(),
-                plan_url: text(&d["attributes"], "plan-url"),
-            })),
-            None => Ok(UpgradeStart::NothingToUpgrade(
-                text(&d["attributes"], "message").unwrap_or_else(|| "no upgrade available".into()),
-            )),
-        }
+        Ok(upgrade_start(&r.body))
     }
 
     /// `GET /no-code-modules/:m/workspaces/:w/upgrade/:id`; `None` when absent.
@@ -621,6 +649,35 @@ impl NoCodeClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_upgrade_answer_with_only_a_message_is_nothing_to_upgrade_in_either_shape() {
+        let standard = json!({"data": {"type": "workspace-upgrade",
+            "attributes": {"message": "nothing new"}}});
+        let bare = json!({"message": "nothing new"});
+        for doc in [standard, bare] {
+            match upgrade_start(&doc) {
+                UpgradeStart::NothingToUpgrade(m) => assert_eq!(m, "nothing new"),
+                UpgradeStart::Started(u) => panic!("started {u:?}"),
+            }
+        }
+        let run = json!({"data": {"id": "run-1", "type": "workspace-upgrade",
+            "attributes": {"status": "pending", "plan-url": "https://x/runs/run-1"}}});
+        assert!(matches!(upgrade_start(&run), UpgradeStart::Started(u) if u.id == "run-1"));
+    }
+
+    #[test]
+    fn an_organization_token_is_told_by_its_service_user() {
+        let org = json!({"data": {"type": "users", "attributes": {"username": "api-org-acme-14JAXvyITM",
+            "is-service-account": true}, "relationships": {}}});
+        let by_rel = json!({"data": {"type": "users", "attributes": {"username": "svc"},
+            "relationships": {"authenticated-resource": {"data": {"type": "organizations", "id": "acme"}}}}});
+        let team = json!({"data": {"type": "users", "attributes": {"username": "api-team-ops-abc123",
+            "is-service-account": true}, "relationships": {"authenticated-resource": {"data": {"type": "teams", "id": "team-1"}}}}});
+        assert!(is_organization_account(&org));
+        assert!(is_organization_account(&by_rel));
+        assert!(!is_organization_account(&team));
+    }
 
     #[test]
     fn module_document_with_included_options_is_read() {

@@ -14,20 +14,31 @@
 //!   it exactly once; a plan without changes finishes by itself;
 //! * final states (including `canceled` after a force-cancel) end the upgrade; a failed upgrade
 //!   to a version is not restarted for that version (no retry storm).
+//!
+//! Variables: a no-code workspace's variables are ordinary workspace variables (the service's
+//! create response lists them under `relationships.vars`, and they are read and written through
+//! `/workspaces/:id/vars` like any workspace's). So `vars` are kept like a Workspace's
+//! `variables` with `variablesPolicy: Merge`, with the same code: compared with the service
+//! each pass, sensitive values (write-only) by a keyed hash of their source, Secrets watched,
+//! and a change written at once through the variables API (the next run uses it) — except in
+//! the pass that starts an upgrade, where the whole list goes in the upgrade's body (as the
+//! spec's upgrade body allows) instead, and while an upgrade is in flight, where the change
+//! waits for it to end. Variables not in the list are left alone.
 
 use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 
 use super::nocode_module::{newest, org_token_refusal, ORG_TOKEN};
 use super::settings;
+use super::workspace::{sensitive_hash, var_changes, write_vars, DesiredVar};
 use crate::api::workspaces::nocode::{
     DeletionMode, NoCodeModule, NoCodeWorkspace, NoCodeWorkspaceSpec, UpgradePolicy, UpgradeStatus,
 };
+use crate::api::workspaces::workspace::ListPolicy;
 use crate::api::workspaces::workspace::WorkspaceSettings;
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::workspaces::nocode::{NoCodeClient, UpgradeStart, VarInput};
 use crate::clients::ClientError;
-use crate::reconcile::hash::keyed_hash;
 use crate::reconcile::{conditions, Context, Error, Managed, Operated, Result, Step};
 
 /// Condition type: whether an upgrade to a newer module version is available or under way.
@@ -44,6 +55,17 @@ impl Managed for NoCodeWorkspace {
     }
     fn managed_status(&self) -> Option<&ManagedStatus> {
         self.status.as_ref().map(|s| &s.managed)
+    }
+    const WATCHES_SECRETS: bool = true;
+    /// The Secrets behind `vars[].valueFrom`: a rotated one wakes the resource at once.
+    fn secret_refs(&self) -> Vec<String> {
+        self.spec
+            .vars
+            .iter()
+            .flatten()
+            .filter_map(|v| v.value_from.as_ref())
+            .map(|s| s.secret_key_ref.name.clone())
+            .collect()
     }
 }
 
@@ -249,17 +271,18 @@ impl NoCodeWorkspace {
     }
 }
 
-fn vars_hash(ctx: &Context, vars: &[VarInput]) -> String {
-    let mut parts: Vec<Vec<u8>> = Vec::new();
-    for v in vars {
-        parts.push(v.key.as_bytes().to_vec());
-        parts.push(v.category.as_bytes().to_vec());
-        parts.push(v.value.as_bytes().to_vec());
-        parts.push(vec![v.hcl as u8, v.sensitive as u8]);
-        parts.push(v.description.clone().unwrap_or_default().into_bytes());
-    }
-    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-    keyed_hash(ctx.settings.hash_key.expose().as_bytes(), &refs)
+/// The variables in the Workspace kind's terms, for the shared comparison and writes.
+fn desired_vars(vars: &[VarInput]) -> Vec<DesiredVar> {
+    vars.iter()
+        .map(|v| DesiredVar {
+            key: v.key.clone(),
+            value: v.value.clone(),
+            category: v.category.clone(),
+            hcl: v.hcl,
+            sensitive: v.sensitive,
+            description: v.description.clone().unwrap_or_default(),
+        })
+        .collect()
 }
 
 async fn refusal(client: &NoCodeClient, e: ClientError) -> Result<Step> {
@@ -313,7 +336,8 @@ impl Operated for NoCodeWorkspace {
         let org = module.organization.clone().unwrap_or_default();
         let name = self.workspace_name();
         let vars = self.vars(ctx).await?;
-        let hash = vars_hash(ctx, &vars);
+        let want = desired_vars(&vars);
+        let hash = sensitive_hash(ctx.settings.hash_key.expose().as_bytes(), &want);
         let secrets = self.secret_values(&vars);
 
         let observed = match &st.workspace_id {
@@ -342,7 +366,9 @@ impl Operated for NoCodeWorkspace {
                 Err(e) => return refusal(client, redact(e, &secrets)).await,
             };
             fields.insert("workspaceId".into(), json!(created.id));
-            fields.insert("varsHash".into(), json!(hash));
+            if let Some(h) = &hash {
+                fields.insert("varsHash".into(), json!(h));
+            }
             if let Some(v) = created.module_version() {
                 fields.insert("moduleVersion".into(), json!(v));
             }
@@ -414,11 +440,22 @@ impl Operated for NoCodeWorkspace {
             }
         }
 
-        // Vars: an adopted workspace's are taken as they are; a changed list rides on the next
-        // upgrade.
-        let known_hash = st.vars_hash.clone().unwrap_or_else(|| hash.clone());
-        let vars_changed = known_hash != hash;
-        fields.insert("varsHash".into(), json!(known_hash));
+        // Vars: compared with the workspace's variables (sensitive ones by the keyed hash of
+        // their source, as a Workspace's), so a rotated Secret or an edit is found here.
+        let put = match &self.spec.vars {
+            Some(_) => {
+                let have = client.workspaces().vars(&ws.id).await?;
+                var_changes(&want, ListPolicy::Merge, &have, st.vars_hash != hash).0
+            }
+            None => Vec::new(),
+        };
+        let vars_changed = !put.is_empty();
+        // Written at once unless this pass sends them with an upgrade or one is in flight.
+        let mut vars_pending = vars_changed;
+        if let Some(h) = &st.vars_hash {
+            fields.insert("varsHash".into(), json!(h));
+        }
+        let in_flight = st.upgrade.as_ref().is_some_and(|u| !is_final(&u.status));
 
         let prev = st.upgrade.clone();
         match prev.filter(|u| !is_final(&u.status)) {
@@ -535,7 +572,11 @@ impl Operated for NoCodeWorkspace {
                                     confirmed: false,
                                 };
                                 if vars_changed {
-                                    fields.insert("varsHash".into(), json!(hash));
+                                    vars_pending = false;
+                                    match &hash {
+                                        Some(h) => fields.insert("varsHash".into(), json!(h)),
+                                        None => fields.remove("varsHash"),
+                                    };
                                 }
                                 fields.insert("upgrade".into(), json!(up));
                                 step = step
@@ -557,13 +598,30 @@ impl Operated for NoCodeWorkspace {
                         "the workspace runs the module's current version",
                     );
                 }
-                if vars_changed && !fields.get("varsHash").is_some_and(|h| h == &json!(hash)) {
-                    step.ready.2 = format!(
-                        "{} matches the spec; the changed vars are sent with the next upgrade",
-                        ws.id
-                    );
-                }
             }
+        }
+        if vars_pending && in_flight {
+            step.ready.2 = format!(
+                "{} matches the spec; the changed vars are written once the upgrade in flight ends",
+                ws.id
+            );
+        } else if vars_pending {
+            let keys: Vec<String> = put
+                .iter()
+                .map(|(_, v)| format!("{}/{}", v.category, v.key))
+                .collect();
+            if let Err(e) = write_vars(&client.workspaces(), &ws.id, put).await {
+                return refusal(client, redact(e, &secrets)).await;
+            }
+            match &hash {
+                Some(h) => fields.insert("varsHash".into(), json!(h)),
+                None => fields.remove("varsHash"),
+            };
+            step = step.event(
+                false,
+                "Updated",
+                format!("wrote variables of {}: {}", ws.id, keys.join(", ")),
+            );
         }
         step.fields = fields;
         Ok(step)

@@ -203,6 +203,38 @@ pub fn var_changes(
     (put, delete)
 }
 
+/// Create or update the variables `put` (from [`var_changes`]) of workspace `id`, one call each.
+/// Shared with NoCodeWorkspace, whose variables are ordinary workspace variables.
+pub async fn write_vars(
+    client: &WorkspacesClient,
+    id: &str,
+    put: Vec<(Option<String>, DesiredVar)>,
+) -> std::result::Result<(), crate::clients::ClientError> {
+    for (var_id, v) in put {
+        let attrs = json!({
+            "key": v.key, "value": v.value, "category": v.category,
+            "hcl": v.hcl, "sensitive": v.sensitive, "description": v.description,
+        });
+        client.put_var(id, var_id.as_deref(), attrs).await?;
+    }
+    Ok(())
+}
+
+/// Keyed hash of the sensitive variables' categories, keys and values (`None` when there are
+/// none): a sensitive value is write-only, so a change is found by this hash, never by reading
+/// it back. Shared with NoCodeWorkspace.
+pub fn sensitive_hash(key: &[u8], vars: &[DesiredVar]) -> Option<String> {
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    for v in vars.iter().filter(|v| v.sensitive) {
+        parts.push(format!("{}\u{0}{}\u{0}", v.category, v.key).into_bytes());
+        parts.push(v.value.clone().into_bytes());
+    }
+    (!parts.is_empty()).then(|| {
+        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        keyed_hash(key, &refs)
+    })
+}
+
 /// Names of the managed fields that differ (pure).
 pub fn diff(d: &Desired, o: &Observed) -> Vec<&'static str> {
     let mut changed = Vec::new();
@@ -304,13 +336,7 @@ impl Workspace {
         }
         if let Some((want, policy)) = &d.variables {
             let (put, delete) = var_changes(want, *policy, &o.vars, resend);
-            for (var_id, v) in put {
-                let attrs = json!({
-                    "key": v.key, "value": v.value, "category": v.category,
-                    "hcl": v.hcl, "sensitive": v.sensitive, "description": v.description,
-                });
-                client.put_var(id, var_id.as_deref(), attrs).await?;
-            }
+            write_vars(client, id, put).await.map_err(Error::Remote)?;
             for v in delete {
                 client.delete_var(id, &v).await?;
             }
@@ -378,7 +404,6 @@ impl Reconciled for Workspace {
     async fn desired(&self, ctx: &Context) -> Result<Desired> {
         let ns = self.namespace().unwrap_or_default();
         let organization = self.organization(ctx)?;
-        let mut sensitive_parts: Vec<Vec<u8>> = Vec::new();
         let variables = match &self.spec.variables {
             None => None,
             Some(list) => {
@@ -394,11 +419,6 @@ impl Reconciled for Workspace {
                         (None, None) => String::new(),
                     };
                     let category = v.category.clone().unwrap_or_else(|| "terraform".into());
-                    if v.sensitive {
-                        sensitive_parts
-                            .push(format!("{}\u{0}{}\u{0}", category, v.key).into_bytes());
-                        sensitive_parts.push(value.clone().into_bytes());
-                    }
                     out.push(DesiredVar {
                         key: v.key.clone(),
                         value,
@@ -411,10 +431,9 @@ impl Reconciled for Workspace {
                 Some((out, self.spec.variables_policy))
             }
         };
-        let sensitive_hash = (!sensitive_parts.is_empty()).then(|| {
-            let parts: Vec<&[u8]> = sensitive_parts.iter().map(Vec::as_slice).collect();
-            keyed_hash(ctx.settings.hash_key.expose().as_bytes(), &parts)
-        });
+        let sensitive_hash = variables
+            .as_ref()
+            .and_then(|(vars, _)| sensitive_hash(ctx.settings.hash_key.expose().as_bytes(), vars));
         let name = self.workspace_name();
         if self
             .spec
