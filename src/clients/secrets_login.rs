@@ -196,7 +196,16 @@ impl Session {
                         self.publish(&st);
                         return Ok(token);
                     }
-                    Err(e) if e.is_transient() && h.expires.is_none_or(|x| now < x) => {
+                    // Only when the service could not answer: any answer that declines the
+                    // renewal (even a 500 such as `policies have changed, not renewing`) means
+                    // this token will not be renewed, and a new login is what it asks for.
+                    Err(e)
+                        if matches!(
+                            e,
+                            ClientError::Unreachable { .. }
+                                | ClientError::Status { status: 429, .. }
+                        ) && h.expires.is_none_or(|x| now < x) =>
+                    {
                         // Try again soon, still before the token expires.
                         let left = h.expires.map(|x| x.saturating_duration_since(now));
                         let wait = left
