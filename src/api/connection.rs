@@ -137,7 +137,10 @@ pub struct ConnectionAuth {
 pub struct IdpLogin {
     /// Path the identity-provider auth method is mounted at, without `auth/` (default `idp`).
     #[serde(default = "default_idp_mount")]
-    #[schemars(regex(pattern = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"), length(min = 1, max = 128))]
+    #[schemars(
+        regex(pattern = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"),
+        length(min = 1, max = 128)
+    )]
     pub mount: String,
     /// The user to log in as.
     #[schemars(length(min = 1, max = 255))]

@@ -219,8 +219,7 @@ impl Http {
     ) -> Result<Response, ClientError> {
         match &self.cfg.auth {
             Auth::Header(name, token) => {
-                self.send(verb, path, body, Cred::Header(name, token))
-                    .await
+                self.send(verb, path, body, Cred::Header(name, token)).await
             }
             Auth::Bearer(token) => self.send(verb, path, body, Cred::Bearer(token)).await,
             Auth::None => self.send(verb, path, body, Cred::None).await,
@@ -232,7 +231,9 @@ impl Http {
                 {
                     // Log in again only when the token itself is refused, not when it merely
                     // lacks a permission (the session asks `lookup-self` to tell them apart).
-                    Err(ClientError::Status { status: 403, .. }) if session.refused(&token).await => {
+                    Err(ClientError::Status { status: 403, .. })
+                        if session.refused(&token).await =>
+                    {
                         let token = session.token().await?;
                         self.send(verb, path, body, Cred::Header(header, &token))
                             .await
@@ -377,7 +378,6 @@ impl Http {
             retry_after,
         })
     }
-
 }
 
 /// The token one request carries.

@@ -187,7 +187,8 @@ impl Session {
             if h.renewable && !h.capped {
                 match self.renew(&h.token).await {
                     Ok(auth) => {
-                        let lease = Duration::from_secs(auth["lease_duration"].as_u64().unwrap_or(0));
+                        let lease =
+                            Duration::from_secs(auth["lease_duration"].as_u64().unwrap_or(0));
                         h.capped = lease < h.login_lease;
                         h.renewable = auth["renewable"].as_bool().unwrap_or(h.renewable);
                         set_lease(h, lease);
@@ -243,7 +244,12 @@ impl Session {
         }
         match self
             .http
-            .call_as("GET", "/v1/auth/token/lookup-self", None, Some((&self.header, token)))
+            .call_as(
+                "GET",
+                "/v1/auth/token/lookup-self",
+                None,
+                Some((&self.header, token)),
+            )
             .await
         {
             Err(ClientError::Status {

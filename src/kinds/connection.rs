@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::runtime::controller::{self, Action, Controller};
 use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, ResourceExt};
@@ -123,15 +123,18 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         conn.namespace().unwrap_or_default(),
         conn.name_any()
     );
-    status.auth = session.as_ref().and_then(|s| s.state()).map(|l| ConnectionAuthStatus {
-        method: "idp".into(),
-        mount: l.mount,
-        username: l.username,
-        expires_at: l
-            .expires_at
-            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
-        renewable: l.renewable,
-    });
+    status.auth = session
+        .as_ref()
+        .and_then(|s| s.state())
+        .map(|l| ConnectionAuthStatus {
+            method: "idp".into(),
+            mount: l.mount,
+            username: l.username,
+            expires_at: l
+                .expires_at
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            renewable: l.renewable,
+        });
     let requeue = match &result {
         Ok(found) => {
             ctx.succeeded(&key);
@@ -163,7 +166,11 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
                 READY,
                 false,
                 "LoginFailed",
-                result.as_ref().err().map(|e| e.to_string()).unwrap_or_default(),
+                result
+                    .as_ref()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default(),
                 generation,
             );
             // The session itself backs logins off; checking sooner than it allows is free.
@@ -220,16 +227,23 @@ pub async fn run(
     let store = controller.store();
     // A changed token, password or seed Secret is read at once (a new password logs in again).
     let controller = controller
-        .watches(secrets, watcher::Config::default(), move |secret: Secret| {
-            let ns = secret.namespace().unwrap_or_default();
-            let name = secret.name_any();
-            store
-                .state()
-                .into_iter()
-                .filter(|c| c.namespace().as_deref() == Some(ns.as_str()) && secret_refs(c).contains(&name))
-                .map(|c| ObjectRef::from_obj(c.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        .watches(
+            secrets,
+            watcher::Config::default(),
+            move |secret: Secret| {
+                let ns = secret.namespace().unwrap_or_default();
+                let name = secret.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|c| {
+                        c.namespace().as_deref() == Some(ns.as_str())
+                            && secret_refs(c).contains(&name)
+                    })
+                    .map(|c| ObjectRef::from_obj(c.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .with_config(controller::Config::default().concurrency(2))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx.clone())
