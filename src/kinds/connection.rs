@@ -80,6 +80,11 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         conn.name_any()
     );
     let mut leases = None;
+    if conn.spec.auth.is_none() {
+        // Switched from a login to a token Secret: the login's token is no longer needed.
+        ctx.end_session(&conn.namespace().unwrap_or_default(), &conn.name_any())
+            .await;
+    }
     let mut session = None;
     let result = async {
         let http = ctx.build_http(&conn).await?;

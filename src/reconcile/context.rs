@@ -525,11 +525,11 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
-        self.http_cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
         if let Some((_, s)) = ended {
+            self.http_cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
             s.close().await;
         }
     }
