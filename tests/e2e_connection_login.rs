@@ -215,7 +215,7 @@ fn the_token_is_renewed_before_it_expires_and_a_refused_renewal_logs_in_again() 
         (logins(&sb).1 == 2).then_some(())
     });
     assert!(
-        renewals(&sb).iter().any(|s| *s == 500),
+        renewals(&sb).contains(&500),
         "a refused renewal came first: {:?}",
         renewals(&sb)
     );
@@ -236,6 +236,43 @@ fn the_token_is_renewed_before_it_expires_and_a_refused_renewal_logs_in_again() 
         m.contains("quartet_logins_total{connection=\"default/secrets\",result=\"ok\"} 2"),
         "{m}"
     );
+}
+
+#[test]
+fn a_token_at_its_maximum_lifetime_is_replaced_by_a_new_login_and_revoked() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    // Renewals stop extending the token after 8 s: the operator logs in again before it ends.
+    set_up_idp(
+        &sb,
+        "alice",
+        "pw-alice",
+        None,
+        json!({"token_ttl": "3s", "token_max_ttl": "8s"}),
+    );
+    connect_with_login(&sb, "alice", "pw-alice", None);
+    let _op = Operator::start(&sb, "1s");
+    sb.apply_ok(&policies_yaml(2));
+    wait_for("2 Ready SecretsPolicies", WAIT, || {
+        all_ready(&sb, 2).then_some(())
+    });
+    wait_for("a second login", WAIT, || {
+        (logins(&sb).1 >= 2).then_some(())
+    });
+    assert!(
+        renewals(&sb).contains(&200),
+        "renewed before the maximum lifetime: {:?}",
+        renewals(&sb)
+    );
+    assert!(
+        sb.requests("secrets", 0)
+            .0
+            .iter()
+            .any(|(m, p, s)| m == "POST" && p == "/v1/auth/token/revoke-self" && *s < 300),
+        "the replaced token was revoked"
+    );
+    assert_eq!(logins(&sb).0, logins(&sb).1, "no login was refused");
+    assert!(all_ready(&sb, 2));
 }
 
 #[test]

@@ -48,6 +48,9 @@ impl Default for Settings {
 /// How long a resolved Connection (and its token) is reused before the Secret is read again.
 const CONNECTION_TTL: Duration = Duration::from_secs(300);
 
+/// A Connection's login session and the keyed hash of what it logs in with.
+type SessionEntry = (String, Arc<Session>);
+
 struct CachedHttp {
     resource_version: Option<String>,
     loaded: Instant,
@@ -63,7 +66,7 @@ pub struct Context {
     http_cache: Mutex<HashMap<(String, String), CachedHttp>>,
     /// The login of each Connection with `spec.auth`, with the keyed hash of what it logs in
     /// with: kept across client rebuilds, replaced (and its token revoked) when that changes.
-    sessions: Mutex<HashMap<(String, String), (String, Arc<Session>)>>,
+    sessions: Mutex<HashMap<(String, String), SessionEntry>>,
     failures: Mutex<HashMap<String, u32>>,
     fresh: Mutex<HashMap<String, (String, Instant)>>,
     /// resourceVersion of each object at the end of its last successful pass: a pass that
