@@ -428,3 +428,23 @@ fn a_connection_needs_exactly_one_of_a_token_secret_and_a_login() {
     let c = sb.get_json("connection", "ok").unwrap();
     assert_eq!(c["spec"]["auth"]["idp"]["mount"], "idp");
 }
+
+#[test]
+fn stopping_the_operator_revokes_the_connection_token() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    set_up_idp(&sb, "alice", "pw-alice", None, json!({}));
+    connect_with_login(&sb, "alice", "pw-alice", None);
+    let op = Operator::start(&sb, "2s");
+    wait_for("the Connection Ready", WAIT, || {
+        condition_is(&connection(&sb), "Ready", "True").then_some(())
+    });
+    assert!(login_accessor(&sb, "alice").is_some());
+    // SIGTERM, as Kubernetes stops a pod; the process has exited when `stop` returns.
+    op.stop();
+    assert_eq!(
+        login_accessor(&sb, "alice"),
+        None,
+        "the token outlived the operator"
+    );
+}
