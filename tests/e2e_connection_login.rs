@@ -242,13 +242,13 @@ fn the_token_is_renewed_before_it_expires_and_a_refused_renewal_logs_in_again() 
 fn a_token_at_its_maximum_lifetime_is_replaced_by_a_new_login() {
     let sb = Sandbox::start(&[]);
     sb.install_crds();
-    // Renewals stop extending the token after 8 s: the operator logs in again before it ends.
+    // Renewals stop extending the token after 14 s: the operator logs in again before it ends.
     set_up_idp(
         &sb,
         "alice",
         "pw-alice",
         None,
-        json!({"token_ttl": "3s", "token_max_ttl": "8s"}),
+        json!({"token_ttl": "6s", "token_max_ttl": "14s"}),
     );
     connect_with_login(&sb, "alice", "pw-alice", None);
     let _op = Operator::start(&sb, "1s");
@@ -447,4 +447,34 @@ fn stopping_the_operator_revokes_the_connection_token() {
         None,
         "the token outlived the operator"
     );
+}
+
+#[test]
+fn a_user_with_a_push_factor_logs_in_once_the_push_is_approved() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    set_up_idp(&sb, "carol", "pw-carol", None, json!({}));
+    // The provider's push factor, approved by the (simulated) phone after a moment.
+    let (s, b) = http(
+        "PUT",
+        &format!("{}/_sandbox/secrets/idp/users/carol", sb.url("secrets")),
+        None,
+        Some(
+            json!({"password": "pw-carol", "push": {"provider": "OKTA", "response": "approve", "delay_ms": 1500}}),
+        ),
+    );
+    assert!(s < 300, "{s} {b}");
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: login, namespace: default}}\nstringData: {{password: pw-carol}}\n---\n\
+         apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: secrets, namespace: default}}\n\
+         spec: {{service: secrets, address: \"{}\", timeoutSeconds: 5, auth: {{idp: {{username: carol, provider: okta, passwordSecretRef: {{name: login, key: password}}}}}}}}\n",
+        sb.url("secrets")
+    ));
+    let _op = Operator::start(&sb, "2s");
+    sb.apply_ok(&policies_yaml(2));
+    wait_for("2 Ready SecretsPolicies", WAIT, || {
+        all_ready(&sb, 2).then_some(())
+    });
+    assert_eq!(logins(&sb), (1, 1), "one push, one login");
+    assert_eq!(connection(&sb)["status"]["auth"]["username"], "carol");
 }
