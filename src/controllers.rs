@@ -112,6 +112,7 @@ pub async fn run(
         driver::run::<IdpAuthMethod>(ctx.clone(), namespace.clone(), stop()),
     );
     reflector_task.abort();
+    ctx.end_all_sessions().await;
     Ok(())
 }
 

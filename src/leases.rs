@@ -410,7 +410,13 @@ async fn client(args: &LeasesArgs) -> Result<Http, LeasesError> {
                         })
                 }
             };
-            let token = String::from_utf8(read(conn.spec.token_secret_ref.clone()).await?)
+            let token_ref = conn.spec.token_secret_ref.clone().ok_or_else(|| {
+                LeasesError::Usage(format!(
+                    "Connection {ns}/{} logs in (spec.auth) instead of naming a token Secret: use --address with the token in QUARTET_TOKEN (`quartet login idp` prints one)",
+                    conn.metadata.name.clone().unwrap_or_default()
+                ))
+            })?;
+            let token = String::from_utf8(read(token_ref).await?)
                 .map_err(|_| LeasesError::Usage("the token is not UTF-8 text".into()))?;
             let ca = match conn.spec.ca_secret_ref.clone() {
                 Some(r) => Some(read(r).await?),

@@ -66,7 +66,9 @@ impl std::fmt::Display for Service {
 )]
 #[x_kube(
     validation = Rule::new("!has(self.tokenHeader) || self.service != 'workspaces'").message("tokenHeader is not used by the workspace service (it takes a bearer token)"),
-    validation = Rule::new("!has(self.organization) || self.service == 'workspaces'").message("organization is only used by workspaces Connections")
+    validation = Rule::new("!has(self.organization) || self.service == 'workspaces'").message("organization is only used by workspaces Connections"),
+    validation = Rule::new("has(self.tokenSecretRef) != has(self.auth)").message("set exactly one of tokenSecretRef and auth"),
+    validation = Rule::new("!has(self.auth) || self.service == 'secrets'").message("auth (a login) is only offered by the secrets service")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionSpec {
@@ -76,8 +78,17 @@ pub struct ConnectionSpec {
     #[schemars(regex(pattern = r"^https?://[^\s/]+(/[^\s]*)?$"))]
     pub address: String,
     /// The Secret key holding the API token (secrets: `X-Secrets-Token`; workspaces: bearer
-    /// token; catalog: `X-Catalog-Token`; scheduler: management or ACL token).
-    pub token_secret_ref: SecretKeyRef,
+    /// token; catalog: `X-Catalog-Token`; scheduler: management or ACL token). Exactly one of
+    /// `tokenSecretRef` and `auth` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_secret_ref: Option<SecretKeyRef>,
+    /// Secrets service only: log in to get the token instead of reading it from a Secret.
+    /// Quartet logs in once per Connection, reuses the token for every resource, renews it
+    /// before it expires, logs in again only when it is refused or cannot be renewed, and
+    /// revokes it when the Connection is deleted or its auth changes. Exactly one of
+    /// `tokenSecretRef` and `auth` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ConnectionAuth>,
     /// The Secret key holding a PEM CA bundle to trust for `https` addresses, in addition to the
     /// system roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,6 +122,49 @@ pub struct ConnectionSpec {
     pub allowed_namespaces: Vec<String>,
 }
 
+/// How a Connection logs in to get its token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionAuth {
+    /// Log in with the identity-provider auth method (`POST /v1/auth/<mount>/login/<username>`).
+    pub idp: IdpLogin,
+}
+
+/// An identity-provider login: a username, its password, and optionally the verification-app
+/// seed or an MFA provider.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IdpLogin {
+    /// Path the identity-provider auth method is mounted at, without `auth/` (default `idp`).
+    #[serde(default = "default_idp_mount")]
+    #[schemars(
+        regex(pattern = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"),
+        length(min = 1, max = 128)
+    )]
+    pub mount: String,
+    /// The user to log in as.
+    #[schemars(length(min = 1, max = 255))]
+    pub username: String,
+    /// The Secret key holding the user's password. A changed Secret makes Quartet log in again
+    /// (and revoke the previous token).
+    pub password_secret_ref: SecretKeyRef,
+    /// The Secret key holding the base32 seed of the user's verification-app (TOTP) factor:
+    /// Quartet computes the current passcode itself (SHA1, 6 digits, 30 s, as the verification
+    /// app does) and sends it with each login. Without it, an account with MFA must use a push
+    /// factor (see `provider`), which makes each login wait until the push is answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub totp_secret_ref: Option<SecretKeyRef>,
+    /// The MFA factor provider to prefer (sent as the login's `provider`, upper case, e.g.
+    /// `OKTA` or `GOOGLE`). Factors of other providers are then ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z_]+$"), length(min = 1, max = 32))]
+    pub provider: Option<String>,
+}
+
+fn default_idp_mount() -> String {
+    "idp".into()
+}
+
 fn default_timeout() -> u32 {
     10
 }
@@ -126,7 +180,8 @@ pub struct ConnectionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// `Ready`: the service answered and accepted the token (reasons `Connected`,
-    /// `Unreachable`, `Unauthorized`, `SecretNotFound`, `InvalidSpec`).
+    /// `Unreachable`, `Unauthorized`, `SecretNotFound`, `InvalidSpec`, and `LoginFailed` with
+    /// the service's message when a login of `spec.auth` is refused).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// Secrets service only: what the Connection's token can reach, from the service's OpenAPI
@@ -141,4 +196,25 @@ pub struct ConnectionStatus {
     /// `IrrevocableLeases` says when the count grows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irrevocable_leases: Option<i64>,
+    /// With `spec.auth`: the state of the login (never the token itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ConnectionAuthStatus>,
+}
+
+/// The login a Connection with `spec.auth` holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionAuthStatus {
+    /// The auth method used: `idp`.
+    pub method: String,
+    /// The mount of the auth method (without `auth/`).
+    pub mount: String,
+    /// The user logged in as.
+    pub username: String,
+    /// When the current token expires unless renewed (RFC 3339); absent for a token without
+    /// expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// Whether the service lets the token be renewed (Quartet renews at 2/3 of its lease).
+    pub renewable: bool,
 }

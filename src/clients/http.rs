@@ -12,6 +12,7 @@ use rand::Rng;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
+use super::secrets_login::Session;
 use crate::api::Service;
 use crate::reconcile::metrics::Metrics;
 
@@ -47,6 +48,10 @@ pub enum Auth {
     Header(String, SecretString),
     /// `Authorization: Bearer <token>`.
     Bearer(SecretString),
+    /// A token the Connection logs in for ([`Session`]), in the named header.
+    Login(String, Arc<Session>),
+    /// No token: the calls of a login itself.
+    None,
 }
 
 #[derive(Clone, Debug)]
@@ -82,6 +87,9 @@ pub enum ClientError {
     Decode { service: Service, detail: String },
     #[error("invalid client configuration: {0}")]
     Config(String),
+    /// The Connection's login (`spec.auth`) was refused: the service's message.
+    #[error("{service} refused the Connection's login: {message}")]
+    Login { service: Service, message: String },
 }
 
 impl ClientError {
@@ -97,7 +105,9 @@ impl ClientError {
         match self {
             ClientError::Unreachable { .. } => true,
             ClientError::Status { status, .. } => *status == 429 || *status >= 500,
-            ClientError::Decode { .. } | ClientError::Config(_) => false,
+            ClientError::Decode { .. } | ClientError::Config(_) | ClientError::Login { .. } => {
+                false
+            }
         }
     }
 
@@ -210,10 +220,68 @@ impl Http {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Response, ClientError> {
+        match &self.cfg.auth {
+            Auth::Header(name, token) => {
+                self.send(verb, path, body, Cred::Header(name, token)).await
+            }
+            Auth::Bearer(token) => self.send(verb, path, body, Cred::Bearer(token)).await,
+            Auth::None => self.send(verb, path, body, Cred::None).await,
+            Auth::Login(header, session) => {
+                let token = session.token().await?;
+                match self
+                    .send(verb, path, body, Cred::Header(header, &token))
+                    .await
+                {
+                    // Log in again only when the token itself is refused, not when it merely
+                    // lacks a permission (the session asks `lookup-self` to tell them apart).
+                    Err(ClientError::Status { status: 403, .. })
+                        if session.refused(&token).await =>
+                    {
+                        let token = session.token().await?;
+                        self.send(verb, path, body, Cred::Header(header, &token))
+                            .await
+                    }
+                    other => other,
+                }
+            }
+        }
+    }
+
+    /// A call with an explicit token header (or none), whatever the client's own auth: the
+    /// calls of a login session (login, renew-self, revoke-self, lookup-self).
+    pub async fn call_as(
+        &self,
+        verb: &str,
+        path: &str,
+        body: Option<&Value>,
+        token: Option<(&str, &SecretString)>,
+    ) -> Result<Response, ClientError> {
+        let cred = match token {
+            Some((name, t)) => Cred::Header(name, t),
+            None => Cred::None,
+        };
+        self.send(verb, path, body, cred).await
+    }
+
+    /// The Connection's login session, when it logs in (`spec.auth`).
+    pub fn session(&self) -> Option<&Arc<Session>> {
+        match &self.cfg.auth {
+            Auth::Login(_, s) => Some(s),
+            _ => None,
+        }
+    }
+
+    async fn send(
+        &self,
+        verb: &str,
+        path: &str,
+        body: Option<&Value>,
+        cred: Cred<'_>,
+    ) -> Result<Response, ClientError> {
         let idempotent = !verb.eq_ignore_ascii_case("POST") && !verb.eq_ignore_ascii_case("PATCH");
         let mut attempt = 0u32;
         loop {
-            let result = self.once(verb, path, body).await;
+            let result = self.once(verb, path, body, cred).await;
             let retry = match &result {
                 Ok(_) => None,
                 Err(e @ ClientError::Status { status: 429, .. }) => Some(e.retry_after()),
@@ -244,6 +312,7 @@ impl Http {
         verb: &str,
         path: &str,
         body: Option<&Value>,
+        cred: Cred<'_>,
     ) -> Result<Response, ClientError> {
         self.limiter.until_ready().await;
         let service = self.cfg.service;
@@ -251,9 +320,10 @@ impl Http {
             Method::from_bytes(verb.as_bytes()).map_err(|e| ClientError::Config(e.to_string()))?;
         let url = format!("{}{}", self.cfg.base_url, path);
         let mut req = self.client.request(method, &url);
-        req = match &self.cfg.auth {
-            Auth::Header(name, token) => req.header(name.as_str(), token.expose()),
-            Auth::Bearer(token) => req.bearer_auth(token.expose()),
+        req = match cred {
+            Cred::Header(name, token) => req.header(name, token.expose()),
+            Cred::Bearer(token) => req.bearer_auth(token.expose()),
+            Cred::None => req,
         };
         for (k, v) in &self.cfg.extra_headers {
             req = req.header(*k, v);
@@ -312,7 +382,7 @@ impl Http {
                 index,
             });
         }
-        let message = self.redact(error_message(&bytes, status));
+        let message = redact(cred, error_message(&bytes, status));
         Err(ClientError::Status {
             service,
             status: status.as_u16(),
@@ -320,17 +390,26 @@ impl Http {
             retry_after,
         })
     }
+}
 
-    /// Belt and braces: no error text may echo the token back.
-    fn redact(&self, message: String) -> String {
-        let token = match &self.cfg.auth {
-            Auth::Header(_, t) | Auth::Bearer(t) => t.expose(),
-        };
-        if token.len() >= 4 && message.contains(token) {
-            message.replace(token, "[redacted]")
-        } else {
-            message
-        }
+/// The token one request carries.
+#[derive(Clone, Copy)]
+enum Cred<'a> {
+    Header(&'a str, &'a SecretString),
+    Bearer(&'a SecretString),
+    None,
+}
+
+/// Belt and braces: no error text may echo the token back.
+fn redact(cred: Cred<'_>, message: String) -> String {
+    let token = match cred {
+        Cred::Header(_, t) | Cred::Bearer(t) => t.expose(),
+        Cred::None => return message,
+    };
+    if token.len() >= 4 && message.contains(token) {
+        message.replace(token, "[redacted]")
+    } else {
+        message
     }
 }
 

@@ -7,6 +7,7 @@ pub mod secrets;
 pub mod secrets_ad;
 pub mod secrets_dr;
 pub mod secrets_idp;
+pub mod secrets_login;
 pub mod secrets_mfa;
 pub mod secrets_transform;
 pub mod workspaces;

@@ -5,13 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
+use crate::api::connection::ConnectionAuthStatus;
 use crate::api::{Connection, Service};
-use crate::clients::Http;
+use crate::clients::{ClientError, Http};
 use crate::reconcile::conditions::{self, READY};
 use crate::reconcile::driver::{patch_status, publish};
 use crate::reconcile::error::jitter;
@@ -77,8 +80,15 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         conn.name_any()
     );
     let mut leases = None;
+    if conn.spec.auth.is_none() {
+        // Switched from a login to a token Secret: the login's token is no longer needed.
+        ctx.end_session(&conn.namespace().unwrap_or_default(), &conn.name_any())
+            .await;
+    }
+    let mut session = None;
     let result = async {
         let http = ctx.build_http(&conn).await?;
+        session = http.session().cloned();
         let found = probe(&http).await?;
         if conn.spec.service == Service::Secrets {
             leases = irrevocable(&http).await;
@@ -118,6 +128,18 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         conn.namespace().unwrap_or_default(),
         conn.name_any()
     );
+    status.auth = session
+        .as_ref()
+        .and_then(|s| s.state())
+        .map(|l| ConnectionAuthStatus {
+            method: "idp".into(),
+            mount: l.mount,
+            username: l.username,
+            expires_at: l
+                .expires_at
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            renewable: l.renewable,
+        });
     let requeue = match &result {
         Ok(found) => {
             ctx.succeeded(&key);
@@ -133,7 +155,32 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
                 format!("{} answered and accepted the token", conn.spec.address),
                 generation,
             );
-            jitter(ctx.settings.resync)
+            // A login is renewed when due even while no resource calls through it.
+            let due = match &session {
+                Some(s) => s.next_due().await,
+                None => None,
+            };
+            match due {
+                Some(d) if d < ctx.settings.resync => d + Duration::from_millis(100),
+                _ => jitter(ctx.settings.resync),
+            }
+        }
+        Err(Error::Remote(ClientError::Login { .. })) => {
+            conditions::set(
+                &mut status.conditions,
+                READY,
+                false,
+                "LoginFailed",
+                result
+                    .as_ref()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default(),
+                generation,
+            );
+            // The session itself backs logins off; checking sooner than it allows is free.
+            let _ = ctx.failed(&key);
+            jitter(Duration::from_secs(10))
         }
         Err(e) => {
             let reason = match e.category() {
@@ -177,10 +224,82 @@ pub async fn run(
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    Controller::new(api, watcher::Config::default())
+    let secrets: Api<Secret> = match &namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let controller = Controller::new(api.clone(), watcher::Config::default());
+    let store = controller.store();
+    // A changed token, password or seed Secret is read at once (a new password logs in again).
+    let controller = controller
+        .watches(
+            secrets,
+            watcher::Config::default(),
+            move |secret: Secret| {
+                let ns = secret.namespace().unwrap_or_default();
+                let name = secret.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|c| {
+                        c.namespace().as_deref() == Some(ns.as_str())
+                            && secret_refs(c).contains(&name)
+                    })
+                    .map(|c| ObjectRef::from_obj(c.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .with_config(controller::Config::default().concurrency(2))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
-        .await;
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    tokio::select! {
+        _ = controller => {}
+        _ = revoke_deleted(ctx, api) => {}
+    }
+}
+
+/// The Secrets a Connection reads.
+fn secret_refs(conn: &Connection) -> Vec<String> {
+    let spec = &conn.spec;
+    let mut refs: Vec<String> = [&spec.token_secret_ref, &spec.ca_secret_ref]
+        .into_iter()
+        .flatten()
+        .map(|r| r.name.clone())
+        .collect();
+    if let Some(auth) = &spec.auth {
+        refs.push(auth.idp.password_secret_ref.name.clone());
+        refs.extend(auth.idp.totp_secret_ref.iter().map(|r| r.name.clone()));
+    }
+    refs
+}
+
+/// Revoke the login token of each Connection that is deleted. (The controller never sees a
+/// deleted object; a finalizer would hold every Connection's deletion on the operator.) After a
+/// re-list, logins of Connections no longer listed are ended too.
+async fn revoke_deleted(ctx: Arc<Context>, api: Api<Connection>) {
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut listed = std::collections::HashSet::new();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Delete(conn)) => {
+                let ns = conn.namespace().unwrap_or_default();
+                ctx.end_session(&ns, &conn.name_any()).await;
+            }
+            Ok(watcher::Event::Init) => listed.clear(),
+            Ok(watcher::Event::InitApply(conn)) => {
+                listed.insert((conn.namespace().unwrap_or_default(), conn.name_any()));
+            }
+            Ok(watcher::Event::InitDone) => {
+                for key in ctx.sessions() {
+                    if !listed.contains(&key) {
+                        ctx.end_session(&key.0, &key.1).await;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }

@@ -15,6 +15,7 @@ use super::error::{Error, Result};
 use super::metrics::Metrics;
 use crate::api::{Connection, ConnectionRef, SecretKeyRef, Service};
 use crate::clients::http::{Auth, Http, HttpConfig, SecretString};
+use crate::clients::secrets_login::{IdpCredentials, Session};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::Resource;
@@ -47,6 +48,9 @@ impl Default for Settings {
 /// How long a resolved Connection (and its token) is reused before the Secret is read again.
 const CONNECTION_TTL: Duration = Duration::from_secs(300);
 
+/// A Connection's login session and the keyed hash of what it logs in with.
+type SessionEntry = (String, Arc<Session>);
+
 struct CachedHttp {
     resource_version: Option<String>,
     loaded: Instant,
@@ -60,6 +64,9 @@ pub struct Context {
     pub recorder: Recorder,
     connections: Store<Connection>,
     http_cache: Mutex<HashMap<(String, String), CachedHttp>>,
+    /// The login of each Connection with `spec.auth`, with the keyed hash of what it logs in
+    /// with: kept across client rebuilds, replaced (and its token revoked) when that changes.
+    sessions: Mutex<HashMap<(String, String), SessionEntry>>,
     failures: Mutex<HashMap<String, u32>>,
     fresh: Mutex<HashMap<String, (String, Instant)>>,
     /// resourceVersion of each object at the end of its last successful pass: a pass that
@@ -96,6 +103,7 @@ impl Context {
             metrics,
             connections,
             http_cache: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             fresh: Mutex::new(HashMap::new()),
             settled: Mutex::new(HashMap::new()),
@@ -332,16 +340,28 @@ impl Context {
             .remove(&key);
     }
 
-    /// Build the HTTP client of a Connection, reading its token (and CA) Secret.
+    /// Build the HTTP client of a Connection, reading its token (and CA) Secret, or, for a
+    /// Connection that logs in (`spec.auth`), its login Secrets: the client then shares the
+    /// Connection's one login [`Session`].
     pub async fn build_http(&self, conn: &Connection) -> Result<Http> {
         let ns = conn.namespace().unwrap_or_default();
-        let token = self
-            .secret_value(
-                &ns,
-                &conn.spec.token_secret_ref,
-                &format!("token of Connection {ns}/{}", conn.name_any()),
-            )
-            .await?;
+        let token = match (&conn.spec.token_secret_ref, &conn.spec.auth) {
+            (Some(r), _) => Some(
+                self.secret_value(
+                    &ns,
+                    r,
+                    &format!("token of Connection {ns}/{}", conn.name_any()),
+                )
+                .await?,
+            ),
+            (None, Some(_)) => None,
+            (None, None) => {
+                return Err(Error::InvalidSpec(format!(
+                    "Connection {ns}/{} has neither tokenSecretRef nor auth",
+                    conn.name_any()
+                )))
+            }
+        };
         let ca_pem = match &conn.spec.ca_secret_ref {
             Some(r) => Some(
                 self.secret_value(
@@ -363,27 +383,175 @@ impl Context {
                 .clone()
                 .unwrap_or_else(|| default.to_string())
         };
-        let auth = match service {
-            Service::Secrets => Auth::Header(header("X-Secrets-Token"), token),
-            Service::Workspaces => Auth::Bearer(token),
-            Service::Catalog => Auth::Header(header("X-Catalog-Token"), token),
-            Service::Scheduler => Auth::Header(header("X-Scheduler-Token"), token),
+        let header_name = match service {
+            Service::Secrets => header("X-Secrets-Token"),
+            Service::Workspaces => String::new(),
+            Service::Catalog => header("X-Catalog-Token"),
+            Service::Scheduler => header("X-Scheduler-Token"),
         };
         let mut extra_headers = Vec::new();
         if let Some(n) = &conn.spec.service_namespace {
             extra_headers.push(("X-Secrets-Namespace", n.clone()));
         }
-        let cfg = HttpConfig {
+        let mut cfg = HttpConfig {
             service,
             base_url: conn.spec.address.trim_end_matches('/').to_string(),
-            auth,
+            auth: Auth::None,
             timeout: Duration::from_secs(conn.spec.timeout_seconds.max(1) as u64),
             requests_per_second: conn.spec.requests_per_second,
             ca_pem,
             extra_headers,
             max_retries: self.settings.max_retries,
         };
+        cfg.auth = match (token, &conn.spec.auth) {
+            (Some(token), _) => match service {
+                Service::Workspaces => Auth::Bearer(token),
+                _ => Auth::Header(header_name, token),
+            },
+            (None, Some(auth)) => {
+                if service != Service::Secrets {
+                    return Err(Error::InvalidSpec(
+                        "spec.auth (a login) is only offered by the secrets service".into(),
+                    ));
+                }
+                let session = self.session(conn, &cfg, header_name, &auth.idp).await?;
+                Auth::Login(session.header().to_string(), session)
+            }
+            (None, None) => unreachable!("checked above"),
+        };
         Http::new(cfg, self.metrics.clone()).map_err(Error::Remote)
+    }
+
+    /// The login session of a Connection with `spec.auth.idp`: the existing one while the
+    /// Connection logs in with the same address, user and Secrets; else a new one, and the
+    /// previous one's token is revoked.
+    async fn session(
+        &self,
+        conn: &Connection,
+        cfg: &HttpConfig,
+        header: String,
+        idp: &crate::api::connection::IdpLogin,
+    ) -> Result<Arc<Session>> {
+        let ns = conn.namespace().unwrap_or_default();
+        let name = conn.name_any();
+        let password = self
+            .secret_value(
+                &ns,
+                &idp.password_secret_ref,
+                &format!("password of Connection {ns}/{name}"),
+            )
+            .await?;
+        let totp_seed = match &idp.totp_secret_ref {
+            Some(r) => Some(
+                self.secret_value(&ns, r, &format!("TOTP seed of Connection {ns}/{name}"))
+                    .await?,
+            ),
+            None => None,
+        };
+        let uid = conn.uid().unwrap_or_default();
+        let ca = cfg.ca_pem.clone().unwrap_or_default();
+        let namespace = conn.spec.service_namespace.clone().unwrap_or_default();
+        let seed = totp_seed
+            .as_ref()
+            .map(|s| s.expose().to_string())
+            .unwrap_or_default();
+        let provider = idp.provider.clone().unwrap_or_default();
+        let fingerprint = super::hash::keyed_hash(
+            self.settings.hash_key.expose().as_bytes(),
+            &[
+                uid.as_bytes(),
+                cfg.base_url.as_bytes(),
+                &ca,
+                namespace.as_bytes(),
+                header.as_bytes(),
+                idp.mount.as_bytes(),
+                idp.username.as_bytes(),
+                password.expose().as_bytes(),
+                seed.as_bytes(),
+                provider.as_bytes(),
+            ],
+        );
+        let key = (ns.clone(), name.clone());
+        if let Some((fp, s)) = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            if *fp == fingerprint {
+                return Ok(s.clone());
+            }
+        }
+        let mut login_cfg = cfg.clone();
+        login_cfg.auth = Auth::None;
+        // A push login waits until the push is answered: give it longer than a plain call.
+        login_cfg.timeout = login_cfg.timeout.max(Duration::from_secs(90));
+        let session = Arc::new(Session::new(
+            format!("{ns}/{name}"),
+            header,
+            IdpCredentials {
+                mount: idp.mount.clone(),
+                username: idp.username.clone(),
+                password,
+                totp_seed,
+                provider: idp.provider.clone(),
+            },
+            Http::new(login_cfg, self.metrics.clone()).map_err(Error::Remote)?,
+            self.metrics.clone(),
+        ));
+        let replaced = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            match sessions.get(&key) {
+                // Another reconcile built the same one meanwhile: use it.
+                Some((fp, s)) if *fp == fingerprint => return Ok(s.clone()),
+                _ => sessions
+                    .insert(key.clone(), (fingerprint, session.clone()))
+                    .map(|(_, s)| s),
+            }
+        };
+        if let Some(old) = replaced {
+            tracing::info!(connection = %format!("{ns}/{name}"), "the Connection's login changed: revoking the previous token");
+            self.http_cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+            old.close().await;
+        }
+        Ok(session)
+    }
+
+    /// End the login of the Connection `ns/name` (deleted): revoke its token.
+    pub async fn end_session(&self, ns: &str, name: &str) {
+        let key = (ns.to_string(), name.to_string());
+        let ended = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        if let Some((_, s)) = ended {
+            self.http_cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+            s.close().await;
+        }
+    }
+
+    /// The Connections (`namespace`, `name`) that hold a login session.
+    pub fn sessions(&self) -> Vec<(String, String)> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// End every login (operator shutdown): revoke their tokens.
+    pub async fn end_all_sessions(&self) {
+        for (ns, name) in self.sessions() {
+            self.end_session(&ns, &name).await;
+        }
     }
 
     /// One key of a Secret in `ns`, as a [`SecretString`]. `what` names the use in errors; the

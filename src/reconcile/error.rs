@@ -88,6 +88,7 @@ impl Error {
                 ClientError::Status {
                     status: 401 | 403, ..
                 } => Category::Unauthorized,
+                ClientError::Login { .. } => Category::Unauthorized,
                 e if e.is_transient() => Category::Transient,
                 ClientError::Decode { .. } => Category::Transient,
                 ClientError::Config(_) => Category::ConnectionUnavailable,

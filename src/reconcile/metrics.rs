@@ -29,6 +29,7 @@ pub struct Metrics {
     dr_heartbeat_age: Family<Labels, Gauge>,
     dr_connected: Family<Labels, Gauge>,
     irrevocable: Family<Labels, Gauge>,
+    logins: Family<Labels, Counter>,
 }
 
 fn histogram() -> Histogram {
@@ -116,8 +117,15 @@ impl Default for Metrics {
             "Irrevocable leases of a secrets service by Connection and mount accessor, at the last Connection check",
             irrevocable.clone(),
         );
+        let logins = Family::<Labels, Counter>::default();
+        registry.register(
+            "logins",
+            "Logins of Connections with spec.auth, by Connection and result (ok, error)",
+            logins.clone(),
+        );
         Self {
             registry,
+            logins,
             irrevocable,
             acl_replication,
             resyncs_deferred,
@@ -257,6 +265,16 @@ impl Metrics {
                 ("mount", mount.to_string()),
             ])
             .set(n);
+    }
+
+    /// One login of the Connection `connection` (`namespace/name`).
+    pub fn login(&self, connection: &str, ok: bool) {
+        self.logins
+            .get_or_create(&vec![
+                ("connection", connection.to_string()),
+                ("result", if ok { "ok" } else { "error" }.to_string()),
+            ])
+            .inc();
     }
 
     /// The Prometheus text exposition.

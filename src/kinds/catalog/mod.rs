@@ -26,10 +26,11 @@ pub async fn client_with_token_in(
         conn.spec.ca_secret_ref = None;
     }
     conn.metadata.namespace = Some(ns.to_string());
-    conn.spec.token_secret_ref = SecretKeyRef {
+    conn.spec.token_secret_ref = Some(SecretKeyRef {
         name: secret.to_string(),
         key: key.to_string(),
-    };
+    });
+    conn.spec.auth = None;
     let http = ctx.build_http(&conn).await?;
     Ok(CatalogClient::from(Arc::new(http)))
 }
