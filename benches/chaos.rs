@@ -376,6 +376,12 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     // Stop the chaos: the last kill, then the faults.
     let last_kill = blocking(|| killer.join().expect("killer"));
     blocking(|| clear_faults(&sb));
+    let mut fault_counts = Vec::new();
+    for service in ["secrets", "workspaces"] {
+        let (reqs, _) = blocking(|| sb.requests(service, 0));
+        let faulted = reqs.iter().filter(|(_, _, s)| matches!(s, 0 | 429 | 500 | 503)).count();
+        fault_counts.push(format!("{service}: {faulted} of {} calls answered 429/500/503 or dropped (lost responses and delays not counted)", reqs.len()));
+    }
     let last_fault = Instant::now().max(last_kill);
     println!(
         "  chaos over after {:.1} s ({kills} kills, last {:.1} s ago)",
@@ -415,6 +421,9 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let logs = ops.logs.join("\n");
 
     println!("Results ({} operator runs)", ops.logs.len());
+    for f in &fault_counts {
+        println!("  faults while chaotic               {f}");
+    }
     let total_expected: usize = expected.values().sum();
     let total_converged: usize = census.values().map(|c| c.0).sum();
     let total_left: usize = census.values().map(|c| c.2).sum();
