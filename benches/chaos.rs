@@ -50,22 +50,24 @@ enum Kind {
     IdpUser,
     IdpGroup,
     TransformAlphabet,
+    TransformTemplate,
     Workspace,
 }
 
-const KINDS: [Kind; 6] = [
+const KINDS: [Kind; 7] = [
     Kind::SecretsPolicy,
     Kind::TotpMethod,
     Kind::IdpUser,
     Kind::IdpGroup,
     Kind::TransformAlphabet,
+    Kind::TransformTemplate,
     Kind::Workspace,
 ];
 
 /// Kinds left out, and why (printed with the figures).
 const LEFT_OUT: &[(&str, &str)] = &[
     ("IdpAuthMethod", "one per mount, not N: the bench has one, edited (its token Secret is among the secrets searched for), never deleted"),
-    ("TransformTemplate, Transformation, TransformRole, TransformStore", "depend on each other (alphabet → template → transformation ← role, store): not yet built as N independent objects"),
+    ("Transformation, TransformRole, TransformStore", "depend on each other (template → transformation ← role, store): not yet built as N independent objects (templates use the builtin/numeric alphabet)"),
     ("AdEngine, AdRole, AdLibrarySet, AdCheckout", "one engine per mount; roles and sets need one seeded directory account each"),
     ("NoCodeModule, NoCodeWorkspace, WorkspaceRun", "need registry modules and runs that take their own time; not yet"),
     ("CatalogAclToken, CatalogAclBootstrap", "need a kubernetes auth method in the catalog trusting a JWT; bootstrap is one per catalog"),
@@ -81,6 +83,7 @@ impl Kind {
             Kind::IdpUser => "IdpUser",
             Kind::IdpGroup => "IdpGroup",
             Kind::TransformAlphabet => "TransformAlphabet",
+            Kind::TransformTemplate => "TransformTemplate",
             Kind::Workspace => "Workspace",
         }
     }
@@ -92,6 +95,7 @@ impl Kind {
             Kind::IdpUser => "user",
             Kind::IdpGroup => "group",
             Kind::TransformAlphabet => "alpha",
+            Kind::TransformTemplate => "tpl",
             Kind::Workspace => "ws",
         }
     }
@@ -103,6 +107,7 @@ impl Kind {
             Kind::IdpUser => ("secrets.quartet.dev", "idpusers"),
             Kind::IdpGroup => ("secrets.quartet.dev", "idpgroups"),
             Kind::TransformAlphabet => ("secrets.quartet.dev", "transformalphabets"),
+            Kind::TransformTemplate => ("secrets.quartet.dev", "transformtemplates"),
             Kind::Workspace => ("workspaces.quartet.dev", "workspaces"),
         };
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", self.name()), plural)
@@ -114,6 +119,7 @@ impl Kind {
             Kind::TotpMethod => json!({"issuer": name, "digits": 6}),
             Kind::IdpUser | Kind::IdpGroup => json!({"policies": ["chaos-read"]}),
             Kind::TransformAlphabet => json!({"alphabet": "0123456789"}),
+            Kind::TransformTemplate => json!({"pattern": r"(\d{4})-(\d{4})", "alphabet": "builtin/numeric"}),
             Kind::Workspace => json!({"description": "created by the chaos bench"}),
         }
     }
@@ -125,6 +131,7 @@ impl Kind {
             Kind::TotpMethod => json!({"digits": 8}),
             Kind::IdpUser | Kind::IdpGroup => json!({"policies": ["chaos-read", "chaos-edited"]}),
             Kind::TransformAlphabet => json!({"alphabet": "0123456789abcdef"}),
+            Kind::TransformTemplate => json!({"pattern": r"(\d{4})-(\d{4})-(\d{4})"}),
             Kind::Workspace => json!({"description": "edited by the chaos bench"}),
         }
     }
@@ -297,9 +304,17 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
             doomed.insert(names.swap_remove(i).clone());
         }
     }
-    let kill_delays: Vec<Duration> = (0..kills)
-        .map(|_| Duration::from_millis(rng.random_range(1_000..6_000)))
+    // The kills are shared out over the three phases (create, edit, delete), each at a random
+    // delay of 1–5 s after the one before, so they land while that phase's work is under way.
+    let kill_delays: Vec<Vec<Duration>> = (0..3)
+        .map(|p| {
+            (0..kills / 3 + usize::from(p < kills % 3))
+                .map(|_| Duration::from_millis(rng.random_range(1_000..5_000)))
+                .collect()
+        })
         .collect();
+    let (phase_tx, phase_rx) = std::sync::mpsc::channel::<usize>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
 
     // Faults on, then the killer: SIGKILL at random moments, restart at once.
     blocking(|| inject_faults(&sb, rate, seed));
@@ -308,21 +323,25 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         let (sb, ops) = (sb.clone(), ops.clone());
         std::thread::spawn(move || {
             let mut last = Instant::now();
-            for d in kill_delays {
-                std::thread::sleep(d);
-                let mut o = ops.lock().unwrap();
-                if let Some(op) = o.current.take() {
-                    let log = op.kill();
-                    o.logs.push(log);
+            while let Ok(p) = phase_rx.recv() {
+                for d in &kill_delays[p] {
+                    std::thread::sleep(*d);
+                    let mut o = ops.lock().unwrap();
+                    if let Some(op) = o.current.take() {
+                        let log = op.kill();
+                        o.logs.push(log);
+                    }
+                    o.current = Some(Operator::start(&sb, RESYNC));
+                    last = Instant::now();
                 }
-                o.current = Some(Operator::start(&sb, RESYNC));
-                last = Instant::now();
+                let _ = done_tx.send(());
             }
             last
         })
     };
 
     // 1. Create all.
+    phase_tx.send(0).expect("killer");
     let phase = Instant::now();
     stream::iter(resources.iter())
         .for_each_concurrent(CONCURRENCY, |(kind, name)| {
@@ -339,8 +358,10 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         .map(|k| (*k, resources.iter().filter(|(r, _)| r == k).count()))
         .collect();
     settle(&world, &all, &per_kind, Duration::from_secs(30)).await;
+    blocking(|| done_rx.recv()).expect("killer");
 
     // 2. Edit each.
+    phase_tx.send(1).expect("killer");
     let phase = Instant::now();
     stream::iter(resources.iter())
         .for_each_concurrent(CONCURRENCY, |(kind, name)| {
@@ -355,8 +376,10 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     blocking(|| sb.apply_ok("apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpAuthMethod\nmetadata: {name: chaos-idp, namespace: default}\nspec: {orgName: chaos-edited, apiTokenSecretRef: {name: chaos-idp-token, key: token}}\n"));
     println!("  edited {n} in {:.1} s", phase.elapsed().as_secs_f64());
     settle(&world, &all, &per_kind, Duration::from_secs(30)).await;
+    blocking(|| done_rx.recv()).expect("killer");
 
     // 3. Delete half.
+    phase_tx.send(2).expect("killer");
     let phase = Instant::now();
     stream::iter(resources.iter().filter(|(_, name)| doomed.contains(name)))
         .for_each_concurrent(CONCURRENCY, |(kind, name)| {
@@ -374,6 +397,8 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         .collect();
 
     // Stop the chaos: the last kill, then the faults.
+    blocking(|| done_rx.recv()).expect("killer");
+    drop(phase_tx);
     let last_kill = blocking(|| killer.join().expect("killer"));
     blocking(|| clear_faults(&sb));
     let mut fault_counts = Vec::new();
@@ -524,11 +549,16 @@ fn remote_report(
         // remote name → remote ids
         let mut remote: BTreeMap<String, Vec<String>> = BTreeMap::new();
         match kind {
-            Kind::SecretsPolicy | Kind::IdpUser | Kind::IdpGroup | Kind::TransformAlphabet => {
+            Kind::SecretsPolicy
+            | Kind::IdpUser
+            | Kind::IdpGroup
+            | Kind::TransformAlphabet
+            | Kind::TransformTemplate => {
                 let path = match kind {
                     Kind::SecretsPolicy => "/v1/sys/policies/acl",
                     Kind::IdpUser => "/v1/auth/idp/users",
                     Kind::IdpGroup => "/v1/auth/idp/groups",
+                    Kind::TransformTemplate => "/v1/transform/template",
                     _ => "/v1/transform/alphabet",
                 };
                 for k in secrets_keys(sb, path) {
