@@ -113,6 +113,22 @@ pub trait Reconciled: Managed {
         remote_id: &str,
     ) -> impl Future<Output = Result<()>> + Send;
     fn remote_id(observed: &Self::Observed) -> String;
+    /// On deletion with no id in status: the id of a remote object this resource may have
+    /// created without recording it (a lost create response, a crash before the status write),
+    /// found without changing anything. Defaults to [`Reconciled::observe`] without an id; kinds
+    /// whose observe does more than read (a due rotation) override it with a plain read.
+    fn find_unrecorded(
+        &self,
+        client: &Self::Client,
+        desired: &Self::Desired,
+    ) -> impl Future<Output = Result<Option<String>>> + Send {
+        async move {
+            Ok(self
+                .observe(client, desired, None)
+                .await?
+                .map(|o| Self::remote_id(&o)))
+        }
+    }
     /// Whether the service assigns the identifier (a UUID, a `ws-` id). Such an id is written to
     /// status the moment create returns, before anything else can fail, so a later failure can
     /// never lead to a second object. Name-keyed objects are found again by name instead.
@@ -706,8 +722,8 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             Some(id) => id.clone(),
             None => {
                 let desired = obj.desired(ctx).await?;
-                match obj.observe(&client, &desired, None).await? {
-                    Some(observed) => K::remote_id(&observed),
+                match obj.find_unrecorded(&client, &desired).await? {
+                    Some(id) => id,
                     None => return Ok(None),
                 }
             }
