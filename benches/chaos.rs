@@ -31,7 +31,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::core::GroupVersionKind;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -110,16 +112,23 @@ impl Kind {
             Kind::TransformTemplate => ("secrets.quartet.dev", "transformtemplates"),
             Kind::Workspace => ("workspaces.quartet.dev", "workspaces"),
         };
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", self.name()), plural)
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, "v1alpha1", self.name()),
+            plural,
+        )
     }
 
     fn spec(self, name: &str) -> Value {
         match self {
-            Kind::SecretsPolicy => json!({"type": "acl", "policy": format!("path \"chaos/{name}/*\" {{ capabilities = [\"read\"] }}")}),
+            Kind::SecretsPolicy => {
+                json!({"type": "acl", "policy": format!("path \"chaos/{name}/*\" {{ capabilities = [\"read\"] }}")})
+            }
             Kind::TotpMethod => json!({"issuer": name, "digits": 6}),
             Kind::IdpUser | Kind::IdpGroup => json!({"policies": ["chaos-read"]}),
             Kind::TransformAlphabet => json!({"alphabet": "0123456789"}),
-            Kind::TransformTemplate => json!({"pattern": r"(\d{4})-(\d{4})", "alphabet": "builtin/numeric"}),
+            Kind::TransformTemplate => {
+                json!({"pattern": r"(\d{4})-(\d{4})", "alphabet": "builtin/numeric"})
+            }
             Kind::Workspace => json!({"description": "created by the chaos bench"}),
         }
     }
@@ -127,7 +136,9 @@ impl Kind {
     /// A spec change that needs a remote write.
     fn edit(self, name: &str) -> Value {
         match self {
-            Kind::SecretsPolicy => json!({"policy": format!("path \"chaos/{name}/*\" {{ capabilities = [\"read\", \"list\"] }}")}),
+            Kind::SecretsPolicy => {
+                json!({"policy": format!("path \"chaos/{name}/*\" {{ capabilities = [\"read\", \"list\"] }}")})
+            }
             Kind::TotpMethod => json!({"digits": 8}),
             Kind::IdpUser | Kind::IdpGroup => json!({"policies": ["chaos-read", "chaos-edited"]}),
             Kind::TransformAlphabet => json!({"alphabet": "0123456789abcdef"}),
@@ -145,7 +156,10 @@ impl Kind {
 }
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
@@ -187,7 +201,12 @@ fn inject_faults(sb: &Sandbox, rate: f64, seed: u64) {
             if i == 0 {
                 f["seed"] = json!(seed);
             }
-            let (s, b) = http("POST", &format!("{}/_sandbox/faults", sb.url(service)), None, Some(f));
+            let (s, b) = http(
+                "POST",
+                &format!("{}/_sandbox/faults", sb.url(service)),
+                None,
+                Some(f),
+            );
             assert!(s < 300, "fault refused: {s} {b}");
         }
     }
@@ -195,7 +214,12 @@ fn inject_faults(sb: &Sandbox, rate: f64, seed: u64) {
 
 fn clear_faults(sb: &Sandbox) {
     for service in ["secrets", "workspaces"] {
-        http("DELETE", &format!("{}/_sandbox/faults", sb.url(service)), None, None);
+        http(
+            "DELETE",
+            &format!("{}/_sandbox/faults", sb.url(service)),
+            None,
+            None,
+        );
     }
 }
 
@@ -207,9 +231,10 @@ struct Operators {
 
 fn is_converged(o: &DynamicObject) -> bool {
     let st = &o.data["status"];
-    let ready = st["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+    let ready = st["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    });
     ready && st["observedGeneration"].as_i64() == o.metadata.generation
 }
 
@@ -246,9 +271,15 @@ impl World {
         out
     }
 
-    async fn all_converged(&self, live: &BTreeSet<String>, expected: &BTreeMap<Kind, usize>) -> bool {
+    async fn all_converged(
+        &self,
+        live: &BTreeSet<String>,
+        expected: &BTreeMap<Kind, usize>,
+    ) -> bool {
         let census = self.census(live).await;
-        census.iter().all(|(k, (conv, l, gone))| *conv == expected[k] && *l == expected[k] && *gone == 0)
+        census
+            .iter()
+            .all(|(k, (conv, l, gone))| *conv == expected[k] && *l == expected[k] && *gone == 0)
     }
 }
 
@@ -285,7 +316,12 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let world = World {
         apis: KINDS
             .iter()
-            .map(|k| (*k, Api::namespaced_with(client.clone(), "default", &k.api_resource())))
+            .map(|k| {
+                (
+                    *k,
+                    Api::namespaced_with(client.clone(), "default", &k.api_resource()),
+                )
+            })
             .collect(),
     };
     let resources: Vec<(Kind, String)> = (0..n)
@@ -297,7 +333,11 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     // Delete half of each kind, chosen by the seed.
     let mut doomed = BTreeSet::new();
     for kind in KINDS {
-        let mut names: Vec<&String> = resources.iter().filter(|(k, _)| *k == kind).map(|(_, n)| n).collect();
+        let mut names: Vec<&String> = resources
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, n)| n)
+            .collect();
         let half = names.len() / 2;
         for _ in 0..half {
             let i = rng.random_range(0..names.len());
@@ -347,7 +387,9 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         .for_each_concurrent(CONCURRENCY, |(kind, name)| {
             let api = world.apis[kind].clone();
             async move {
-                api.create(&PostParams::default(), &kind.manifest(name)).await.expect("create");
+                api.create(&PostParams::default(), &kind.manifest(name))
+                    .await
+                    .expect("create");
             }
         })
         .await;
@@ -367,13 +409,19 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         .for_each_concurrent(CONCURRENCY, |(kind, name)| {
             let api = world.apis[kind].clone();
             async move {
-                api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": kind.edit(name)})))
-                    .await
-                    .expect("edit");
+                api.patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": kind.edit(name)})),
+                )
+                .await
+                .expect("edit");
             }
         })
         .await;
-    blocking(|| sb.apply_ok("apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpAuthMethod\nmetadata: {name: chaos-idp, namespace: default}\nspec: {orgName: chaos-edited, apiTokenSecretRef: {name: chaos-idp-token, key: token}}\n"));
+    blocking(|| {
+        sb.apply_ok("apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpAuthMethod\nmetadata: {name: chaos-idp, namespace: default}\nspec: {orgName: chaos-edited, apiTokenSecretRef: {name: chaos-idp-token, key: token}}\n")
+    });
     println!("  edited {n} in {:.1} s", phase.elapsed().as_secs_f64());
     settle(&world, &all, &per_kind, Duration::from_secs(30)).await;
     blocking(|| done_rx.recv()).expect("killer");
@@ -385,15 +433,29 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         .for_each_concurrent(CONCURRENCY, |(kind, name)| {
             let api = world.apis[kind].clone();
             async move {
-                api.delete(name, &DeleteParams::default()).await.expect("delete");
+                api.delete(name, &DeleteParams::default())
+                    .await
+                    .expect("delete");
             }
         })
         .await;
-    println!("  deleted {} in {:.1} s", doomed.len(), phase.elapsed().as_secs_f64());
+    println!(
+        "  deleted {} in {:.1} s",
+        doomed.len(),
+        phase.elapsed().as_secs_f64()
+    );
     let live: BTreeSet<String> = all.difference(&doomed).cloned().collect();
     let expected: BTreeMap<Kind, usize> = KINDS
         .iter()
-        .map(|k| (*k, resources.iter().filter(|(r, name)| r == k && live.contains(name)).count()))
+        .map(|k| {
+            (
+                *k,
+                resources
+                    .iter()
+                    .filter(|(r, name)| r == k && live.contains(name))
+                    .count(),
+            )
+        })
         .collect();
 
     // Stop the chaos: the last kill, then the faults.
@@ -404,7 +466,10 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let mut fault_counts = Vec::new();
     for service in ["secrets", "workspaces"] {
         let (reqs, _) = blocking(|| sb.requests(service, 0));
-        let faulted = reqs.iter().filter(|(_, _, s)| matches!(s, 0 | 429 | 500 | 503)).count();
+        let faulted = reqs
+            .iter()
+            .filter(|(_, _, s)| matches!(s, 0 | 429 | 500 | 503))
+            .count();
         fault_counts.push(format!("{service}: {faulted} of {} calls answered 429/500/503 or dropped (lost responses and delays not counted)", reqs.len()));
     }
     let last_fault = Instant::now().max(last_kill);
@@ -428,21 +493,32 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     for api in world.apis.values() {
         if let Ok(list) = api.list(&ListParams::default()).await {
             for o in list.items {
-                status.insert(o.metadata.name.clone().unwrap_or_default(), o.data["status"].clone());
+                status.insert(
+                    o.metadata.name.clone().unwrap_or_default(),
+                    o.data["status"].clone(),
+                );
             }
         }
     }
     let report = blocking(|| remote_report(&sb, &status, &resources, &live, &doomed));
-    let mut ops = Arc::try_unwrap(ops).ok().expect("ops").into_inner().unwrap();
+    let mut ops = Arc::try_unwrap(ops)
+        .ok()
+        .expect("ops")
+        .into_inner()
+        .unwrap();
     if let Some(op) = ops.current.take() {
         ops.logs.push(op.stop());
     }
     let events = blocking(|| sb.kubectl_ok(&["get", "events", "-A", "-o", "json"]));
     let mut statuses = String::new();
     for k in KINDS {
-        statuses.push_str(&blocking(|| sb.kubectl_ok(&["get", &k.api_resource().plural, "-A", "-o", "json"])));
+        statuses.push_str(&blocking(|| {
+            sb.kubectl_ok(&["get", &k.api_resource().plural, "-A", "-o", "json"])
+        }));
     }
-    statuses.push_str(&blocking(|| sb.kubectl_ok(&["get", "idpauthmethods,connections", "-A", "-o", "json"])));
+    statuses.push_str(&blocking(|| {
+        sb.kubectl_ok(&["get", "idpauthmethods,connections", "-A", "-o", "json"])
+    }));
     let logs = ops.logs.join("\n");
 
     println!("Results ({} operator runs)", ops.logs.len());
@@ -455,9 +531,16 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     println!("  resources converged                {total_converged} / {total_expected}  (+ IdpAuthMethod: {})", if blocking(|| idp_converged(&sb)) { "converged" } else { "NOT converged" });
     println!("  deleted resources still present    {total_left}");
     for (k, (c, l, gone)) in &census {
-        println!("    {:<18} converged {c}/{} (listed {l}), deleted but present {gone}", k.name(), expected[k]);
+        println!(
+            "    {:<18} converged {c}/{} (listed {l}), deleted but present {gone}",
+            k.name(),
+            expected[k]
+        );
     }
-    println!("  remote duplicates                  {}", report.duplicates.len());
+    println!(
+        "  remote duplicates                  {}",
+        report.duplicates.len()
+    );
     for d in report.duplicates.iter().take(20) {
         println!("    {d}");
     }
@@ -465,13 +548,20 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     for d in report.lost.iter().take(20) {
         println!("    {d}");
     }
-    println!("  live resources without remote obj  {}", report.missing.len());
+    println!(
+        "  live resources without remote obj  {}",
+        report.missing.len()
+    );
     for d in report.missing.iter().take(20) {
         println!("    {d}");
     }
     let mut leaks = Vec::new();
     for (what, value) in &secrets_known {
-        for (place, text) in [("operator logs", &logs), ("Events", &events), ("status", &statuses)] {
+        for (place, text) in [
+            ("operator logs", &logs),
+            ("Events", &events),
+            ("status", &statuses),
+        ] {
             let hits = text.matches(value.as_str()).count();
             if hits > 0 {
                 leaks.push(format!("{what} in {place} ({hits}×)"));
@@ -483,10 +573,19 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         println!("    {l}");
     }
     match converged_after {
-        Some(d) => println!("  converged after the last fault      {:.1} s", d.as_secs_f64()),
-        None => println!("  NOT converged {} s after the last fault", CONVERGE_TIMEOUT.as_secs()),
+        Some(d) => println!(
+            "  converged after the last fault      {:.1} s",
+            d.as_secs_f64()
+        ),
+        None => println!(
+            "  NOT converged {} s after the last fault",
+            CONVERGE_TIMEOUT.as_secs()
+        ),
     }
-    println!("  operator log lines searched         {}", logs.lines().count());
+    println!(
+        "  operator log lines searched         {}",
+        logs.lines().count()
+    );
     println!("  kinds left out:");
     for (k, why) in LEFT_OUT {
         println!("    {k}: {why}");
@@ -502,19 +601,29 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
 }
 
 fn idp_converged(sb: &Sandbox) -> bool {
-    sb.get_json("idpauthmethod", "chaos-idp")
-        .is_some_and(|o| condition_is(&o, "Ready", "True") && o["status"]["observedGeneration"] == o["metadata"]["generation"])
+    sb.get_json("idpauthmethod", "chaos-idp").is_some_and(|o| {
+        condition_is(&o, "Ready", "True")
+            && o["status"]["observedGeneration"] == o["metadata"]["generation"]
+    })
 }
 
 /// Wait until everything is converged or `max` passed (the chaos goes on meanwhile).
-async fn settle(world: &World, live: &BTreeSet<String>, expected: &BTreeMap<Kind, usize>, max: Duration) {
+async fn settle(
+    world: &World,
+    live: &BTreeSet<String>,
+    expected: &BTreeMap<Kind, usize>,
+    max: Duration,
+) {
     let t = Instant::now();
     while t.elapsed() < max && !world.all_converged(live, expected).await {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let census = world.census(live).await;
     let conv: usize = census.values().map(|c| c.0).sum();
-    println!("    after {:.1} s: {conv} converged", t.elapsed().as_secs_f64());
+    println!(
+        "    after {:.1} s: {conv} converged",
+        t.elapsed().as_secs_f64()
+    );
 }
 
 #[derive(Default)]
@@ -532,7 +641,11 @@ fn secrets_keys(sb: &Sandbox, path: &str) -> Vec<String> {
     assert_eq!(s, 200, "list {path}: {b}");
     b["data"]["keys"]
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -545,7 +658,11 @@ fn remote_report(
 ) -> RemoteReport {
     let mut r = RemoteReport::default();
     for kind in KINDS {
-        let ours: BTreeSet<&String> = resources.iter().filter(|(k, _)| *k == kind).map(|(_, n)| n).collect();
+        let ours: BTreeSet<&String> = resources
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, n)| n)
+            .collect();
         // remote name → remote ids
         let mut remote: BTreeMap<String, Vec<String>> = BTreeMap::new();
         match kind {
@@ -567,15 +684,22 @@ fn remote_report(
             }
             Kind::TotpMethod => {
                 for id in secrets_keys(sb, "/v1/identity/mfa/method/totp") {
-                    let (_, b) = sb.secrets("GET", &format!("/v1/identity/mfa/method/totp/{id}"), None);
+                    let (_, b) =
+                        sb.secrets("GET", &format!("/v1/identity/mfa/method/totp/{id}"), None);
                     let issuer = b["data"]["issuer"].as_str().unwrap_or("").to_string();
                     remote.entry(issuer).or_default().push(id);
                 }
             }
             Kind::Workspace => {
-                for w in sb.ws_list(&format!("/organizations/{}/workspaces", support::workspaces::ORG)) {
+                for w in sb.ws_list(&format!(
+                    "/organizations/{}/workspaces",
+                    support::workspaces::ORG
+                )) {
                     let name = w["attributes"]["name"].as_str().unwrap_or("").to_string();
-                    remote.entry(name).or_default().push(w["id"].as_str().unwrap_or("").to_string());
+                    remote
+                        .entry(name)
+                        .or_default()
+                        .push(w["id"].as_str().unwrap_or("").to_string());
                 }
             }
         }
@@ -584,17 +708,30 @@ fn remote_report(
                 continue;
             }
             if !ours.contains(name) {
-                r.duplicates.push(format!("{} {name}: in the service, no resource of that name", kind.name()));
+                r.duplicates.push(format!(
+                    "{} {name}: in the service, no resource of that name",
+                    kind.name()
+                ));
             } else if doomed.contains(name) {
-                r.lost.push(format!("{} {name} ({})", kind.name(), ids.join(", ")));
+                r.lost
+                    .push(format!("{} {name} ({})", kind.name(), ids.join(", ")));
             } else {
                 if ids.len() > 1 {
-                    r.duplicates.push(format!("{} {name}: {} remote objects ({})", kind.name(), ids.len(), ids.join(", ")));
+                    r.duplicates.push(format!(
+                        "{} {name}: {} remote objects ({})",
+                        kind.name(),
+                        ids.len(),
+                        ids.join(", ")
+                    ));
                 }
                 let st = status.get(name).cloned().unwrap_or(Value::Null);
                 let id = st["remoteId"].as_str().unwrap_or("");
                 if !ids.iter().any(|i| i == id) {
-                    r.duplicates.push(format!("{} {name}: status remoteId {id:?} is not the remote object ({})", kind.name(), ids.join(", ")));
+                    r.duplicates.push(format!(
+                        "{} {name}: status remoteId {id:?} is not the remote object ({})",
+                        kind.name(),
+                        ids.join(", ")
+                    ));
                 }
             }
         }

@@ -734,7 +734,9 @@ fn a_policy_written_before_a_crash_that_left_no_id_in_status_is_deleted_with_its
     sb.kubectl_ok(&["delete", "secretspolicy", "crashed", "--wait=false"]);
     let _op = Operator::start(&sb, "5m");
     wait_for("the resource gone", WAIT, || {
-        sb.get_json("secretspolicy", "crashed").is_none().then_some(())
+        sb.get_json("secretspolicy", "crashed")
+            .is_none()
+            .then_some(())
     });
     assert!(
         remote_policy(&sb, "acl", "crashed").is_none(),
