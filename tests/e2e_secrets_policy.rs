@@ -713,3 +713,33 @@ fn a_connection_in_another_namespace_must_allow_the_resource_namespace() {
         remote_policy(&sb, "acl", "shared")
     });
 }
+
+/// The operator killed after writing a policy but before its status write leaves the finalizer,
+/// the policy in the service and no id in status: deleting the resource then must remove the
+/// policy (found by name), not orphan it (found by `cargo bench --bench chaos`).
+#[test]
+fn a_policy_written_before_a_crash_that_left_no_id_in_status_is_deleted_with_its_resource() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token.clone());
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {name: crashed, namespace: default, finalizers: [secrets.quartet.dev/cleanup]}\nspec: {type: acl, policy: 'path \"a/*\" { capabilities = [\"read\"] }'}\n",
+    );
+    let (status, _) = sb.secrets(
+        "PUT",
+        "/v1/sys/policies/acl/crashed",
+        Some(json!({"policy": "path \"a/*\" { capabilities = [\"read\"] }"})),
+    );
+    assert!(status < 300, "policy write: {status}");
+    sb.kubectl_ok(&["delete", "secretspolicy", "crashed", "--wait=false"]);
+    let _op = Operator::start(&sb, "5m");
+    wait_for("the resource gone", WAIT, || {
+        sb.get_json("secretspolicy", "crashed")
+            .is_none()
+            .then_some(())
+    });
+    assert!(
+        remote_policy(&sb, "acl", "crashed").is_none(),
+        "policy orphaned in the service"
+    );
+}

@@ -303,6 +303,30 @@ fn a_lost_create_response_is_found_again_without_a_duplicate() {
     assert_eq!(posts, 1);
 }
 
+/// A crash between the create and the status write (or a lost create response followed by the
+/// deletion) leaves a resource with the finalizer, no id in status, and a workspace in the
+/// service: deleting the resource must find that workspace by name and delete it, not orphan it
+/// (found by `cargo bench --bench chaos`).
+#[test]
+fn a_workspace_created_before_a_crash_that_left_no_id_in_status_is_deleted_with_its_resource() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_workspaces();
+    // What the operator leaves behind when killed right after the create: the finalizer on the
+    // resource, the workspace in the service, nothing in status.
+    sb.apply_ok("apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {name: crashed, namespace: default, finalizers: [workspaces.quartet.dev/cleanup]}\nspec: {description: once}\n");
+    let id = sb.create_remote_workspace("crashed", json!({"description": "once"}));
+    sb.kubectl_ok(&["delete", "workspace", "crashed", "--wait=false"]);
+    let _op = Operator::start(&sb, "5m");
+    wait_for("the resource gone", WAIT, || {
+        sb.get_json("workspace", "crashed").is_none().then_some(())
+    });
+    assert!(
+        sb.remote_workspace("crashed").is_none(),
+        "workspace {id} orphaned in the service"
+    );
+}
+
 #[test]
 fn safe_delete_is_blocked_with_the_service_message_until_force() {
     let (sb, _op) = ready_env("5m");

@@ -8,6 +8,10 @@
 //!   (exact, or a prefix when it ends in `*`), "service": "secrets" (optional), "status": 503,
 //!   "retry_after": 2 (seconds, optional), "delay_ms": 0, "drop": false, "count": 1}`. The next
 //!   `count` matching calls get the fault instead of reaching the service (`count` 0 = forever).
+//!   With `"probability": 0.2`, each matching call gets the fault with that probability (and only
+//!   those calls use up `count`); the others go on to the next fault or the service. Such
+//!   chaos on every call is what real networks and loaded services do to a client now and then;
+//!   `"seed": 7` on any fault reseeds the draws so a run can be repeated.
 //!   With `drop`, the connection is closed without a response. With only `delay_ms`, the call is
 //!   delayed and then served normally.
 //! * `GET /_sandbox/faults`, `DELETE /_sandbox/faults` — list or clear faults.
@@ -29,10 +33,21 @@ use serde::{Deserialize, Serialize};
 
 const MAX_LOG: usize = 200_000;
 
-#[derive(Default)]
 pub struct Admin {
     log: Mutex<Log>,
     faults: Mutex<Vec<Fault>>,
+    draws: Mutex<rand::rngs::StdRng>,
+}
+
+impl Default for Admin {
+    fn default() -> Self {
+        use rand::SeedableRng;
+        Admin {
+            log: Mutex::default(),
+            faults: Mutex::default(),
+            draws: Mutex::new(rand::rngs::StdRng::from_os_rng()),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -75,6 +90,12 @@ pub struct Fault {
     /// service's own error format.
     #[serde(default)]
     pub body: Option<serde_json::Value>,
+    /// The chance (0–1) that a matching call gets the fault; absent = every matching call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f64>,
+    /// Reseed the draws of probabilistic faults when this fault is added (repeatable runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 fn default_fault_status() -> u16 {
@@ -137,6 +158,10 @@ impl Admin {
     }
 
     pub fn add_fault(&self, fault: Fault) {
+        if let Some(seed) = fault.seed {
+            use rand::SeedableRng;
+            *self.draws.lock().unwrap() = rand::rngs::StdRng::seed_from_u64(seed);
+        }
         self.faults.lock().unwrap().push(fault);
     }
 
@@ -146,9 +171,12 @@ impl Admin {
 
     fn take_fault(&self, service: &str, method: &Method, path: &str) -> Option<Fault> {
         let mut faults = self.faults.lock().unwrap();
-        let i = faults
-            .iter()
-            .position(|f| f.matches(service, method, path))?;
+        let mut draws = self.draws.lock().unwrap();
+        let i = faults.iter().position(|f| {
+            f.matches(service, method, path)
+                && f.probability
+                    .is_none_or(|p| rand::Rng::random_bool(&mut *draws, p.clamp(0.0, 1.0)))
+        })?;
         let f = faults[i].clone();
         if f.count == 1 {
             faults.remove(i);

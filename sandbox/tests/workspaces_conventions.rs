@@ -400,3 +400,34 @@ async fn a_lost_response_fault_processes_the_request_then_drops_the_connection()
         .expect("logged");
     assert_eq!(create["status"], 201, "the log shows what the service did");
 }
+
+/// `"probability"` makes a fault hit only that share of matching calls (chaos testing), and
+/// `"seed"` makes the draws repeatable: two sandboxes seeded alike fail the same calls.
+#[tokio::test]
+async fn a_probabilistic_fault_hits_about_its_share_of_calls_and_a_seed_repeats_them() {
+    async fn outcomes(seed: u64) -> Vec<u16> {
+        let ws = Ws::start().await;
+        ws.http
+            .post(format!("{}/_sandbox/faults", ws.url))
+            .body(
+                json!({"path": "/api/v2/ping", "status": 503, "count": 0, "probability": 0.2, "seed": seed})
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        for _ in 0..400 {
+            out.push(ws.get("/api/v2/ping").await.status);
+        }
+        out
+    }
+    let a = outcomes(7).await;
+    let failed = a.iter().filter(|s| **s == 503).count();
+    assert!(
+        (40..=120).contains(&failed),
+        "{failed} of 400 calls failed with probability 0.2"
+    );
+    assert!(a.iter().all(|s| *s == 503 || *s == 200 || *s == 204));
+    assert_eq!(outcomes(7).await, a, "the same seed fails the same calls");
+}

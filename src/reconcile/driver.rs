@@ -113,6 +113,22 @@ pub trait Reconciled: Managed {
         remote_id: &str,
     ) -> impl Future<Output = Result<()>> + Send;
     fn remote_id(observed: &Self::Observed) -> String;
+    /// On deletion with no id in status: the id of a remote object this resource may have
+    /// created without recording it (a lost create response, a crash before the status write),
+    /// found without changing anything. Defaults to [`Reconciled::observe`] without an id; kinds
+    /// whose observe does more than read (a due rotation) override it with a plain read.
+    fn find_unrecorded(
+        &self,
+        client: &Self::Client,
+        desired: &Self::Desired,
+    ) -> impl Future<Output = Result<Option<String>>> + Send {
+        async move {
+            Ok(self
+                .observe(client, desired, None)
+                .await?
+                .map(|o| Self::remote_id(&o)))
+        }
+    }
     /// Whether the service assigns the identifier (a UUID, a `ws-` id). Such an id is written to
     /// status the moment create returns, before anything else can fail, so a later failure can
     /// never lead to a second object. Name-keyed objects are found again by name instead.
@@ -677,10 +693,16 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
     let mut before = obj.managed_status().cloned().unwrap_or_default();
     before.fields = kind_status_fields(obj.as_ref());
-    let Some(remote_id) = before.remote_id.clone() else {
-        // Never created (or never adopted) remotely: nothing to remove.
+    let recorded = before.remote_id.clone();
+    if recorded.is_none() && obj.deletion_policy() == DeletionPolicy::Retain {
         return Ok(Action::await_change());
-    };
+    }
+    // No id in status does not mean nothing was created: a create whose response was lost, or a
+    // pass that stopped (a crash, a failed status write) between the create and the status
+    // write, leaves an object only a lookup finds. So look it up the way a pass would (by name,
+    // or by the kind's marker) and delete what is found; otherwise deleting the resource would
+    // orphan it (found by `cargo bench --bench chaos`).
+    let mut remote_id = recorded.clone().unwrap_or_default();
     if obj.deletion_policy() == DeletionPolicy::Retain {
         publish(
             ctx,
@@ -693,11 +715,51 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         .await;
         return Ok(Action::await_change());
     }
-    let result = async {
+    let result: Result<Option<String>> = async {
         let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
-        obj.delete(&K::Client::from(http), &remote_id).await
+        let client = K::Client::from(http);
+        let id = match &recorded {
+            Some(id) => id.clone(),
+            None => {
+                let desired = obj.desired(ctx).await?;
+                match obj.find_unrecorded(&client, &desired).await? {
+                    Some(id) => id,
+                    None => return Ok(None),
+                }
+            }
+        };
+        obj.delete(&client, &id).await?;
+        Ok(Some(id))
     }
     .await;
+    let result = match result {
+        // Never created remotely: nothing to remove.
+        Ok(None) => return Ok(Action::await_change()),
+        Ok(Some(id)) => {
+            remote_id = id;
+            Ok(())
+        }
+        // Without an id, an error that says the lookup itself cannot be made (no usable
+        // Connection, a missing Secret, an unsupported feature, a spec the kind refuses) means
+        // this resource never got as far as a create either: removing it orphans nothing.
+        // Transient, auth and Kubernetes errors keep the finalizer and are retried.
+        Err(err)
+            if recorded.is_none()
+                && !matches!(
+                    err.category(),
+                    Category::Transient | Category::Unauthorized | Category::KubeApi
+                ) =>
+        {
+            tracing::debug!(error = %err, "no remote id and no lookup possible: nothing to remove");
+            return Ok(Action::await_change());
+        }
+        Err(err) => {
+            if remote_id.is_empty() {
+                remote_id = "the remote object".into();
+            }
+            Err(err)
+        }
+    };
     match result {
         Ok(()) => {
             ctx.succeeded(&object_key(obj.as_ref()));

@@ -338,6 +338,17 @@ impl Reconciled for AdEngine {
         format!("{}/config", observed.mount)
     }
 
+    /// A plain read: observe may rotate the root password when due, never wanted on deletion.
+    async fn find_unrecorded(
+        &self,
+        client: &AdClient,
+        desired: &EngineDesired,
+    ) -> Result<Option<String>> {
+        let m = &desired.mount;
+        let config = client.read_config(m).await.map_err(|e| ad_error(m, e))?;
+        Ok(config.map(|_| format!("{m}/config")))
+    }
+
     fn pending(observed: &EngineObserved) -> Option<String> {
         observed.pending.clone()
     }

@@ -269,6 +269,20 @@ impl Reconciled for AdRole {
         format!("{}/roles/{}", observed.mount, observed.name)
     }
 
+    /// A plain read: observe may rotate or read credentials, never wanted on deletion.
+    async fn find_unrecorded(
+        &self,
+        client: &AdClient,
+        desired: &RoleDesired,
+    ) -> Result<Option<String>> {
+        let m = &desired.mount;
+        let role = client
+            .read_role(m, &desired.name)
+            .await
+            .map_err(|e| ad_error(m, e))?;
+        Ok(role.map(|_| format!("{m}/roles/{}", desired.name)))
+    }
+
     fn pending(observed: &RoleObserved) -> Option<String> {
         observed.pending.clone()
     }

@@ -1,0 +1,745 @@
+//! Chaos benchmark (prints figures; asserts nothing about time).
+//!
+//! Starts `quartet sandbox --kubeconfig` and `quartet run`, then, while the sandbox answers about
+//! 20% of the calls to its services with a fault (429 with Retry-After, 500, 503, a delay past the
+//! client's timeout, a dropped connection, a lost response after the write) and the operator is
+//! killed with SIGKILL and restarted at random moments:
+//!
+//! 1. creates N resources spread over the kinds below (env `QUARTET_CHAOS_N`, default 300),
+//! 2. edits a field of each that causes a remote write,
+//! 3. deletes half of them.
+//!
+//! Then it clears the faults, stops killing and waits (up to 10 min) for convergence, and prints:
+//! resources converged (Ready with the last generation observed, or gone when deleted); remote
+//! duplicates (objects in the services no live resource accounts for, and resources whose remote
+//! object exists twice or is not the one its status names); lost deletions (remote objects of
+//! deleted resources); secret values (every token the bench knows, and the values it put in
+//! Secrets) found in the operator's logs over all its runs, in Events or in status; and the time
+//! to converge after the last fault.
+//!
+//! Env: `QUARTET_CHAOS_N` (300), `QUARTET_CHAOS_KILLS` (20), `QUARTET_CHAOS_SEED` (random;
+//! printed, so a run can be repeated: the same seed picks the same faults, kill delays and
+//! deletions; thread timing still varies), `QUARTET_CHAOS_FAULT_RATE` (0.2).
+//!
+//! Run: `cargo bench --bench chaos` (or `--profile dev` on a busy machine).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::core::GroupVersionKind;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use support::*;
+
+const RESYNC: &str = "20s";
+const CONCURRENCY: usize = 8;
+const CONVERGE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// One kind the bench drives: how to write a resource and its edit, and how to find its remote
+/// objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    SecretsPolicy,
+    TotpMethod,
+    IdpUser,
+    IdpGroup,
+    TransformAlphabet,
+    TransformTemplate,
+    Workspace,
+}
+
+const KINDS: [Kind; 7] = [
+    Kind::SecretsPolicy,
+    Kind::TotpMethod,
+    Kind::IdpUser,
+    Kind::IdpGroup,
+    Kind::TransformAlphabet,
+    Kind::TransformTemplate,
+    Kind::Workspace,
+];
+
+/// Kinds left out, and why (printed with the figures).
+const LEFT_OUT: &[(&str, &str)] = &[
+    ("IdpAuthMethod", "one per mount, not N: the bench has one, edited (its token Secret is among the secrets searched for), never deleted"),
+    ("Transformation, TransformRole, TransformStore", "depend on each other (template → transformation ← role, store): not yet built as N independent objects (templates use the builtin/numeric alphabet)"),
+    ("AdEngine, AdRole, AdLibrarySet, AdCheckout", "one engine per mount; roles and sets need one seeded directory account each"),
+    ("NoCodeModule, NoCodeWorkspace, WorkspaceRun", "need registry modules and runs that take their own time; not yet"),
+    ("CatalogAclToken, CatalogAclBootstrap", "need a kubernetes auth method in the catalog trusting a JWT; bootstrap is one per catalog"),
+    ("TotpEnrollment", "needs identity entities; not yet"),
+    ("DeploymentGate, DrReplication", "drive jobs / clusters, not N remote objects"),
+];
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::SecretsPolicy => "SecretsPolicy",
+            Kind::TotpMethod => "TotpMethod",
+            Kind::IdpUser => "IdpUser",
+            Kind::IdpGroup => "IdpGroup",
+            Kind::TransformAlphabet => "TransformAlphabet",
+            Kind::TransformTemplate => "TransformTemplate",
+            Kind::Workspace => "Workspace",
+        }
+    }
+
+    fn short(self) -> &'static str {
+        match self {
+            Kind::SecretsPolicy => "pol",
+            Kind::TotpMethod => "totp",
+            Kind::IdpUser => "user",
+            Kind::IdpGroup => "group",
+            Kind::TransformAlphabet => "alpha",
+            Kind::TransformTemplate => "tpl",
+            Kind::Workspace => "ws",
+        }
+    }
+
+    fn api_resource(self) -> ApiResource {
+        let (group, plural) = match self {
+            Kind::SecretsPolicy => ("secrets.quartet.dev", "secretspolicies"),
+            Kind::TotpMethod => ("secrets.quartet.dev", "totpmethods"),
+            Kind::IdpUser => ("secrets.quartet.dev", "idpusers"),
+            Kind::IdpGroup => ("secrets.quartet.dev", "idpgroups"),
+            Kind::TransformAlphabet => ("secrets.quartet.dev", "transformalphabets"),
+            Kind::TransformTemplate => ("secrets.quartet.dev", "transformtemplates"),
+            Kind::Workspace => ("workspaces.quartet.dev", "workspaces"),
+        };
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, "v1alpha1", self.name()),
+            plural,
+        )
+    }
+
+    fn spec(self, name: &str) -> Value {
+        match self {
+            Kind::SecretsPolicy => {
+                json!({"type": "acl", "policy": format!("path \"chaos/{name}/*\" {{ capabilities = [\"read\"] }}")})
+            }
+            Kind::TotpMethod => json!({"issuer": name, "digits": 6}),
+            Kind::IdpUser | Kind::IdpGroup => json!({"policies": ["chaos-read"]}),
+            Kind::TransformAlphabet => json!({"alphabet": "0123456789"}),
+            Kind::TransformTemplate => {
+                json!({"pattern": r"(\d{4})-(\d{4})", "alphabet": "builtin/numeric"})
+            }
+            Kind::Workspace => json!({"description": "created by the chaos bench"}),
+        }
+    }
+
+    /// A spec change that needs a remote write.
+    fn edit(self, name: &str) -> Value {
+        match self {
+            Kind::SecretsPolicy => {
+                json!({"policy": format!("path \"chaos/{name}/*\" {{ capabilities = [\"read\", \"list\"] }}")})
+            }
+            Kind::TotpMethod => json!({"digits": 8}),
+            Kind::IdpUser | Kind::IdpGroup => json!({"policies": ["chaos-read", "chaos-edited"]}),
+            Kind::TransformAlphabet => json!({"alphabet": "0123456789abcdef"}),
+            Kind::TransformTemplate => json!({"pattern": r"(\d{4})-(\d{4})-(\d{4})"}),
+            Kind::Workspace => json!({"description": "edited by the chaos bench"}),
+        }
+    }
+
+    fn manifest(self, name: &str) -> DynamicObject {
+        let ar = self.api_resource();
+        let mut obj = DynamicObject::new(name, &ar).within("default");
+        obj.data = json!({"spec": self.spec(name)});
+        obj
+    }
+}
+
+fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+fn main() {
+    let n: usize = env_or("QUARTET_CHAOS_N", 300);
+    let kills: usize = env_or("QUARTET_CHAOS_KILLS", 20);
+    let seed: u64 = env_or("QUARTET_CHAOS_SEED", rand::random::<u32>() as u64);
+    let rate: f64 = env_or("QUARTET_CHAOS_FAULT_RATE", 0.2);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("Chaos: N={n}, kills={kills}, fault rate {rate}, seed {seed} (QUARTET_CHAOS_SEED={seed} repeats the draws)");
+    rt.block_on(run(n, kills, seed, rate));
+}
+
+/// The faults the sandbox injects, each on `rate / 6` of all calls to every service (the kube
+/// API server excepted). The Connections time out after 5 s: a 6 s delay is past it.
+fn inject_faults(sb: &Sandbox, rate: f64, seed: u64) {
+    let p = rate / 6.0;
+    let faults = [
+        json!({"status": 429, "retry_after": 1}),
+        json!({"status": 500}),
+        json!({"status": 503}),
+        json!({"status": 200, "delay_ms": 6000}),
+        json!({"drop": true}),
+        json!({"after": true}),
+    ];
+    for service in ["secrets", "workspaces"] {
+        for (i, f) in faults.iter().enumerate() {
+            let mut f = f.clone();
+            f["path"] = json!("/*");
+            f["service"] = json!(service);
+            f["count"] = json!(0);
+            f["probability"] = json!(p);
+            if i == 0 {
+                f["seed"] = json!(seed);
+            }
+            let (s, b) = http(
+                "POST",
+                &format!("{}/_sandbox/faults", sb.url(service)),
+                None,
+                Some(f),
+            );
+            assert!(s < 300, "fault refused: {s} {b}");
+        }
+    }
+}
+
+fn clear_faults(sb: &Sandbox) {
+    for service in ["secrets", "workspaces"] {
+        http(
+            "DELETE",
+            &format!("{}/_sandbox/faults", sb.url(service)),
+            None,
+            None,
+        );
+    }
+}
+
+/// The operator's process across kills, with the logs of every run.
+struct Operators {
+    current: Option<Operator>,
+    logs: Vec<String>,
+}
+
+fn is_converged(o: &DynamicObject) -> bool {
+    let st = &o.data["status"];
+    let ready = st["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    });
+    ready && st["observedGeneration"].as_i64() == o.metadata.generation
+}
+
+struct World {
+    apis: BTreeMap<Kind, Api<DynamicObject>>,
+}
+
+impl World {
+    /// (converged live, live, deleted still present) per kind.
+    async fn census(&self, live: &BTreeSet<String>) -> BTreeMap<Kind, (usize, usize, usize)> {
+        let mut out = BTreeMap::new();
+        for (kind, api) in &self.apis {
+            let Ok(list) = api.list(&ListParams::default()).await else {
+                out.insert(*kind, (0, usize::MAX, usize::MAX));
+                continue;
+            };
+            let mut c = (0, 0, 0);
+            for o in &list.items {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                if !name.starts_with("chaos-") {
+                    continue;
+                }
+                if live.contains(&name) {
+                    c.1 += 1;
+                    if is_converged(o) {
+                        c.0 += 1;
+                    }
+                } else {
+                    c.2 += 1;
+                }
+            }
+            out.insert(*kind, c);
+        }
+        out
+    }
+
+    async fn all_converged(
+        &self,
+        live: &BTreeSet<String>,
+        expected: &BTreeMap<Kind, usize>,
+    ) -> bool {
+        let census = self.census(live).await;
+        census
+            .iter()
+            .all(|(k, (conv, l, gone))| *conv == expected[k] && *l == expected[k] && *gone == 0)
+    }
+}
+
+async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let idp_token = unique_token();
+    let sb = Arc::new(blocking(|| {
+        let sb = Sandbox::start(&[]);
+        sb.install_crds();
+        sb.connect_secrets(&sb.root_token.clone());
+        sb.connect_workspaces();
+        // One IdpAuthMethod (one per mount), with a token the logs must never show.
+        sb.apply_ok(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: chaos-idp-token, namespace: default}}\nstringData: {{token: {idp_token}}}\n---\n\
+             apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpAuthMethod\nmetadata: {{name: chaos-idp, namespace: default}}\n\
+             spec: {{orgName: chaos, apiTokenSecretRef: {{name: chaos-idp-token, key: token}}}}\n"
+        ));
+        sb
+    }));
+    let secrets_known: Vec<(&str, String)> = vec![
+        ("the Connections' token (root token)", sb.root_token.clone()),
+        ("the IdpAuthMethod's API token", idp_token.clone()),
+    ];
+    let ops = Arc::new(Mutex::new(Operators {
+        current: Some(blocking(|| Operator::start(&sb, RESYNC))),
+        logs: Vec::new(),
+    }));
+    let client = quartet::run::client_from(
+        Some(&sb.kubeconfig),
+        Arc::new(quartet::reconcile::metrics::Metrics::default()),
+    )
+    .await
+    .expect("client");
+    let world = World {
+        apis: KINDS
+            .iter()
+            .map(|k| {
+                (
+                    *k,
+                    Api::namespaced_with(client.clone(), "default", &k.api_resource()),
+                )
+            })
+            .collect(),
+    };
+    let resources: Vec<(Kind, String)> = (0..n)
+        .map(|i| {
+            let k = KINDS[i % KINDS.len()];
+            (k, format!("chaos-{}-{}", k.short(), i / KINDS.len()))
+        })
+        .collect();
+    // Delete half of each kind, chosen by the seed.
+    let mut doomed = BTreeSet::new();
+    for kind in KINDS {
+        let mut names: Vec<&String> = resources
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, n)| n)
+            .collect();
+        let half = names.len() / 2;
+        for _ in 0..half {
+            let i = rng.random_range(0..names.len());
+            doomed.insert(names.swap_remove(i).clone());
+        }
+    }
+    // The kills are shared out over the three phases (create, edit, delete), each at a random
+    // delay of 1–5 s after the one before, so they land while that phase's work is under way.
+    let kill_delays: Vec<Vec<Duration>> = (0..3)
+        .map(|p| {
+            (0..kills / 3 + usize::from(p < kills % 3))
+                .map(|_| Duration::from_millis(rng.random_range(1_000..5_000)))
+                .collect()
+        })
+        .collect();
+    let (phase_tx, phase_rx) = std::sync::mpsc::channel::<usize>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+
+    // Faults on, then the killer: SIGKILL at random moments, restart at once.
+    blocking(|| inject_faults(&sb, rate, seed));
+    let started = Instant::now();
+    let killer = {
+        let (sb, ops) = (sb.clone(), ops.clone());
+        std::thread::spawn(move || {
+            let mut last = Instant::now();
+            while let Ok(p) = phase_rx.recv() {
+                for d in &kill_delays[p] {
+                    std::thread::sleep(*d);
+                    let mut o = ops.lock().unwrap();
+                    if let Some(op) = o.current.take() {
+                        let log = op.kill();
+                        o.logs.push(log);
+                    }
+                    o.current = Some(Operator::start(&sb, RESYNC));
+                    last = Instant::now();
+                }
+                let _ = done_tx.send(());
+            }
+            last
+        })
+    };
+
+    // 1. Create all.
+    phase_tx.send(0).expect("killer");
+    let phase = Instant::now();
+    stream::iter(resources.iter())
+        .for_each_concurrent(CONCURRENCY, |(kind, name)| {
+            let api = world.apis[kind].clone();
+            async move {
+                api.create(&PostParams::default(), &kind.manifest(name))
+                    .await
+                    .expect("create");
+            }
+        })
+        .await;
+    println!("  created {n} in {:.1} s", phase.elapsed().as_secs_f64());
+    let all: BTreeSet<String> = resources.iter().map(|(_, n)| n.clone()).collect();
+    let per_kind: BTreeMap<Kind, usize> = KINDS
+        .iter()
+        .map(|k| (*k, resources.iter().filter(|(r, _)| r == k).count()))
+        .collect();
+    settle(&world, &all, &per_kind, Duration::from_secs(30)).await;
+    blocking(|| done_rx.recv()).expect("killer");
+
+    // 2. Edit each.
+    phase_tx.send(1).expect("killer");
+    let phase = Instant::now();
+    stream::iter(resources.iter())
+        .for_each_concurrent(CONCURRENCY, |(kind, name)| {
+            let api = world.apis[kind].clone();
+            async move {
+                api.patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": kind.edit(name)})),
+                )
+                .await
+                .expect("edit");
+            }
+        })
+        .await;
+    blocking(|| {
+        sb.apply_ok("apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpAuthMethod\nmetadata: {name: chaos-idp, namespace: default}\nspec: {orgName: chaos-edited, apiTokenSecretRef: {name: chaos-idp-token, key: token}}\n")
+    });
+    println!("  edited {n} in {:.1} s", phase.elapsed().as_secs_f64());
+    settle(&world, &all, &per_kind, Duration::from_secs(30)).await;
+    blocking(|| done_rx.recv()).expect("killer");
+
+    // 3. Delete half.
+    phase_tx.send(2).expect("killer");
+    let phase = Instant::now();
+    stream::iter(resources.iter().filter(|(_, name)| doomed.contains(name)))
+        .for_each_concurrent(CONCURRENCY, |(kind, name)| {
+            let api = world.apis[kind].clone();
+            async move {
+                api.delete(name, &DeleteParams::default())
+                    .await
+                    .expect("delete");
+            }
+        })
+        .await;
+    println!(
+        "  deleted {} in {:.1} s",
+        doomed.len(),
+        phase.elapsed().as_secs_f64()
+    );
+    let live: BTreeSet<String> = all.difference(&doomed).cloned().collect();
+    let expected: BTreeMap<Kind, usize> = KINDS
+        .iter()
+        .map(|k| {
+            (
+                *k,
+                resources
+                    .iter()
+                    .filter(|(r, name)| r == k && live.contains(name))
+                    .count(),
+            )
+        })
+        .collect();
+
+    // Stop the chaos: the last kill, then the faults.
+    blocking(|| done_rx.recv()).expect("killer");
+    drop(phase_tx);
+    let last_kill = blocking(|| killer.join().expect("killer"));
+    blocking(|| clear_faults(&sb));
+    let mut fault_counts = Vec::new();
+    for service in ["secrets", "workspaces"] {
+        let (reqs, _) = blocking(|| sb.requests(service, 0));
+        let faulted = reqs
+            .iter()
+            .filter(|(_, _, s)| matches!(s, 0 | 429 | 500 | 503))
+            .count();
+        fault_counts.push(format!("{service}: {faulted} of {} calls answered 429/500/503 or dropped (lost responses and delays not counted)", reqs.len()));
+    }
+    let last_fault = Instant::now().max(last_kill);
+    println!(
+        "  chaos over after {:.1} s ({kills} kills, last {:.1} s ago)",
+        started.elapsed().as_secs_f64(),
+        last_kill.elapsed().as_secs_f64()
+    );
+    let mut converged_after = None;
+    while last_fault.elapsed() < CONVERGE_TIMEOUT {
+        if world.all_converged(&live, &expected).await && idp_converged(&sb) {
+            converged_after = Some(last_fault.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let census = world.census(&live).await;
+
+    // Remote objects against resources.
+    let mut status: BTreeMap<String, Value> = BTreeMap::new();
+    for api in world.apis.values() {
+        if let Ok(list) = api.list(&ListParams::default()).await {
+            for o in list.items {
+                status.insert(
+                    o.metadata.name.clone().unwrap_or_default(),
+                    o.data["status"].clone(),
+                );
+            }
+        }
+    }
+    let report = blocking(|| remote_report(&sb, &status, &resources, &live, &doomed));
+    let mut ops = Arc::try_unwrap(ops)
+        .ok()
+        .expect("ops")
+        .into_inner()
+        .unwrap();
+    if let Some(op) = ops.current.take() {
+        ops.logs.push(op.stop());
+    }
+    let events = blocking(|| sb.kubectl_ok(&["get", "events", "-A", "-o", "json"]));
+    let mut statuses = String::new();
+    for k in KINDS {
+        statuses.push_str(&blocking(|| {
+            sb.kubectl_ok(&["get", &k.api_resource().plural, "-A", "-o", "json"])
+        }));
+    }
+    statuses.push_str(&blocking(|| {
+        sb.kubectl_ok(&["get", "idpauthmethods,connections", "-A", "-o", "json"])
+    }));
+    let logs = ops.logs.join("\n");
+
+    println!("Results ({} operator runs)", ops.logs.len());
+    for f in &fault_counts {
+        println!("  faults while chaotic               {f}");
+    }
+    let total_expected: usize = expected.values().sum();
+    let total_converged: usize = census.values().map(|c| c.0).sum();
+    let total_left: usize = census.values().map(|c| c.2).sum();
+    println!("  resources converged                {total_converged} / {total_expected}  (+ IdpAuthMethod: {})", if blocking(|| idp_converged(&sb)) { "converged" } else { "NOT converged" });
+    println!("  deleted resources still present    {total_left}");
+    for (k, (c, l, gone)) in &census {
+        println!(
+            "    {:<18} converged {c}/{} (listed {l}), deleted but present {gone}",
+            k.name(),
+            expected[k]
+        );
+    }
+    println!(
+        "  remote duplicates                  {}",
+        report.duplicates.len()
+    );
+    for d in report.duplicates.iter().take(20) {
+        println!("    {d}");
+    }
+    println!("  lost deletions                     {}", report.lost.len());
+    for d in report.lost.iter().take(20) {
+        println!("    {d}");
+    }
+    println!(
+        "  live resources without remote obj  {}",
+        report.missing.len()
+    );
+    for d in report.missing.iter().take(20) {
+        println!("    {d}");
+    }
+    let mut leaks = Vec::new();
+    for (what, value) in &secrets_known {
+        for (place, text) in [
+            ("operator logs", &logs),
+            ("Events", &events),
+            ("status", &statuses),
+        ] {
+            let hits = text.matches(value.as_str()).count();
+            if hits > 0 {
+                leaks.push(format!("{what} in {place} ({hits}×)"));
+            }
+        }
+    }
+    println!("  secret values in logs/Events/status {}", leaks.len());
+    for l in &leaks {
+        println!("    {l}");
+    }
+    match converged_after {
+        Some(d) => println!(
+            "  converged after the last fault      {:.1} s",
+            d.as_secs_f64()
+        ),
+        None => println!(
+            "  NOT converged {} s after the last fault",
+            CONVERGE_TIMEOUT.as_secs()
+        ),
+    }
+    println!(
+        "  operator log lines searched         {}",
+        logs.lines().count()
+    );
+    println!("  kinds left out:");
+    for (k, why) in LEFT_OUT {
+        println!("    {k}: {why}");
+    }
+    if std::env::var_os("QUARTET_KEEP_LOGS").is_some() {
+        let dir = std::env::temp_dir().join(format!("quartet-chaos-{seed}"));
+        let _ = std::fs::create_dir_all(&dir);
+        for (i, l) in ops.logs.iter().enumerate() {
+            let _ = std::fs::write(dir.join(format!("operator-{i}.log")), l);
+        }
+        println!("  operator logs kept in {}", dir.display());
+    }
+}
+
+fn idp_converged(sb: &Sandbox) -> bool {
+    sb.get_json("idpauthmethod", "chaos-idp").is_some_and(|o| {
+        condition_is(&o, "Ready", "True")
+            && o["status"]["observedGeneration"] == o["metadata"]["generation"]
+    })
+}
+
+/// Wait until everything is converged or `max` passed (the chaos goes on meanwhile).
+async fn settle(
+    world: &World,
+    live: &BTreeSet<String>,
+    expected: &BTreeMap<Kind, usize>,
+    max: Duration,
+) {
+    let t = Instant::now();
+    while t.elapsed() < max && !world.all_converged(live, expected).await {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let census = world.census(live).await;
+    let conv: usize = census.values().map(|c| c.0).sum();
+    println!(
+        "    after {:.1} s: {conv} converged",
+        t.elapsed().as_secs_f64()
+    );
+}
+
+#[derive(Default)]
+struct RemoteReport {
+    duplicates: Vec<String>,
+    lost: Vec<String>,
+    missing: Vec<String>,
+}
+
+fn secrets_keys(sb: &Sandbox, path: &str) -> Vec<String> {
+    let (s, b) = sb.secrets("GET", &format!("{path}?list=true"), None);
+    if s == 404 {
+        return Vec::new();
+    }
+    assert_eq!(s, 200, "list {path}: {b}");
+    b["data"]["keys"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn remote_report(
+    sb: &Sandbox,
+    status: &BTreeMap<String, Value>,
+    resources: &[(Kind, String)],
+    live: &BTreeSet<String>,
+    doomed: &BTreeSet<String>,
+) -> RemoteReport {
+    let mut r = RemoteReport::default();
+    for kind in KINDS {
+        let ours: BTreeSet<&String> = resources
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, n)| n)
+            .collect();
+        // remote name → remote ids
+        let mut remote: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        match kind {
+            Kind::SecretsPolicy
+            | Kind::IdpUser
+            | Kind::IdpGroup
+            | Kind::TransformAlphabet
+            | Kind::TransformTemplate => {
+                let path = match kind {
+                    Kind::SecretsPolicy => "/v1/sys/policies/acl",
+                    Kind::IdpUser => "/v1/auth/idp/users",
+                    Kind::IdpGroup => "/v1/auth/idp/groups",
+                    Kind::TransformTemplate => "/v1/transform/template",
+                    _ => "/v1/transform/alphabet",
+                };
+                for k in secrets_keys(sb, path) {
+                    remote.entry(k.clone()).or_default().push(k);
+                }
+            }
+            Kind::TotpMethod => {
+                for id in secrets_keys(sb, "/v1/identity/mfa/method/totp") {
+                    let (_, b) =
+                        sb.secrets("GET", &format!("/v1/identity/mfa/method/totp/{id}"), None);
+                    let issuer = b["data"]["issuer"].as_str().unwrap_or("").to_string();
+                    remote.entry(issuer).or_default().push(id);
+                }
+            }
+            Kind::Workspace => {
+                for w in sb.ws_list(&format!(
+                    "/organizations/{}/workspaces",
+                    support::workspaces::ORG
+                )) {
+                    let name = w["attributes"]["name"].as_str().unwrap_or("").to_string();
+                    remote
+                        .entry(name)
+                        .or_default()
+                        .push(w["id"].as_str().unwrap_or("").to_string());
+                }
+            }
+        }
+        for (name, ids) in &remote {
+            if !name.starts_with("chaos-") {
+                continue;
+            }
+            if !ours.contains(name) {
+                r.duplicates.push(format!(
+                    "{} {name}: in the service, no resource of that name",
+                    kind.name()
+                ));
+            } else if doomed.contains(name) {
+                r.lost
+                    .push(format!("{} {name} ({})", kind.name(), ids.join(", ")));
+            } else {
+                if ids.len() > 1 {
+                    r.duplicates.push(format!(
+                        "{} {name}: {} remote objects ({})",
+                        kind.name(),
+                        ids.len(),
+                        ids.join(", ")
+                    ));
+                }
+                let st = status.get(name).cloned().unwrap_or(Value::Null);
+                let id = st["remoteId"].as_str().unwrap_or("");
+                if !ids.iter().any(|i| i == id) {
+                    r.duplicates.push(format!(
+                        "{} {name}: status remoteId {id:?} is not the remote object ({})",
+                        kind.name(),
+                        ids.join(", ")
+                    ));
+                }
+            }
+        }
+        for name in ours.iter().filter(|n| live.contains(**n)) {
+            if !remote.contains_key(*name) {
+                r.missing.push(format!("{} {name}", kind.name()));
+            }
+        }
+    }
+    r
+}
