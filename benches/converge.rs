@@ -62,6 +62,10 @@ fn main() {
         "openbao" => true,
         other => panic!("unknown backend {other:?}: sandbox or openbao"),
     };
+    // The operator logs at its production level (the tests' default is `debug`).
+    if std::env::var_os("QUARTET_OPERATOR_LOG").is_none() {
+        std::env::set_var("QUARTET_OPERATOR_LOG", "info");
+    }
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     println!(
         "SecretsPolicy convergence: dev API server of `quartet sandbox` + secrets service of {}, concurrency {concurrency}, resync {RESYNC_SECS}s, build profile {}",
