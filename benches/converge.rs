@@ -423,7 +423,12 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
                 for p in objs.iter().filter(|p| is_ready(p)) {
                     let name = p.metadata.name.clone().unwrap_or_default();
                     // The create call may not have returned yet: then it counts from now.
-                    let at = created_at.lock().unwrap().get(&name).copied().unwrap_or(now);
+                    let at = created_at
+                        .lock()
+                        .unwrap()
+                        .get(&name)
+                        .copied()
+                        .unwrap_or(now);
                     let mut ready = ready_after.lock().unwrap();
                     if !ready.contains_key(&name) {
                         ready.insert(name, now - at);
@@ -442,9 +447,12 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
                 let name = format!("bench-{i}");
                 let at = Instant::now();
                 created_at.lock().unwrap().insert(name.clone(), at);
-                api.create(&PostParams::default(), &policy(&name, &policy_body("bench", i)))
-                    .await
-                    .expect("create");
+                api.create(
+                    &PostParams::default(),
+                    &policy(&name, &policy_body("bench", i)),
+                )
+                .await
+                .expect("create");
             }
         })
         .await;
@@ -475,7 +483,10 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     };
     let operator = Side {
         wall,
-        kube: delta(&kube_calls(&blocking(|| scrape(&metrics_addr))), &kube_before),
+        kube: delta(
+            &kube_calls(&blocking(|| scrape(&metrics_addr))),
+            &kube_before,
+        ),
         service: blocking(|| backend.policy_calls(cursor)).0,
         client_cpu: cpu_seconds(op.pid()) - op_cpu_before,
         server_cpu: backend.server_cpu() - server_cpu_before,
@@ -530,7 +541,9 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         "  CPU seconds                        operator {:.2}, floor client {:.2}; servers during operator {:.2}, during floor {:.2}",
         operator.client_cpu, floor.client_cpu, operator.server_cpu, floor.server_cpu
     );
-    println!("  operator peak RSS                  {rss:.1} MiB (CPU since start {op_cpu_total:.1} s)");
+    println!(
+        "  operator peak RSS                  {rss:.1} MiB (CPU since start {op_cpu_total:.1} s)"
+    );
     println!(
         "  secrets calls/resource, one resync {}  (writes: {writes})",
         per(&resync, n)

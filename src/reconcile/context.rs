@@ -137,7 +137,10 @@ impl Context {
             f.remove(key);
             return true;
         }
-        let older = match (resource_version.and_then(|r| r.parse::<u64>().ok()), rv.parse::<u64>()) {
+        let older = match (
+            resource_version.and_then(|r| r.parse::<u64>().ok()),
+            rv.parse::<u64>(),
+        ) {
             (Some(this), Ok(written)) => this < written,
             _ => false,
         };

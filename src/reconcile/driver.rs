@@ -321,7 +321,11 @@ where
         "metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}
     });
     let patched = api
-        .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await?;
     Ok(Arc::new(patched))
 }
