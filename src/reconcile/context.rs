@@ -130,14 +130,32 @@ impl Context {
 
     /// Whether this pass was triggered only by our own status write (same resourceVersion,
     /// moments later). Consumes the mark, so a scheduled resync always does its work.
+    /// A copy older than that write (the watch event of the finalizer patch earlier in the same
+    /// pass, dispatched before the write's own event arrived) is skipped too, keeping the mark.
     pub fn take_fresh(&self, key: &str, resource_version: Option<&str>) -> bool {
         let mut f = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
-        match f.remove(key) {
-            Some((rv, at)) => {
-                Some(rv.as_str()) == resource_version && at.elapsed() < Duration::from_secs(5)
-            }
-            None => false,
+        let Some((rv, at)) = f.get(key) else {
+            return false;
+        };
+        if at.elapsed() >= Duration::from_secs(5) {
+            f.remove(key);
+            return false;
         }
+        if Some(rv.as_str()) == resource_version {
+            f.remove(key);
+            return true;
+        }
+        let older = match (
+            resource_version.and_then(|r| r.parse::<u64>().ok()),
+            rv.parse::<u64>(),
+        ) {
+            (Some(this), Ok(written)) => this < written,
+            _ => false,
+        };
+        if !older {
+            f.remove(key);
+        }
+        older
     }
 
     /// Remember the resourceVersion of `key`'s last status write.

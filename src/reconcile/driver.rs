@@ -292,6 +292,7 @@ pub(crate) fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
 async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let obj = with_finalizer(&api, obj).await?;
     let result = finalizer(&api, &finalizer_name::<K>(), obj, |event| async {
         match event {
             FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
@@ -314,6 +315,35 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
         ctx.metrics.error(&kind, e.category().reason());
     }
     result
+}
+
+/// `obj` with this kind's finalizer: added now (when missing and not being deleted), and the
+/// pass goes on with the object the patch returned. kube's `finalizer` helper instead ends the
+/// pass after adding it and waits for the patch's watch event, which costs every new object a
+/// second trip through the queue (behind every object created since) before anything is done.
+pub(crate) async fn with_finalizer<K>(api: &Api<K>, obj: Arc<K>) -> Result<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+{
+    let name = finalizer_name::<K>();
+    if obj.meta().deletion_timestamp.is_some() || obj.finalizers().contains(&name) {
+        return Ok(obj);
+    }
+    let mut finalizers = obj.finalizers().to_vec();
+    finalizers.push(name);
+    // The resourceVersion makes it a precondition (409 when someone else changed the object
+    // meanwhile, as the JSON patch `test` of kube's helper does): never drop another finalizer.
+    let patch = json!({
+        "metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}
+    });
+    let patched = api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(Arc::new(patched))
 }
 
 fn error_policy<K: Reconciled>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
@@ -684,9 +714,15 @@ pub async fn publish<K: Resource<DynamicType = ()>>(
         action: action.into(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&ev, &obj.object_ref(&())).await {
-        tracing::warn!(error = %e, "could not record event");
-    }
+    // Recorded in the background: an Event is a report, not part of the work, so it must not
+    // hold one of the controller's concurrent reconciles for another API round trip.
+    let recorder = ctx.recorder.clone();
+    let reference = obj.object_ref(&());
+    tokio::spawn(async move {
+        if let Err(e) = recorder.publish(&ev, &reference).await {
+            tracing::warn!(error = %e, "could not record event");
+        }
+    });
 }
 
 async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {

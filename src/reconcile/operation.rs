@@ -183,6 +183,7 @@ pub async fn run_operation<K: Operated>(
 pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let obj = super::driver::with_finalizer(&api, obj).await?;
     let result = finalizer(&api, &finalizer_name::<K>(), obj, |event| async {
         match event {
             FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,

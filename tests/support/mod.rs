@@ -75,6 +75,11 @@ impl Sandbox {
         }
     }
 
+    /// The sandbox process id (benchmarks read its CPU time).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self, service: &str) -> &str {
         self.urls
             .get(service)
@@ -223,7 +228,10 @@ impl Operator {
             .args(&args)
             .env(
                 "RUST_LOG",
-                "debug,hyper=info,h2=info,rustls=info,tower=info,kube_client=info",
+                // Benchmarks run the operator at its production level (`info`).
+                std::env::var("QUARTET_OPERATOR_LOG").unwrap_or_else(|_| {
+                    "debug,hyper=info,h2=info,rustls=info,tower=info,kube_client=info".into()
+                }),
             )
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log_path).expect("log file"))

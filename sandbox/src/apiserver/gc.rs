@@ -2,7 +2,7 @@
 //! (background, foreground, orphan), namespace termination, and CRD instance cleanup. Runs
 //! synchronously after every write, so tests see a settled state.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -31,28 +31,24 @@ fn deleting(obj: &Value) -> bool {
     !obj["metadata"]["deletionTimestamp"].is_null()
 }
 
-/// The objects GC must look at: those being deleted and those with owners (cloned), plus the
-/// set of all uids and an owner-uid → dependents index. Cheap when few objects have owners.
+/// The objects GC must look at: those being deleted and those with owners (cloned, from the
+/// store's index of them), and an owner-uid → dependents index. Cheap when few objects have
+/// owners; the uids of all objects are the store's own index ([`State::uids`]).
 struct View {
     interesting: Vec<(ResourceInfo, Value)>,
-    uids: HashSet<String>,
     dependents: HashMap<String, Vec<(ResourceInfo, Value)>>,
 }
 
 fn view(st: &State) -> View {
     let mut v = View {
         interesting: Vec::new(),
-        uids: HashSet::new(),
         dependents: HashMap::new(),
     };
-    for (key, m) in &st.objects {
+    for (key, k) in &st.gc_candidates {
         let Some(info) = st.registry.resources.get(key) else {
             continue;
         };
-        for o in m.values() {
-            if let Some(u) = o["metadata"]["uid"].as_str() {
-                v.uids.insert(u.to_string());
-            }
+        if let Some(o) = st.objects.get(key).and_then(|m| m.get(k)) {
             let owners = owner_uids(o);
             if deleting(o) || !owners.is_empty() {
                 v.interesting.push((info.clone(), o.clone()));
@@ -163,7 +159,8 @@ fn pass(st: &mut State) -> bool {
         }
         // Dependents whose owners are all gone are deleted (background propagation).
         let owners = owner_uids(o);
-        if !owners.is_empty() && !deleting(o) && owners.iter().all(|u| !v.uids.contains(u)) {
+        // (Nothing was written in this pass yet: the store's uids are those the view saw.)
+        if !owners.is_empty() && !deleting(o) && owners.iter().all(|u| !st.uids.contains_key(u)) {
             let _ = delete_object(st, info, &ns_of(o), &name_of(o), &background(), false);
             return true;
         }
