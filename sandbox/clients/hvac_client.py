@@ -191,8 +191,11 @@ c.write_data("identity/mfa/method/totp/admin-destroy", data={"method_id": mid, "
 
 step("login enforcement: create, read; deleting its method is a 500 naming it")
 enf = uniq("enf")
+# The server refuses an enforcement naming an auth method type that is not mounted: name the
+# type of the mount the logins above used.
+auth_type = c.sys.list_auth_methods()["data"][f"{mount}/"]["type"]
 c.write_data(f"identity/mfa/login-enforcement/{enf}",
-             data={"mfa_method_ids": [mid], "auth_method_types": ["userpass"]})
+             data={"mfa_method_ids": [mid], "auth_method_types": [auth_type]})
 en = c.read(f"identity/mfa/login-enforcement/{enf}")["data"]
 check(en["name"] == enf and en["mfa_method_ids"] == [mid] and "namespace_path" in en, en)
 check(enf in c.list("identity/mfa/login-enforcement")["data"]["keys"], "enforcement listed")
