@@ -57,11 +57,46 @@ struct CachedHttp {
     http: Arc<Http>,
 }
 
+/// The Event recorder, replaced by a fresh one every [`Events::GENERATION`] Events.
+///
+/// kube's `Recorder` keeps every Event it published for six minutes (to turn a repeat into a
+/// series) and scans that cache on every publish: creating 10,000 resources at once held 10,000
+/// Events in memory and made each publish O(n). A generation of a bounded number of Events keeps
+/// the repeats that matter (the same Warning of one failing resource, minutes apart, in a quiet
+/// operator) and bounds both the memory and the scan.
+struct Events {
+    client: Client,
+    reporter: Reporter,
+    current: Mutex<(Recorder, usize)>,
+}
+
+impl Events {
+    const GENERATION: usize = 500;
+
+    fn new(client: Client, reporter: Reporter) -> Self {
+        let current = Mutex::new((Recorder::new(client.clone(), reporter.clone()), 0));
+        Self {
+            client,
+            reporter,
+            current,
+        }
+    }
+
+    fn recorder(&self) -> Recorder {
+        let mut current = self.current.lock().unwrap();
+        if current.1 >= Self::GENERATION {
+            *current = (Recorder::new(self.client.clone(), self.reporter.clone()), 0);
+        }
+        current.1 += 1;
+        current.0.clone()
+    }
+}
+
 pub struct Context {
     pub client: Client,
     pub settings: Settings,
     pub metrics: Arc<Metrics>,
-    pub recorder: Recorder,
+    events: Events,
     connections: Store<Connection>,
     http_cache: Mutex<HashMap<(String, String), CachedHttp>>,
     /// The login of each Connection with `spec.auth`, with the keyed hash of what it logs in
@@ -84,6 +119,11 @@ pub struct Context {
 }
 
 impl Context {
+    /// The recorder to publish one Event with.
+    pub fn recorder(&self) -> Recorder {
+        self.events.recorder()
+    }
+
     pub fn new(
         client: Client,
         settings: Settings,
@@ -97,7 +137,7 @@ impl Context {
                 .or_else(|| std::env::var("HOSTNAME").ok()),
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: Events::new(client.clone(), reporter),
             client,
             settings,
             metrics,

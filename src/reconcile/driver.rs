@@ -731,7 +731,7 @@ pub async fn publish<K: Resource<DynamicType = ()>>(
     };
     // Recorded in the background: an Event is a report, not part of the work, so it must not
     // hold one of the controller's concurrent reconciles for another API round trip.
-    let recorder = ctx.recorder.clone();
+    let recorder = ctx.recorder();
     let reference = obj.object_ref(&());
     tokio::spawn(async move {
         if let Err(e) = recorder.publish(&ev, &reference).await {
