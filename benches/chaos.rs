@@ -54,9 +54,14 @@ enum Kind {
     TransformAlphabet,
     TransformTemplate,
     Workspace,
+    TransformStore,
+    Transformation,
+    TransformRole,
 }
 
-const KINDS: [Kind; 7] = [
+/// Transformation comes before TransformRole, so there are at least as many transformations as
+/// roles: role j lists transformation j (see `Kind::edit` and the choice of deletions).
+const KINDS: [Kind; 10] = [
     Kind::SecretsPolicy,
     Kind::TotpMethod,
     Kind::IdpUser,
@@ -64,12 +69,14 @@ const KINDS: [Kind; 7] = [
     Kind::TransformAlphabet,
     Kind::TransformTemplate,
     Kind::Workspace,
+    Kind::TransformStore,
+    Kind::Transformation,
+    Kind::TransformRole,
 ];
 
 /// Kinds left out, and why (printed with the figures).
 const LEFT_OUT: &[(&str, &str)] = &[
     ("IdpAuthMethod", "one per mount, not N: the bench has one, edited (its token Secret is among the secrets searched for), never deleted"),
-    ("Transformation, TransformRole, TransformStore", "depend on each other (template → transformation ← role, store): not yet built as N independent objects (templates use the builtin/numeric alphabet)"),
     ("AdEngine, AdRole, AdLibrarySet, AdCheckout", "one engine per mount; roles and sets need one seeded directory account each"),
     ("NoCodeModule, NoCodeWorkspace, WorkspaceRun", "need registry modules and runs that take their own time; not yet"),
     ("CatalogAclToken, CatalogAclBootstrap", "need a kubernetes auth method in the catalog trusting a JWT; bootstrap is one per catalog"),
@@ -87,6 +94,9 @@ impl Kind {
             Kind::TransformAlphabet => "TransformAlphabet",
             Kind::TransformTemplate => "TransformTemplate",
             Kind::Workspace => "Workspace",
+            Kind::TransformStore => "TransformStore",
+            Kind::Transformation => "Transformation",
+            Kind::TransformRole => "TransformRole",
         }
     }
 
@@ -99,6 +109,9 @@ impl Kind {
             Kind::TransformAlphabet => "alpha",
             Kind::TransformTemplate => "tpl",
             Kind::Workspace => "ws",
+            Kind::TransformStore => "store",
+            Kind::Transformation => "tf",
+            Kind::TransformRole => "role",
         }
     }
 
@@ -111,6 +124,9 @@ impl Kind {
             Kind::TransformAlphabet => ("secrets.quartet.dev", "transformalphabets"),
             Kind::TransformTemplate => ("secrets.quartet.dev", "transformtemplates"),
             Kind::Workspace => ("workspaces.quartet.dev", "workspaces"),
+            Kind::TransformStore => ("secrets.quartet.dev", "transformstores"),
+            Kind::Transformation => ("secrets.quartet.dev", "transformations"),
+            Kind::TransformRole => ("secrets.quartet.dev", "transformroles"),
         };
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(group, "v1alpha1", self.name()),
@@ -130,6 +146,24 @@ impl Kind {
                 json!({"pattern": r"(\d{4})-(\d{4})", "alphabet": "builtin/numeric"})
             }
             Kind::Workspace => json!({"description": "created by the chaos bench"}),
+            // All stores share one credentials Secret (its password is among the secrets
+            // searched for).
+            Kind::TransformStore => json!({
+                "driver": "postgres",
+                "connectionString": "postgresql://{{username}}:{{password}}@db.example.internal:5432/chaos",
+                "credentialsSecretRef": {"name": STORE_SECRET},
+                "maxOpenConnections": 4,
+            }),
+            // Masking (no key, deletable); the builtin template, since the bench's templates
+            // are deleted at random. Transformation j allows role j.
+            Kind::Transformation => json!({
+                "type": "masking",
+                "template": "builtin/creditcardnumber",
+                "maskingCharacter": "#",
+                "allowedRoles": [partner(name, "tf", "role")],
+            }),
+            // Created empty; the edit gives it its transformation.
+            Kind::TransformRole => json!({"transformations": []}),
         }
     }
 
@@ -144,6 +178,12 @@ impl Kind {
             Kind::TransformAlphabet => json!({"alphabet": "0123456789abcdef"}),
             Kind::TransformTemplate => json!({"pattern": r"(\d{4})-(\d{4})-(\d{4})"}),
             Kind::Workspace => json!({"description": "edited by the chaos bench"}),
+            Kind::TransformStore => json!({"maxOpenConnections": 8}),
+            Kind::Transformation => json!({"maskingCharacter": "X"}),
+            // A role whose transformation is missing waits (Ready=False), and a transformation a
+            // role lists cannot be deleted: role j lists transformation j, which exists (see
+            // KINDS) and is deleted exactly when role j is.
+            Kind::TransformRole => json!({"transformations": [partner(name, "role", "tf")]}),
         }
     }
 
@@ -153,6 +193,13 @@ impl Kind {
         obj.data = json!({"spec": self.spec(name)});
         obj
     }
+}
+
+const STORE_SECRET: &str = "chaos-store-creds";
+
+/// `chaos-<from>-<j>` → `chaos-<to>-<j>`.
+fn partner(name: &str, from: &str, to: &str) -> String {
+    name.replacen(&format!("chaos-{from}-"), &format!("chaos-{to}-"), 1)
 }
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
@@ -286,6 +333,7 @@ impl World {
 async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let idp_token = unique_token();
+    let store_password = unique_token();
     let sb = Arc::new(blocking(|| {
         let sb = Sandbox::start(&[]);
         sb.install_crds();
@@ -297,11 +345,15 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
              apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpAuthMethod\nmetadata: {{name: chaos-idp, namespace: default}}\n\
              spec: {{orgName: chaos, apiTokenSecretRef: {{name: chaos-idp-token, key: token}}}}\n"
         ));
+        sb.apply_ok(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {STORE_SECRET}, namespace: default}}\nstringData: {{username: chaos_app, password: {store_password}}}\n"
+        ));
         sb
     }));
     let secrets_known: Vec<(&str, String)> = vec![
         ("the Connections' token (root token)", sb.root_token.clone()),
         ("the IdpAuthMethod's API token", idp_token.clone()),
+        ("the TransformStores' database password", store_password.clone()),
     ];
     let ops = Arc::new(Mutex::new(Operators {
         current: Some(blocking(|| Operator::start(&sb, RESYNC))),
@@ -332,7 +384,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         .collect();
     // Delete half of each kind, chosen by the seed.
     let mut doomed = BTreeSet::new();
-    for kind in KINDS {
+    for kind in KINDS.into_iter().filter(|k| *k != Kind::TransformRole) {
         let mut names: Vec<&String> = resources
             .iter()
             .filter(|(k, _)| *k == kind)
@@ -342,6 +394,12 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         for _ in 0..half {
             let i = rng.random_range(0..names.len());
             doomed.insert(names.swap_remove(i).clone());
+        }
+    }
+    // Role j goes exactly when transformation j goes (see `Kind::edit`).
+    for (_, name) in resources.iter().filter(|(k, _)| *k == Kind::TransformRole) {
+        if doomed.contains(&partner(name, "role", "tf")) {
+            doomed.insert(name.clone());
         }
     }
     // The kills are shared out over the three phases (create, edit, delete), each at a random
@@ -670,12 +728,18 @@ fn remote_report(
             | Kind::IdpUser
             | Kind::IdpGroup
             | Kind::TransformAlphabet
-            | Kind::TransformTemplate => {
+            | Kind::TransformTemplate
+            | Kind::TransformStore
+            | Kind::Transformation
+            | Kind::TransformRole => {
                 let path = match kind {
                     Kind::SecretsPolicy => "/v1/sys/policies/acl",
                     Kind::IdpUser => "/v1/auth/idp/users",
                     Kind::IdpGroup => "/v1/auth/idp/groups",
                     Kind::TransformTemplate => "/v1/transform/template",
+                    Kind::TransformStore => "/v1/transform/stores",
+                    Kind::Transformation => "/v1/transform/transformation",
+                    Kind::TransformRole => "/v1/transform/role",
                     _ => "/v1/transform/alphabet",
                 };
                 for k in secrets_keys(sb, path) {
