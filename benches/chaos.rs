@@ -57,11 +57,13 @@ enum Kind {
     TransformStore,
     Transformation,
     TransformRole,
+    AdRole,
+    AdLibrarySet,
 }
 
 /// Transformation comes before TransformRole, so there are at least as many transformations as
 /// roles: role j lists transformation j (see `Kind::edit` and the choice of deletions).
-const KINDS: [Kind; 10] = [
+const KINDS: [Kind; 12] = [
     Kind::SecretsPolicy,
     Kind::TotpMethod,
     Kind::IdpUser,
@@ -72,12 +74,15 @@ const KINDS: [Kind; 10] = [
     Kind::TransformStore,
     Kind::Transformation,
     Kind::TransformRole,
+    Kind::AdRole,
+    Kind::AdLibrarySet,
 ];
 
 /// Kinds left out, and why (printed with the figures).
 const LEFT_OUT: &[(&str, &str)] = &[
     ("IdpAuthMethod", "one per mount, not N: the bench has one, edited (its token Secret is among the secrets searched for), never deleted"),
-    ("AdEngine, AdRole, AdLibrarySet, AdCheckout", "one engine per mount; roles and sets need one seeded directory account each"),
+    ("AdEngine", "one per mount, not N: the bench has one (its bind password is among the secrets searched for), never edited or deleted"),
+    ("AdCheckout", "a check-out of a library set's account: not a remote object of its own"),
     ("NoCodeModule, NoCodeWorkspace, WorkspaceRun", "need registry modules and runs that take their own time; not yet"),
     ("CatalogAclToken, CatalogAclBootstrap", "need a kubernetes auth method in the catalog trusting a JWT; bootstrap is one per catalog"),
     ("TotpEnrollment", "needs identity entities; not yet"),
@@ -97,6 +102,8 @@ impl Kind {
             Kind::TransformStore => "TransformStore",
             Kind::Transformation => "Transformation",
             Kind::TransformRole => "TransformRole",
+            Kind::AdRole => "AdRole",
+            Kind::AdLibrarySet => "AdLibrarySet",
         }
     }
 
@@ -112,6 +119,8 @@ impl Kind {
             Kind::TransformStore => "store",
             Kind::Transformation => "tf",
             Kind::TransformRole => "role",
+            Kind::AdRole => "adrole",
+            Kind::AdLibrarySet => "adlib",
         }
     }
 
@@ -127,6 +136,8 @@ impl Kind {
             Kind::TransformStore => ("secrets.quartet.dev", "transformstores"),
             Kind::Transformation => ("secrets.quartet.dev", "transformations"),
             Kind::TransformRole => ("secrets.quartet.dev", "transformroles"),
+            Kind::AdRole => ("secrets.quartet.dev", "adroles"),
+            Kind::AdLibrarySet => ("secrets.quartet.dev", "adlibrarysets"),
         };
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(group, "v1alpha1", self.name()),
@@ -164,6 +175,18 @@ impl Kind {
             }),
             // Created empty; the edit gives it its transformation.
             Kind::TransformRole => json!({"transformations": []}),
+            // Each role and set has its own directory account `<name>@example.com` (seeded
+            // through the sandbox admin API); the role keeps its credentials in an owned Secret.
+            Kind::AdRole => json!({
+                "serviceAccountName": format!("{name}@example.com"),
+                "ttl": "1h",
+                "credentialsSecret": {"name": format!("{name}-creds")},
+            }),
+            Kind::AdLibrarySet => json!({
+                "serviceAccountNames": [format!("{name}@example.com")],
+                "ttl": "1h",
+                "maxTtl": "2h",
+            }),
         }
     }
 
@@ -184,6 +207,8 @@ impl Kind {
             // role lists cannot be deleted: role j lists transformation j, which exists (see
             // KINDS) and is deleted exactly when role j is.
             Kind::TransformRole => json!({"transformations": [partner(name, "role", "tf")]}),
+            Kind::AdRole => json!({"ttl": "2h"}),
+            Kind::AdLibrarySet => json!({"ttl": "30m"}),
         }
     }
 
@@ -196,6 +221,28 @@ impl Kind {
 }
 
 const STORE_SECRET: &str = "chaos-store-creds";
+const AD_BIND_DN: &str = "CN=chaos-bind,CN=Users,DC=example,DC=com";
+
+/// The sandbox's directory: `PUT /_sandbox/secrets/ad/accounts/<upn>`.
+fn ad_account(sb: &Sandbox, upn: &str, dn: &str, password: &str) {
+    let (s, b) = http(
+        "PUT",
+        &format!("{}/_sandbox/secrets/ad/accounts/{upn}", sb.url("secrets")),
+        None,
+        Some(json!({"dn": dn, "password": password})),
+    );
+    assert_eq!(s, 204, "seed account {upn}: {b}");
+}
+
+fn ad_password(sb: &Sandbox, upn: &str) -> String {
+    let (_, b) = http(
+        "GET",
+        &format!("{}/_sandbox/secrets/ad/accounts/{upn}", sb.url("secrets")),
+        None,
+        None,
+    );
+    b["password"].as_str().unwrap_or_default().to_string()
+}
 
 /// `chaos-<from>-<j>` → `chaos-<to>-<j>`.
 fn partner(name: &str, from: &str, to: &str) -> String {
@@ -334,6 +381,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let idp_token = unique_token();
     let store_password = unique_token();
+    let bind_password = unique_token();
     let sb = Arc::new(blocking(|| {
         let sb = Sandbox::start(&[]);
         sb.install_crds();
@@ -348,12 +396,31 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         sb.apply_ok(&format!(
             "apiVersion: v1\nkind: Secret\nmetadata: {{name: {STORE_SECRET}, namespace: default}}\nstringData: {{username: chaos_app, password: {store_password}}}\n"
         ));
+        // The directory: the engine's bind account, and one account per AdRole / AdLibrarySet.
+        ad_account(&sb, "chaos-bind@example.com", AD_BIND_DN, &bind_password);
+        for j in 0..n.div_ceil(KINDS.len()) {
+            for kind in [Kind::AdRole, Kind::AdLibrarySet] {
+                let name = format!("chaos-{}-{j}", kind.short());
+                ad_account(
+                    &sb,
+                    &format!("{name}@example.com"),
+                    &format!("CN={name},OU=Svc,DC=example,DC=com"),
+                    &unique_token(),
+                );
+            }
+        }
+        sb.apply_ok(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: chaos-ad-bind, namespace: default}}\nstringData: {{password: {bind_password}}}\n---\n\
+             apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdEngine\nmetadata: {{name: chaos-ad, namespace: default}}\n\
+             spec: {{binddn: \"{AD_BIND_DN}\", bindpassSecretRef: {{name: chaos-ad-bind, key: password}}, userdn: \"DC=example,DC=com\"}}\n"
+        ));
         sb
     }));
-    let secrets_known: Vec<(&str, String)> = vec![
+    let mut secrets_known: Vec<(&str, String)> = vec![
         ("the Connections' token (root token)", sb.root_token.clone()),
         ("the IdpAuthMethod's API token", idp_token.clone()),
         ("the TransformStores' database password", store_password.clone()),
+        ("the AdEngine's bind password", bind_password.clone()),
     ];
     let ops = Arc::new(Mutex::new(Operators {
         current: Some(blocking(|| Operator::start(&sb, RESYNC))),
@@ -559,6 +626,14 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         }
     }
     let report = blocking(|| remote_report(&sb, &status, &resources, &live, &doomed));
+    // The directory passwords of the AdRoles' accounts as they are now (rotated by the service,
+    // kept in the roles' Secrets): never in logs, Events or status either.
+    for (_, name) in resources.iter().filter(|(k, _)| *k == Kind::AdRole) {
+        let pw = blocking(|| ad_password(&sb, &format!("{name}@example.com")));
+        if !pw.is_empty() {
+            secrets_known.push(("an AdRole account's password", pw));
+        }
+    }
     let mut ops = Arc::try_unwrap(ops)
         .ok()
         .expect("ops")
@@ -575,7 +650,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         }));
     }
     statuses.push_str(&blocking(|| {
-        sb.kubectl_ok(&["get", "idpauthmethods,connections", "-A", "-o", "json"])
+        sb.kubectl_ok(&["get", "idpauthmethods,adengines,connections", "-A", "-o", "json"])
     }));
     let logs = ops.logs.join("\n");
 
@@ -586,7 +661,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let total_expected: usize = expected.values().sum();
     let total_converged: usize = census.values().map(|c| c.0).sum();
     let total_left: usize = census.values().map(|c| c.2).sum();
-    println!("  resources converged                {total_converged} / {total_expected}  (+ IdpAuthMethod: {})", if blocking(|| idp_converged(&sb)) { "converged" } else { "NOT converged" });
+    println!("  resources converged                {total_converged} / {total_expected}  (+ IdpAuthMethod and AdEngine: {})", if blocking(|| idp_converged(&sb)) { "converged" } else { "NOT converged" });
     println!("  deleted resources still present    {total_left}");
     for (k, (c, l, gone)) in &census {
         println!(
@@ -658,11 +733,16 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     }
 }
 
+/// The one-per-mount resources: the IdpAuthMethod and the AdEngine.
 fn idp_converged(sb: &Sandbox) -> bool {
-    sb.get_json("idpauthmethod", "chaos-idp").is_some_and(|o| {
-        condition_is(&o, "Ready", "True")
-            && o["status"]["observedGeneration"] == o["metadata"]["generation"]
-    })
+    [("idpauthmethod", "chaos-idp"), ("adengine", "chaos-ad")]
+        .iter()
+        .all(|(kind, name)| {
+            sb.get_json(kind, name).is_some_and(|o| {
+                condition_is(&o, "Ready", "True")
+                    && o["status"]["observedGeneration"] == o["metadata"]["generation"]
+            })
+        })
 }
 
 /// Wait until everything is converged or `max` passed (the chaos goes on meanwhile).
@@ -752,6 +832,12 @@ fn remote_report(
                         sb.secrets("GET", &format!("/v1/identity/mfa/method/totp/{id}"), None);
                     let issuer = b["data"]["issuer"].as_str().unwrap_or("").to_string();
                     remote.entry(issuer).or_default().push(id);
+                }
+            }
+            Kind::AdRole | Kind::AdLibrarySet => {
+                let what = if kind == Kind::AdRole { "roles" } else { "library" };
+                for k in secrets_keys(sb, &format!("/v1/ad/{what}")) {
+                    remote.entry(k.clone()).or_default().push(format!("ad/{what}/{k}"));
                 }
             }
             Kind::Workspace => {
