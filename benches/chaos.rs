@@ -59,11 +59,13 @@ enum Kind {
     TransformRole,
     AdRole,
     AdLibrarySet,
+    NoCodeModule,
+    NoCodeWorkspace,
 }
 
-/// Transformation comes before TransformRole, so there are at least as many transformations as
-/// roles: role j lists transformation j (see `Kind::edit` and the choice of deletions).
-const KINDS: [Kind; 12] = [
+/// Each kind of `DEPENDS` comes after the kind it depends on, so there are at least as many of
+/// the latter: dependent j needs object j (see `Kind::edit` and the choice of deletions).
+const KINDS: [Kind; 14] = [
     Kind::SecretsPolicy,
     Kind::TotpMethod,
     Kind::IdpUser,
@@ -76,14 +78,27 @@ const KINDS: [Kind; 12] = [
     Kind::TransformRole,
     Kind::AdRole,
     Kind::AdLibrarySet,
+    Kind::NoCodeModule,
+    Kind::NoCodeWorkspace,
 ];
+
+/// (dependent, what it needs): resource j of the first needs resource j of the second, and is
+/// deleted exactly when that one is (a transformation a role lists cannot be deleted; a no-code
+/// workspace is provisioned from its module).
+const DEPENDS: [(Kind, Kind); 2] = [
+    (Kind::TransformRole, Kind::Transformation),
+    (Kind::NoCodeWorkspace, Kind::NoCodeModule),
+];
+
+/// Registry module name → id, seeded through the sandbox admin API before the first create.
+static REGISTRY_MODULES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
 
 /// Kinds left out, and why (printed with the figures).
 const LEFT_OUT: &[(&str, &str)] = &[
     ("IdpAuthMethod", "one per mount, not N: the bench has one, edited (its token Secret is among the secrets searched for), never deleted"),
     ("AdEngine", "one per mount, not N: the bench has one (its bind password is among the secrets searched for), never edited or deleted"),
     ("AdCheckout", "a check-out of a library set's account: not a remote object of its own"),
-    ("NoCodeModule, NoCodeWorkspace, WorkspaceRun", "need registry modules and runs that take their own time; not yet"),
+    ("WorkspaceRun", "runs of a workspace, not remote objects kept in sync"),
     ("CatalogAclToken, CatalogAclBootstrap", "need a kubernetes auth method in the catalog trusting a JWT; bootstrap is one per catalog"),
     ("TotpEnrollment", "needs identity entities; not yet"),
     ("DeploymentGate, DrReplication", "drive jobs / clusters, not N remote objects"),
@@ -104,6 +119,8 @@ impl Kind {
             Kind::TransformRole => "TransformRole",
             Kind::AdRole => "AdRole",
             Kind::AdLibrarySet => "AdLibrarySet",
+            Kind::NoCodeModule => "NoCodeModule",
+            Kind::NoCodeWorkspace => "NoCodeWorkspace",
         }
     }
 
@@ -121,6 +138,8 @@ impl Kind {
             Kind::TransformRole => "role",
             Kind::AdRole => "adrole",
             Kind::AdLibrarySet => "adlib",
+            Kind::NoCodeModule => "ncmod",
+            Kind::NoCodeWorkspace => "ncws",
         }
     }
 
@@ -138,6 +157,8 @@ impl Kind {
             Kind::TransformRole => ("secrets.quartet.dev", "transformroles"),
             Kind::AdRole => ("secrets.quartet.dev", "adroles"),
             Kind::AdLibrarySet => ("secrets.quartet.dev", "adlibrarysets"),
+            Kind::NoCodeModule => ("workspaces.quartet.dev", "nocodemodules"),
+            Kind::NoCodeWorkspace => ("workspaces.quartet.dev", "nocodeworkspaces"),
         };
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(group, "v1alpha1", self.name()),
@@ -187,6 +208,17 @@ impl Kind {
                 "ttl": "1h",
                 "maxTtl": "2h",
             }),
+            // Registry module j (`chaos-ncmod-<j>`, one version with a required `region`).
+            Kind::NoCodeModule => json!({
+                "registryModuleId": REGISTRY_MODULES.get().expect("seeded")[name],
+                "variableOptions": [{"name": "region", "type": "string", "options": ["eu-west-1", "us-east-1"]}],
+            }),
+            Kind::NoCodeWorkspace => json!({
+                "moduleRef": {"name": partner(name, "ncws", "ncmod")},
+                "description": "created by the chaos bench",
+                "deletionMode": "Force",
+                "vars": [{"key": "region", "value": "eu-west-1"}],
+            }),
         }
     }
 
@@ -209,6 +241,10 @@ impl Kind {
             Kind::TransformRole => json!({"transformations": [partner(name, "role", "tf")]}),
             Kind::AdRole => json!({"ttl": "2h"}),
             Kind::AdLibrarySet => json!({"ttl": "30m"}),
+            Kind::NoCodeModule => json!({
+                "variableOptions": [{"name": "region", "type": "string", "options": ["eu-west-1", "us-east-1", "ap-south-1"]}],
+            }),
+            Kind::NoCodeWorkspace => json!({"description": "edited by the chaos bench"}),
         }
     }
 
@@ -409,6 +445,20 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
                 );
             }
         }
+        let mut modules = BTreeMap::new();
+        for j in 0..n.div_ceil(KINDS.len()) {
+            let name = format!("chaos-{}-{j}", Kind::NoCodeModule.short());
+            let (s, b) = http(
+                "POST",
+                &format!("{}/_sandbox/workspaces/registry-modules", sb.url("workspaces")),
+                None,
+                Some(json!({"organization": support::workspaces::ORG, "name": name, "provider": "aws",
+                    "versions": [{"version": "1.0.0", "variables": [{"name": "region", "type": "string", "required": true}]}]})),
+            );
+            assert!(s < 300, "registry module {name}: {s} {b}");
+            modules.insert(name, b["id"].as_str().expect("id").to_string());
+        }
+        REGISTRY_MODULES.set(modules).expect("once");
         sb.apply_ok(&format!(
             "apiVersion: v1\nkind: Secret\nmetadata: {{name: chaos-ad-bind, namespace: default}}\nstringData: {{password: {bind_password}}}\n---\n\
              apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdEngine\nmetadata: {{name: chaos-ad, namespace: default}}\n\
@@ -451,7 +501,10 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         .collect();
     // Delete half of each kind, chosen by the seed.
     let mut doomed = BTreeSet::new();
-    for kind in KINDS.into_iter().filter(|k| *k != Kind::TransformRole) {
+    for kind in KINDS
+        .into_iter()
+        .filter(|k| !DEPENDS.iter().any(|(d, _)| d == k))
+    {
         let mut names: Vec<&String> = resources
             .iter()
             .filter(|(k, _)| *k == kind)
@@ -463,10 +516,12 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
             doomed.insert(names.swap_remove(i).clone());
         }
     }
-    // Role j goes exactly when transformation j goes (see `Kind::edit`).
-    for (_, name) in resources.iter().filter(|(k, _)| *k == Kind::TransformRole) {
-        if doomed.contains(&partner(name, "role", "tf")) {
-            doomed.insert(name.clone());
+    // Dependent j goes exactly when what it needs goes.
+    for (dependent, needed) in DEPENDS {
+        for (_, name) in resources.iter().filter(|(k, _)| *k == dependent) {
+            if doomed.contains(&partner(name, dependent.short(), needed.short())) {
+                doomed.insert(name.clone());
+            }
         }
     }
     // The kills are shared out over the three phases (create, edit, delete), each at a random
@@ -840,12 +895,37 @@ fn remote_report(
                     remote.entry(k.clone()).or_default().push(format!("ad/{what}/{k}"));
                 }
             }
-            Kind::Workspace => {
+            // A deleted NoCodeModule is disabled (the service has no delete): an enabled one of a
+            // deleted resource is a lost deletion.
+            Kind::NoCodeModule => {
+                for m in sb.ws_list(&format!(
+                    "/organizations/{}/registry-modules",
+                    support::workspaces::ORG
+                )) {
+                    let name = m["attributes"]["name"].as_str().unwrap_or("").to_string();
+                    let ids = m["relationships"]["no-code-modules"]["data"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default();
+                    for id in ids.iter().filter_map(|d| d["id"].as_str()) {
+                        let (_, b) = sb.ws_api("GET", &format!("/no-code-modules/{id}"), None);
+                        let enabled = b["data"]["attributes"]["enabled"] == json!(true);
+                        if enabled || !doomed.contains(&name) {
+                            remote.entry(name.clone()).or_default().push(id.to_string());
+                        }
+                    }
+                }
+            }
+            Kind::Workspace | Kind::NoCodeWorkspace => {
+                let prefix = format!("chaos-{}-", kind.short());
                 for w in sb.ws_list(&format!(
                     "/organizations/{}/workspaces",
                     support::workspaces::ORG
                 )) {
                     let name = w["attributes"]["name"].as_str().unwrap_or("").to_string();
+                    if !name.starts_with(&prefix) {
+                        continue;
+                    }
                     remote
                         .entry(name)
                         .or_default()
