@@ -61,11 +61,12 @@ enum Kind {
     AdLibrarySet,
     NoCodeModule,
     NoCodeWorkspace,
+    CatalogAclToken,
 }
 
 /// Each kind of `DEPENDS` comes after the kind it depends on, so there are at least as many of
 /// the latter: dependent j needs object j (see `Kind::edit` and the choice of deletions).
-const KINDS: [Kind; 14] = [
+const KINDS: [Kind; 15] = [
     Kind::SecretsPolicy,
     Kind::TotpMethod,
     Kind::IdpUser,
@@ -80,6 +81,7 @@ const KINDS: [Kind; 14] = [
     Kind::AdLibrarySet,
     Kind::NoCodeModule,
     Kind::NoCodeWorkspace,
+    Kind::CatalogAclToken,
 ];
 
 /// (dependent, what it needs): resource j of the first needs resource j of the second, and is
@@ -99,7 +101,7 @@ const LEFT_OUT: &[(&str, &str)] = &[
     ("AdEngine", "one per mount, not N: the bench has one (its bind password is among the secrets searched for), never edited or deleted"),
     ("AdCheckout", "a check-out of a library set's account: not a remote object of its own"),
     ("WorkspaceRun", "runs of a workspace, not remote objects kept in sync"),
-    ("CatalogAclToken, CatalogAclBootstrap", "need a kubernetes auth method in the catalog trusting a JWT; bootstrap is one per catalog"),
+    ("CatalogAclBootstrap", "one per catalog, and bootstrapping is a one-time call"),
     ("TotpEnrollment", "needs identity entities; not yet"),
     ("DeploymentGate, DrReplication", "drive jobs / clusters, not N remote objects"),
 ];
@@ -121,6 +123,7 @@ impl Kind {
             Kind::AdLibrarySet => "AdLibrarySet",
             Kind::NoCodeModule => "NoCodeModule",
             Kind::NoCodeWorkspace => "NoCodeWorkspace",
+            Kind::CatalogAclToken => "CatalogAclToken",
         }
     }
 
@@ -140,6 +143,7 @@ impl Kind {
             Kind::AdLibrarySet => "adlib",
             Kind::NoCodeModule => "ncmod",
             Kind::NoCodeWorkspace => "ncws",
+            Kind::CatalogAclToken => "cat",
         }
     }
 
@@ -159,6 +163,7 @@ impl Kind {
             Kind::AdLibrarySet => ("secrets.quartet.dev", "adlibrarysets"),
             Kind::NoCodeModule => ("workspaces.quartet.dev", "nocodemodules"),
             Kind::NoCodeWorkspace => ("workspaces.quartet.dev", "nocodeworkspaces"),
+            Kind::CatalogAclToken => ("catalog.quartet.dev", "catalogacltokens"),
         };
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(group, "v1alpha1", self.name()),
@@ -219,6 +224,13 @@ impl Kind {
                 "deletionMode": "Force",
                 "vars": [{"key": "region", "value": "eu-west-1"}],
             }),
+            // Logs in with the JWT of ServiceAccount `<name>` (Secret `<name>-jwt`); the binding
+            // rule makes it a token with the service identity `<name>`.
+            Kind::CatalogAclToken => json!({
+                "authMethod": CATALOG_AUTH,
+                "meta": {"bench": "chaos"},
+                "bearerTokenSecretRef": {"name": format!("{name}-jwt"), "key": "token"},
+            }),
         }
     }
 
@@ -245,6 +257,9 @@ impl Kind {
                 "variableOptions": [{"name": "region", "type": "string", "options": ["eu-west-1", "us-east-1", "ap-south-1"]}],
             }),
             Kind::NoCodeWorkspace => json!({"description": "edited by the chaos bench"}),
+            // No spec field of a login token is written to the catalog outside a login: the meta
+            // applies at the next one (rotation), so this edit makes no remote write.
+            Kind::CatalogAclToken => json!({"meta": {"bench": "chaos", "edited": "yes"}}),
         }
     }
 
@@ -257,6 +272,32 @@ impl Kind {
 }
 
 const STORE_SECRET: &str = "chaos-store-creds";
+const CATALOG_AUTH: &str = "chaos-k8s";
+const SA_KEY: &str = "chaos-service-account-signing-key";
+
+/// An HS256 ServiceAccount JWT the catalog's `kubernetes` auth method verifies with `SA_KEY`.
+fn sa_jwt(ns: &str, name: &str) -> String {
+    use base64::Engine;
+    use hmac::Mac;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let claims = b64(json!({
+        "iss": "https://kubernetes.default.svc",
+        "sub": format!("system:serviceaccount:{ns}:{name}"),
+        "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": "0b6c0e4e-1111-2222-3333-444455556666"}},
+        "iat": now, "exp": now + 6 * 3600,
+    })
+    .to_string()
+    .as_bytes());
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SA_KEY.as_bytes()).unwrap();
+    mac.update(format!("{header}.{claims}").as_bytes());
+    let sig = b64(&mac.finalize().into_bytes());
+    format!("{header}.{claims}.{sig}")
+}
 const AD_BIND_DN: &str = "CN=chaos-bind,CN=Users,DC=example,DC=com";
 
 /// The sandbox's directory: `PUT /_sandbox/secrets/ad/accounts/<upn>`.
@@ -321,7 +362,7 @@ fn inject_faults(sb: &Sandbox, rate: f64, seed: u64) {
         json!({"drop": true}),
         json!({"after": true}),
     ];
-    for service in ["secrets", "workspaces"] {
+    for service in ["secrets", "workspaces", "catalog"] {
         for (i, f) in faults.iter().enumerate() {
             let mut f = f.clone();
             f["path"] = json!("/*");
@@ -343,7 +384,7 @@ fn inject_faults(sb: &Sandbox, rate: f64, seed: u64) {
 }
 
 fn clear_faults(sb: &Sandbox) {
-    for service in ["secrets", "workspaces"] {
+    for service in ["secrets", "workspaces", "catalog"] {
         http(
             "DELETE",
             &format!("{}/_sandbox/faults", sb.url(service)),
@@ -418,6 +459,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let idp_token = unique_token();
     let store_password = unique_token();
     let bind_password = unique_token();
+    let mut jwts = Vec::new();
     let sb = Arc::new(blocking(|| {
         let sb = Sandbox::start(&[]);
         sb.install_crds();
@@ -459,6 +501,33 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
             modules.insert(name, b["id"].as_str().expect("id").to_string());
         }
         REGISTRY_MODULES.set(modules).expect("once");
+        // The catalog: a `kubernetes` auth method and a binding rule (service identity = the
+        // ServiceAccount's name), a Connection, and one JWT Secret per CatalogAclToken.
+        let catalog = sb.url("catalog").to_string();
+        // `UseRootToken`: the root token is the catalog's management token (the bench lists its
+        // tokens with it).
+        for (method, path, body) in [
+            ("PUT", "config", json!({"UseRootToken": true})),
+            ("POST", "auth-methods", json!({"Name": CATALOG_AUTH, "Type": "kubernetes",
+                "Config": {"Host": "https://kubernetes.default.svc", "ValidationKey": SA_KEY}})),
+            ("POST", "binding-rules", json!({"AuthMethod": CATALOG_AUTH, "BindType": "service", "BindName": "${serviceaccount.name}"})),
+        ] {
+            let (s, b) = http(method, &format!("{catalog}/_sandbox/catalog/{path}"), None, Some(body));
+            assert!(s < 300, "catalog {path}: {s} {b}");
+        }
+        let mut yaml = format!(
+            "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: catalog, namespace: default}}\n\
+             spec: {{service: catalog, address: \"{catalog}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n"
+        );
+        for j in 0..n.div_ceil(KINDS.len()) {
+            let name = format!("chaos-{}-{j}", Kind::CatalogAclToken.short());
+            let jwt = sa_jwt("default", &name);
+            yaml.push_str(&format!(
+                "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}-jwt, namespace: default}}\nstringData: {{token: {jwt}}}\n"
+            ));
+            jwts.push(jwt);
+        }
+        sb.apply_ok(&yaml);
         sb.apply_ok(&format!(
             "apiVersion: v1\nkind: Secret\nmetadata: {{name: chaos-ad-bind, namespace: default}}\nstringData: {{password: {bind_password}}}\n---\n\
              apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdEngine\nmetadata: {{name: chaos-ad, namespace: default}}\n\
@@ -472,6 +541,9 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         ("the TransformStores' database password", store_password.clone()),
         ("the AdEngine's bind password", bind_password.clone()),
     ];
+    for jwt in &jwts {
+        secrets_known.push(("a CatalogAclToken's bearer JWT", jwt.clone()));
+    }
     let ops = Arc::new(Mutex::new(Operators {
         current: Some(blocking(|| Operator::start(&sb, RESYNC))),
         logs: Vec::new(),
@@ -644,7 +716,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let last_kill = blocking(|| killer.join().expect("killer"));
     blocking(|| clear_faults(&sb));
     let mut fault_counts = Vec::new();
-    for service in ["secrets", "workspaces"] {
+    for service in ["secrets", "workspaces", "catalog"] {
         let (reqs, _) = blocking(|| sb.requests(service, 0));
         let faulted = reqs
             .iter()
@@ -681,6 +753,18 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         }
     }
     let report = blocking(|| remote_report(&sb, &status, &resources, &live, &doomed));
+    // The catalog tokens the live CatalogAclTokens hold (their Secrets).
+    for (_, name) in resources.iter().filter(|(k, n)| *k == Kind::CatalogAclToken && live.contains(n)) {
+        use base64::Engine;
+        let token = blocking(|| sb.get_json("secret", name))
+            .and_then(|s| s["data"]["token"].as_str().map(str::to_string))
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .map(|b| String::from_utf8_lossy(&b).to_string())
+            .unwrap_or_default();
+        if !token.is_empty() {
+            secrets_known.push(("a CatalogAclToken's catalog token", token));
+        }
+    }
     // The directory passwords of the AdRoles' accounts as they are now (rotated by the service,
     // kept in the roles' Secrets): never in logs, Events or status either.
     for (_, name) in resources.iter().filter(|(k, _)| *k == Kind::AdRole) {
@@ -916,6 +1000,24 @@ fn remote_report(
                     }
                 }
             }
+            // Login tokens of the bench's auth method, by service identity (= resource name).
+            Kind::CatalogAclToken => {
+                let (s, b) = http(
+                    "GET",
+                    &format!("{}/v1/acl/tokens?authmethod={CATALOG_AUTH}", sb.url("catalog")),
+                    Some(("X-Catalog-Token", &sb.root_token)),
+                    None,
+                );
+                assert_eq!(s, 200, "catalog tokens: {b}");
+                for t in b.as_array().cloned().unwrap_or_default() {
+                    let name = t["ServiceIdentities"][0]["ServiceName"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string();
+                    let id = t["AccessorID"].as_str().unwrap_or("").to_string();
+                    remote.entry(name).or_default().push(id);
+                }
+            }
             Kind::Workspace | Kind::NoCodeWorkspace => {
                 let prefix = format!("chaos-{}-", kind.short());
                 for w in sb.ws_list(&format!(
@@ -955,7 +1057,10 @@ fn remote_report(
                     ));
                 }
                 let st = status.get(name).cloned().unwrap_or(Value::Null);
-                let id = st["remoteId"].as_str().unwrap_or("");
+                let id = st["remoteId"]
+                    .as_str()
+                    .or(st["accessorId"].as_str())
+                    .unwrap_or("");
                 if !ids.iter().any(|i| i == id) {
                     r.duplicates.push(format!(
                         "{} {name}: status remoteId {id:?} is not the remote object ({})",
