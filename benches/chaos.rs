@@ -62,11 +62,12 @@ enum Kind {
     NoCodeModule,
     NoCodeWorkspace,
     CatalogAclToken,
+    TotpEnrollment,
 }
 
 /// Each kind of `DEPENDS` comes after the kind it depends on, so there are at least as many of
 /// the latter: dependent j needs object j (see `Kind::edit` and the choice of deletions).
-const KINDS: [Kind; 15] = [
+const KINDS: [Kind; 16] = [
     Kind::SecretsPolicy,
     Kind::TotpMethod,
     Kind::IdpUser,
@@ -82,6 +83,7 @@ const KINDS: [Kind; 15] = [
     Kind::NoCodeModule,
     Kind::NoCodeWorkspace,
     Kind::CatalogAclToken,
+    Kind::TotpEnrollment,
 ];
 
 /// (dependent, what it needs): resource j of the first needs resource j of the second, and is
@@ -95,6 +97,13 @@ const DEPENDS: [(Kind, Kind); 2] = [
 /// Registry module name → id, seeded through the sandbox admin API before the first create.
 static REGISTRY_MODULES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
 
+/// Identity entity name (= TotpEnrollment name) → id, created before the first create.
+static ENTITIES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+
+/// The TotpMethod every TotpEnrollment enrolls in (its name and issuer do not start with
+/// `chaos-`, so the TotpMethod census and remote count leave it out).
+const ENROLL_METHOD: &str = "bench-enroll";
+
 /// Kinds left out, and why (printed with the figures).
 const LEFT_OUT: &[(&str, &str)] = &[
     ("IdpAuthMethod", "one per mount, not N: the bench has one, edited (its token Secret is among the secrets searched for), never deleted"),
@@ -102,7 +111,7 @@ const LEFT_OUT: &[(&str, &str)] = &[
     ("AdCheckout", "a check-out of a library set's account: not a remote object of its own"),
     ("WorkspaceRun", "runs of a workspace, not remote objects kept in sync"),
     ("CatalogAclBootstrap", "one per catalog, and bootstrapping is a one-time call"),
-    ("TotpEnrollment", "needs identity entities; not yet"),
+    ("TotpMethod bench-enroll", "the one method all TotpEnrollments enroll in, never edited or deleted"),
     ("DeploymentGate, DrReplication", "drive jobs / clusters, not N remote objects"),
 ];
 
@@ -124,6 +133,7 @@ impl Kind {
             Kind::NoCodeModule => "NoCodeModule",
             Kind::NoCodeWorkspace => "NoCodeWorkspace",
             Kind::CatalogAclToken => "CatalogAclToken",
+            Kind::TotpEnrollment => "TotpEnrollment",
         }
     }
 
@@ -144,6 +154,7 @@ impl Kind {
             Kind::NoCodeModule => "ncmod",
             Kind::NoCodeWorkspace => "ncws",
             Kind::CatalogAclToken => "cat",
+            Kind::TotpEnrollment => "enroll",
         }
     }
 
@@ -164,6 +175,7 @@ impl Kind {
             Kind::NoCodeModule => ("workspaces.quartet.dev", "nocodemodules"),
             Kind::NoCodeWorkspace => ("workspaces.quartet.dev", "nocodeworkspaces"),
             Kind::CatalogAclToken => ("catalog.quartet.dev", "catalogacltokens"),
+            Kind::TotpEnrollment => ("secrets.quartet.dev", "totpenrollments"),
         };
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(group, "v1alpha1", self.name()),
@@ -231,6 +243,11 @@ impl Kind {
                 "meta": {"bench": "chaos"},
                 "bearerTokenSecretRef": {"name": format!("{name}-jwt"), "key": "token"},
             }),
+            // Entity `<name>` (created before the chaos), enrolled in the one method.
+            Kind::TotpEnrollment => json!({
+                "methodRef": {"name": ENROLL_METHOD},
+                "entityName": name,
+            }),
         }
     }
 
@@ -260,6 +277,8 @@ impl Kind {
             // No spec field of a login token is written to the catalog outside a login: the meta
             // applies at the next one (rotation), so this edit makes no remote write.
             Kind::CatalogAclToken => json!({"meta": {"bench": "chaos", "edited": "yes"}}),
+            // Destroy the entity's secret and generate a new one (once).
+            Kind::TotpEnrollment => json!({"regenerate": "edited"}),
         }
     }
 
@@ -309,6 +328,17 @@ fn ad_account(sb: &Sandbox, upn: &str, dn: &str, password: &str) {
         Some(json!({"dn": dn, "password": password})),
     );
     assert_eq!(s, 204, "seed account {upn}: {b}");
+}
+
+/// The sandbox's admin view of the TOTP secret `entity` holds for `method`, if any.
+fn totp_seed(sb: &Sandbox, entity: &str, method: &str) -> Option<String> {
+    let (s, b) = http(
+        "GET",
+        &format!("{}/_sandbox/secrets/mfa/{entity}/{method}", sb.url("secrets")),
+        None,
+        None,
+    );
+    (s == 200).then(|| b["secret"].as_str().unwrap_or_default().to_string())
 }
 
 fn ad_password(sb: &Sandbox, upn: &str) -> String {
@@ -501,6 +531,18 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
             modules.insert(name, b["id"].as_str().expect("id").to_string());
         }
         REGISTRY_MODULES.set(modules).expect("once");
+        // Identity entities for the TotpEnrollments, and the method they enroll in.
+        let mut entities = BTreeMap::new();
+        for j in 0..n.div_ceil(KINDS.len()) {
+            let name = format!("chaos-{}-{j}", Kind::TotpEnrollment.short());
+            let (s, b) = sb.secrets("POST", "/v1/identity/entity", Some(json!({"name": name})));
+            assert!(s < 300, "entity {name}: {s} {b}");
+            entities.insert(name, b["data"]["id"].as_str().expect("entity id").to_string());
+        }
+        ENTITIES.set(entities).expect("once");
+        sb.apply_ok(&format!(
+            "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\nmetadata: {{name: {ENROLL_METHOD}, namespace: default}}\nspec: {{issuer: {ENROLL_METHOD}}}\n"
+        ));
         // The catalog: a `kubernetes` auth method and a binding rule (service identity = the
         // ServiceAccount's name), a Connection, and one JWT Secret per CatalogAclToken.
         let catalog = sb.url("catalog").to_string();
@@ -765,6 +807,15 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
             secrets_known.push(("a CatalogAclToken's catalog token", token));
         }
     }
+    // The TOTP seeds the live enrollments' entities hold now.
+    let method_id = blocking(|| sb.get_json("totpmethod", ENROLL_METHOD))
+        .and_then(|o| o["status"]["remoteId"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    for (_, name) in resources.iter().filter(|(k, n)| *k == Kind::TotpEnrollment && live.contains(n)) {
+        if let Some(seed) = blocking(|| totp_seed(&sb, &ENTITIES.get().expect("seeded")[name], &method_id)) {
+            secrets_known.push(("an enrolled entity's TOTP seed", seed));
+        }
+    }
     // The directory passwords of the AdRoles' accounts as they are now (rotated by the service,
     // kept in the roles' Secrets): never in logs, Events or status either.
     for (_, name) in resources.iter().filter(|(k, _)| *k == Kind::AdRole) {
@@ -800,7 +851,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let total_expected: usize = expected.values().sum();
     let total_converged: usize = census.values().map(|c| c.0).sum();
     let total_left: usize = census.values().map(|c| c.2).sum();
-    println!("  resources converged                {total_converged} / {total_expected}  (+ IdpAuthMethod and AdEngine: {})", if blocking(|| idp_converged(&sb)) { "converged" } else { "NOT converged" });
+    println!("  resources converged                {total_converged} / {total_expected}  (+ IdpAuthMethod, AdEngine, TotpMethod {ENROLL_METHOD}: {})", if blocking(|| idp_converged(&sb)) { "converged" } else { "NOT converged" });
     println!("  deleted resources still present    {total_left}");
     for (k, (c, l, gone)) in &census {
         println!(
@@ -872,9 +923,13 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     }
 }
 
-/// The one-per-mount resources: the IdpAuthMethod and the AdEngine.
+/// The one-per-mount resources (the IdpAuthMethod, the AdEngine) and the TotpEnrollments' method.
 fn idp_converged(sb: &Sandbox) -> bool {
-    [("idpauthmethod", "chaos-idp"), ("adengine", "chaos-ad")]
+    [
+        ("idpauthmethod", "chaos-idp"),
+        ("adengine", "chaos-ad"),
+        ("totpmethod", ENROLL_METHOD),
+    ]
         .iter()
         .all(|(kind, name)| {
             sb.get_json(kind, name).is_some_and(|o| {
@@ -1016,6 +1071,22 @@ fn remote_report(
                         .to_string();
                     let id = t["AccessorID"].as_str().unwrap_or("").to_string();
                     remote.entry(name).or_default().push(id);
+                }
+            }
+            // An entity's secret for the method: one at most, so only lost deletions and missing
+            // secrets can show.
+            Kind::TotpEnrollment => {
+                let method = sb
+                    .get_json("totpmethod", ENROLL_METHOD)
+                    .and_then(|o| o["status"]["remoteId"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                for (name, entity) in ENTITIES.get().expect("seeded") {
+                    if totp_seed(sb, entity, &method).is_some() {
+                        remote
+                            .entry(name.clone())
+                            .or_default()
+                            .push(format!("{method}/{entity}"));
+                    }
                 }
             }
             Kind::Workspace | Kind::NoCodeWorkspace => {
