@@ -334,7 +334,10 @@ fn ad_account(sb: &Sandbox, upn: &str, dn: &str, password: &str) {
 fn totp_seed(sb: &Sandbox, entity: &str, method: &str) -> Option<String> {
     let (s, b) = http(
         "GET",
-        &format!("{}/_sandbox/secrets/mfa/{entity}/{method}", sb.url("secrets")),
+        &format!(
+            "{}/_sandbox/secrets/mfa/{entity}/{method}",
+            sb.url("secrets")
+        ),
         None,
         None,
     );
@@ -522,10 +525,15 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
             let name = format!("chaos-{}-{j}", Kind::NoCodeModule.short());
             let (s, b) = http(
                 "POST",
-                &format!("{}/_sandbox/workspaces/registry-modules", sb.url("workspaces")),
+                &format!(
+                    "{}/_sandbox/workspaces/registry-modules",
+                    sb.url("workspaces")
+                ),
                 None,
-                Some(json!({"organization": support::workspaces::ORG, "name": name, "provider": "aws",
-                    "versions": [{"version": "1.0.0", "variables": [{"name": "region", "type": "string", "required": true}]}]})),
+                Some(
+                    json!({"organization": support::workspaces::ORG, "name": name, "provider": "aws",
+                    "versions": [{"version": "1.0.0", "variables": [{"name": "region", "type": "string", "required": true}]}]}),
+                ),
             );
             assert!(s < 300, "registry module {name}: {s} {b}");
             modules.insert(name, b["id"].as_str().expect("id").to_string());
@@ -537,7 +545,10 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
             let name = format!("chaos-{}-{j}", Kind::TotpEnrollment.short());
             let (s, b) = sb.secrets("POST", "/v1/identity/entity", Some(json!({"name": name})));
             assert!(s < 300, "entity {name}: {s} {b}");
-            entities.insert(name, b["data"]["id"].as_str().expect("entity id").to_string());
+            entities.insert(
+                name,
+                b["data"]["id"].as_str().expect("entity id").to_string(),
+            );
         }
         ENTITIES.set(entities).expect("once");
         sb.apply_ok(&format!(
@@ -550,11 +561,24 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         // tokens with it).
         for (method, path, body) in [
             ("PUT", "config", json!({"UseRootToken": true})),
-            ("POST", "auth-methods", json!({"Name": CATALOG_AUTH, "Type": "kubernetes",
-                "Config": {"Host": "https://kubernetes.default.svc", "ValidationKey": SA_KEY}})),
-            ("POST", "binding-rules", json!({"AuthMethod": CATALOG_AUTH, "BindType": "service", "BindName": "${serviceaccount.name}"})),
+            (
+                "POST",
+                "auth-methods",
+                json!({"Name": CATALOG_AUTH, "Type": "kubernetes",
+                "Config": {"Host": "https://kubernetes.default.svc", "ValidationKey": SA_KEY}}),
+            ),
+            (
+                "POST",
+                "binding-rules",
+                json!({"AuthMethod": CATALOG_AUTH, "BindType": "service", "BindName": "${serviceaccount.name}"}),
+            ),
         ] {
-            let (s, b) = http(method, &format!("{catalog}/_sandbox/catalog/{path}"), None, Some(body));
+            let (s, b) = http(
+                method,
+                &format!("{catalog}/_sandbox/catalog/{path}"),
+                None,
+                Some(body),
+            );
             assert!(s < 300, "catalog {path}: {s} {b}");
         }
         let mut yaml = format!(
@@ -580,7 +604,10 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let mut secrets_known: Vec<(&str, String)> = vec![
         ("the Connections' token (root token)", sb.root_token.clone()),
         ("the IdpAuthMethod's API token", idp_token.clone()),
-        ("the TransformStores' database password", store_password.clone()),
+        (
+            "the TransformStores' database password",
+            store_password.clone(),
+        ),
         ("the AdEngine's bind password", bind_password.clone()),
     ];
     for jwt in &jwts {
@@ -796,7 +823,10 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     }
     let report = blocking(|| remote_report(&sb, &status, &resources, &live, &doomed));
     // The catalog tokens the live CatalogAclTokens hold (their Secrets).
-    for (_, name) in resources.iter().filter(|(k, n)| *k == Kind::CatalogAclToken && live.contains(n)) {
+    for (_, name) in resources
+        .iter()
+        .filter(|(k, n)| *k == Kind::CatalogAclToken && live.contains(n))
+    {
         use base64::Engine;
         let token = blocking(|| sb.get_json("secret", name))
             .and_then(|s| s["data"]["token"].as_str().map(str::to_string))
@@ -811,8 +841,13 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let method_id = blocking(|| sb.get_json("totpmethod", ENROLL_METHOD))
         .and_then(|o| o["status"]["remoteId"].as_str().map(str::to_string))
         .unwrap_or_default();
-    for (_, name) in resources.iter().filter(|(k, n)| *k == Kind::TotpEnrollment && live.contains(n)) {
-        if let Some(seed) = blocking(|| totp_seed(&sb, &ENTITIES.get().expect("seeded")[name], &method_id)) {
+    for (_, name) in resources
+        .iter()
+        .filter(|(k, n)| *k == Kind::TotpEnrollment && live.contains(n))
+    {
+        if let Some(seed) =
+            blocking(|| totp_seed(&sb, &ENTITIES.get().expect("seeded")[name], &method_id))
+        {
             secrets_known.push(("an enrolled entity's TOTP seed", seed));
         }
     }
@@ -840,7 +875,13 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         }));
     }
     statuses.push_str(&blocking(|| {
-        sb.kubectl_ok(&["get", "idpauthmethods,adengines,connections", "-A", "-o", "json"])
+        sb.kubectl_ok(&[
+            "get",
+            "idpauthmethods,adengines,connections",
+            "-A",
+            "-o",
+            "json",
+        ])
     }));
     let logs = ops.logs.join("\n");
 
@@ -930,13 +971,13 @@ fn idp_converged(sb: &Sandbox) -> bool {
         ("adengine", "chaos-ad"),
         ("totpmethod", ENROLL_METHOD),
     ]
-        .iter()
-        .all(|(kind, name)| {
-            sb.get_json(kind, name).is_some_and(|o| {
-                condition_is(&o, "Ready", "True")
-                    && o["status"]["observedGeneration"] == o["metadata"]["generation"]
-            })
+    .iter()
+    .all(|(kind, name)| {
+        sb.get_json(kind, name).is_some_and(|o| {
+            condition_is(&o, "Ready", "True")
+                && o["status"]["observedGeneration"] == o["metadata"]["generation"]
         })
+    })
 }
 
 /// Wait until everything is converged or `max` passed (the chaos goes on meanwhile).
@@ -1029,9 +1070,16 @@ fn remote_report(
                 }
             }
             Kind::AdRole | Kind::AdLibrarySet => {
-                let what = if kind == Kind::AdRole { "roles" } else { "library" };
+                let what = if kind == Kind::AdRole {
+                    "roles"
+                } else {
+                    "library"
+                };
                 for k in secrets_keys(sb, &format!("/v1/ad/{what}")) {
-                    remote.entry(k.clone()).or_default().push(format!("ad/{what}/{k}"));
+                    remote
+                        .entry(k.clone())
+                        .or_default()
+                        .push(format!("ad/{what}/{k}"));
                 }
             }
             // A deleted NoCodeModule is disabled (the service has no delete): an enabled one of a
@@ -1059,7 +1107,10 @@ fn remote_report(
             Kind::CatalogAclToken => {
                 let (s, b) = http(
                     "GET",
-                    &format!("{}/v1/acl/tokens?authmethod={CATALOG_AUTH}", sb.url("catalog")),
+                    &format!(
+                        "{}/v1/acl/tokens?authmethod={CATALOG_AUTH}",
+                        sb.url("catalog")
+                    ),
                     Some(("X-Catalog-Token", &sb.root_token)),
                     None,
                 );
