@@ -54,9 +54,20 @@ enum Kind {
     TransformAlphabet,
     TransformTemplate,
     Workspace,
+    TransformStore,
+    Transformation,
+    TransformRole,
+    AdRole,
+    AdLibrarySet,
+    NoCodeModule,
+    NoCodeWorkspace,
+    CatalogAclToken,
+    TotpEnrollment,
 }
 
-const KINDS: [Kind; 7] = [
+/// Each kind of `DEPENDS` comes after the kind it depends on, so there are at least as many of
+/// the latter: dependent j needs object j (see `Kind::edit` and the choice of deletions).
+const KINDS: [Kind; 16] = [
     Kind::SecretsPolicy,
     Kind::TotpMethod,
     Kind::IdpUser,
@@ -64,16 +75,43 @@ const KINDS: [Kind; 7] = [
     Kind::TransformAlphabet,
     Kind::TransformTemplate,
     Kind::Workspace,
+    Kind::TransformStore,
+    Kind::Transformation,
+    Kind::TransformRole,
+    Kind::AdRole,
+    Kind::AdLibrarySet,
+    Kind::NoCodeModule,
+    Kind::NoCodeWorkspace,
+    Kind::CatalogAclToken,
+    Kind::TotpEnrollment,
 ];
+
+/// (dependent, what it needs): resource j of the first needs resource j of the second, and is
+/// deleted exactly when that one is (a transformation a role lists cannot be deleted; a no-code
+/// workspace is provisioned from its module).
+const DEPENDS: [(Kind, Kind); 2] = [
+    (Kind::TransformRole, Kind::Transformation),
+    (Kind::NoCodeWorkspace, Kind::NoCodeModule),
+];
+
+/// Registry module name → id, seeded through the sandbox admin API before the first create.
+static REGISTRY_MODULES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+
+/// Identity entity name (= TotpEnrollment name) → id, created before the first create.
+static ENTITIES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+
+/// The TotpMethod every TotpEnrollment enrolls in (its name and issuer do not start with
+/// `chaos-`, so the TotpMethod census and remote count leave it out).
+const ENROLL_METHOD: &str = "bench-enroll";
 
 /// Kinds left out, and why (printed with the figures).
 const LEFT_OUT: &[(&str, &str)] = &[
     ("IdpAuthMethod", "one per mount, not N: the bench has one, edited (its token Secret is among the secrets searched for), never deleted"),
-    ("Transformation, TransformRole, TransformStore", "depend on each other (template → transformation ← role, store): not yet built as N independent objects (templates use the builtin/numeric alphabet)"),
-    ("AdEngine, AdRole, AdLibrarySet, AdCheckout", "one engine per mount; roles and sets need one seeded directory account each"),
-    ("NoCodeModule, NoCodeWorkspace, WorkspaceRun", "need registry modules and runs that take their own time; not yet"),
-    ("CatalogAclToken, CatalogAclBootstrap", "need a kubernetes auth method in the catalog trusting a JWT; bootstrap is one per catalog"),
-    ("TotpEnrollment", "needs identity entities; not yet"),
+    ("AdEngine", "one per mount, not N: the bench has one (its bind password is among the secrets searched for), never edited or deleted"),
+    ("AdCheckout", "a check-out of a library set's account: not a remote object of its own"),
+    ("WorkspaceRun", "runs of a workspace, not remote objects kept in sync"),
+    ("CatalogAclBootstrap", "one per catalog, and bootstrapping is a one-time call"),
+    ("TotpMethod bench-enroll", "the one method all TotpEnrollments enroll in, never edited or deleted"),
     ("DeploymentGate, DrReplication", "drive jobs / clusters, not N remote objects"),
 ];
 
@@ -87,6 +125,15 @@ impl Kind {
             Kind::TransformAlphabet => "TransformAlphabet",
             Kind::TransformTemplate => "TransformTemplate",
             Kind::Workspace => "Workspace",
+            Kind::TransformStore => "TransformStore",
+            Kind::Transformation => "Transformation",
+            Kind::TransformRole => "TransformRole",
+            Kind::AdRole => "AdRole",
+            Kind::AdLibrarySet => "AdLibrarySet",
+            Kind::NoCodeModule => "NoCodeModule",
+            Kind::NoCodeWorkspace => "NoCodeWorkspace",
+            Kind::CatalogAclToken => "CatalogAclToken",
+            Kind::TotpEnrollment => "TotpEnrollment",
         }
     }
 
@@ -99,6 +146,15 @@ impl Kind {
             Kind::TransformAlphabet => "alpha",
             Kind::TransformTemplate => "tpl",
             Kind::Workspace => "ws",
+            Kind::TransformStore => "store",
+            Kind::Transformation => "tf",
+            Kind::TransformRole => "role",
+            Kind::AdRole => "adrole",
+            Kind::AdLibrarySet => "adlib",
+            Kind::NoCodeModule => "ncmod",
+            Kind::NoCodeWorkspace => "ncws",
+            Kind::CatalogAclToken => "cat",
+            Kind::TotpEnrollment => "enroll",
         }
     }
 
@@ -111,6 +167,15 @@ impl Kind {
             Kind::TransformAlphabet => ("secrets.quartet.dev", "transformalphabets"),
             Kind::TransformTemplate => ("secrets.quartet.dev", "transformtemplates"),
             Kind::Workspace => ("workspaces.quartet.dev", "workspaces"),
+            Kind::TransformStore => ("secrets.quartet.dev", "transformstores"),
+            Kind::Transformation => ("secrets.quartet.dev", "transformations"),
+            Kind::TransformRole => ("secrets.quartet.dev", "transformroles"),
+            Kind::AdRole => ("secrets.quartet.dev", "adroles"),
+            Kind::AdLibrarySet => ("secrets.quartet.dev", "adlibrarysets"),
+            Kind::NoCodeModule => ("workspaces.quartet.dev", "nocodemodules"),
+            Kind::NoCodeWorkspace => ("workspaces.quartet.dev", "nocodeworkspaces"),
+            Kind::CatalogAclToken => ("catalog.quartet.dev", "catalogacltokens"),
+            Kind::TotpEnrollment => ("secrets.quartet.dev", "totpenrollments"),
         };
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(group, "v1alpha1", self.name()),
@@ -130,6 +195,59 @@ impl Kind {
                 json!({"pattern": r"(\d{4})-(\d{4})", "alphabet": "builtin/numeric"})
             }
             Kind::Workspace => json!({"description": "created by the chaos bench"}),
+            // All stores share one credentials Secret (its password is among the secrets
+            // searched for).
+            Kind::TransformStore => json!({
+                "driver": "postgres",
+                "connectionString": "postgresql://{{username}}:{{password}}@db.example.internal:5432/chaos",
+                "credentialsSecretRef": {"name": STORE_SECRET},
+                "maxOpenConnections": 4,
+            }),
+            // Masking (no key, deletable); the builtin template, since the bench's templates
+            // are deleted at random. Transformation j allows role j.
+            Kind::Transformation => json!({
+                "type": "masking",
+                "template": "builtin/creditcardnumber",
+                "maskingCharacter": "#",
+                "allowedRoles": [partner(name, "tf", "role")],
+            }),
+            // Created empty; the edit gives it its transformation.
+            Kind::TransformRole => json!({"transformations": []}),
+            // Each role and set has its own directory account `<name>@example.com` (seeded
+            // through the sandbox admin API); the role keeps its credentials in an owned Secret.
+            Kind::AdRole => json!({
+                "serviceAccountName": format!("{name}@example.com"),
+                "ttl": "1h",
+                "credentialsSecret": {"name": format!("{name}-creds")},
+            }),
+            Kind::AdLibrarySet => json!({
+                "serviceAccountNames": [format!("{name}@example.com")],
+                "ttl": "1h",
+                "maxTtl": "2h",
+            }),
+            // Registry module j (`chaos-ncmod-<j>`, one version with a required `region`).
+            Kind::NoCodeModule => json!({
+                "registryModuleId": REGISTRY_MODULES.get().expect("seeded")[name],
+                "variableOptions": [{"name": "region", "type": "string", "options": ["eu-west-1", "us-east-1"]}],
+            }),
+            Kind::NoCodeWorkspace => json!({
+                "moduleRef": {"name": partner(name, "ncws", "ncmod")},
+                "description": "created by the chaos bench",
+                "deletionMode": "Force",
+                "vars": [{"key": "region", "value": "eu-west-1"}],
+            }),
+            // Logs in with the JWT of ServiceAccount `<name>` (Secret `<name>-jwt`); the binding
+            // rule makes it a token with the service identity `<name>`.
+            Kind::CatalogAclToken => json!({
+                "authMethod": CATALOG_AUTH,
+                "meta": {"bench": "chaos"},
+                "bearerTokenSecretRef": {"name": format!("{name}-jwt"), "key": "token"},
+            }),
+            // Entity `<name>` (created before the chaos), enrolled in the one method.
+            Kind::TotpEnrollment => json!({
+                "methodRef": {"name": ENROLL_METHOD},
+                "entityName": name,
+            }),
         }
     }
 
@@ -144,6 +262,23 @@ impl Kind {
             Kind::TransformAlphabet => json!({"alphabet": "0123456789abcdef"}),
             Kind::TransformTemplate => json!({"pattern": r"(\d{4})-(\d{4})-(\d{4})"}),
             Kind::Workspace => json!({"description": "edited by the chaos bench"}),
+            Kind::TransformStore => json!({"maxOpenConnections": 8}),
+            Kind::Transformation => json!({"maskingCharacter": "X"}),
+            // A role whose transformation is missing waits (Ready=False), and a transformation a
+            // role lists cannot be deleted: role j lists transformation j, which exists (see
+            // KINDS) and is deleted exactly when role j is.
+            Kind::TransformRole => json!({"transformations": [partner(name, "role", "tf")]}),
+            Kind::AdRole => json!({"ttl": "2h"}),
+            Kind::AdLibrarySet => json!({"ttl": "30m"}),
+            Kind::NoCodeModule => json!({
+                "variableOptions": [{"name": "region", "type": "string", "options": ["eu-west-1", "us-east-1", "ap-south-1"]}],
+            }),
+            Kind::NoCodeWorkspace => json!({"description": "edited by the chaos bench"}),
+            // No spec field of a login token is written to the catalog outside a login: the meta
+            // applies at the next one (rotation), so this edit makes no remote write.
+            Kind::CatalogAclToken => json!({"meta": {"bench": "chaos", "edited": "yes"}}),
+            // Destroy the entity's secret and generate a new one (once).
+            Kind::TotpEnrollment => json!({"regenerate": "edited"}),
         }
     }
 
@@ -153,6 +288,75 @@ impl Kind {
         obj.data = json!({"spec": self.spec(name)});
         obj
     }
+}
+
+const STORE_SECRET: &str = "chaos-store-creds";
+const CATALOG_AUTH: &str = "chaos-k8s";
+const SA_KEY: &str = "chaos-service-account-signing-key";
+
+/// An HS256 ServiceAccount JWT the catalog's `kubernetes` auth method verifies with `SA_KEY`.
+fn sa_jwt(ns: &str, name: &str) -> String {
+    use base64::Engine;
+    use hmac::Mac;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let claims = b64(json!({
+        "iss": "https://kubernetes.default.svc",
+        "sub": format!("system:serviceaccount:{ns}:{name}"),
+        "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": "0b6c0e4e-1111-2222-3333-444455556666"}},
+        "iat": now, "exp": now + 6 * 3600,
+    })
+    .to_string()
+    .as_bytes());
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SA_KEY.as_bytes()).unwrap();
+    mac.update(format!("{header}.{claims}").as_bytes());
+    let sig = b64(&mac.finalize().into_bytes());
+    format!("{header}.{claims}.{sig}")
+}
+const AD_BIND_DN: &str = "CN=chaos-bind,CN=Users,DC=example,DC=com";
+
+/// The sandbox's directory: `PUT /_sandbox/secrets/ad/accounts/<upn>`.
+fn ad_account(sb: &Sandbox, upn: &str, dn: &str, password: &str) {
+    let (s, b) = http(
+        "PUT",
+        &format!("{}/_sandbox/secrets/ad/accounts/{upn}", sb.url("secrets")),
+        None,
+        Some(json!({"dn": dn, "password": password})),
+    );
+    assert_eq!(s, 204, "seed account {upn}: {b}");
+}
+
+/// The sandbox's admin view of the TOTP secret `entity` holds for `method`, if any.
+fn totp_seed(sb: &Sandbox, entity: &str, method: &str) -> Option<String> {
+    let (s, b) = http(
+        "GET",
+        &format!(
+            "{}/_sandbox/secrets/mfa/{entity}/{method}",
+            sb.url("secrets")
+        ),
+        None,
+        None,
+    );
+    (s == 200).then(|| b["secret"].as_str().unwrap_or_default().to_string())
+}
+
+fn ad_password(sb: &Sandbox, upn: &str) -> String {
+    let (_, b) = http(
+        "GET",
+        &format!("{}/_sandbox/secrets/ad/accounts/{upn}", sb.url("secrets")),
+        None,
+        None,
+    );
+    b["password"].as_str().unwrap_or_default().to_string()
+}
+
+/// `chaos-<from>-<j>` → `chaos-<to>-<j>`.
+fn partner(name: &str, from: &str, to: &str) -> String {
+    name.replacen(&format!("chaos-{from}-"), &format!("chaos-{to}-"), 1)
 }
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
@@ -191,7 +395,7 @@ fn inject_faults(sb: &Sandbox, rate: f64, seed: u64) {
         json!({"drop": true}),
         json!({"after": true}),
     ];
-    for service in ["secrets", "workspaces"] {
+    for service in ["secrets", "workspaces", "catalog"] {
         for (i, f) in faults.iter().enumerate() {
             let mut f = f.clone();
             f["path"] = json!("/*");
@@ -213,7 +417,7 @@ fn inject_faults(sb: &Sandbox, rate: f64, seed: u64) {
 }
 
 fn clear_faults(sb: &Sandbox) {
-    for service in ["secrets", "workspaces"] {
+    for service in ["secrets", "workspaces", "catalog"] {
         http(
             "DELETE",
             &format!("{}/_sandbox/faults", sb.url(service)),
@@ -286,6 +490,9 @@ impl World {
 async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let idp_token = unique_token();
+    let store_password = unique_token();
+    let bind_password = unique_token();
+    let mut jwts = Vec::new();
     let sb = Arc::new(blocking(|| {
         let sb = Sandbox::start(&[]);
         sb.install_crds();
@@ -297,12 +504,115 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
              apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpAuthMethod\nmetadata: {{name: chaos-idp, namespace: default}}\n\
              spec: {{orgName: chaos, apiTokenSecretRef: {{name: chaos-idp-token, key: token}}}}\n"
         ));
+        sb.apply_ok(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {STORE_SECRET}, namespace: default}}\nstringData: {{username: chaos_app, password: {store_password}}}\n"
+        ));
+        // The directory: the engine's bind account, and one account per AdRole / AdLibrarySet.
+        ad_account(&sb, "chaos-bind@example.com", AD_BIND_DN, &bind_password);
+        for j in 0..n.div_ceil(KINDS.len()) {
+            for kind in [Kind::AdRole, Kind::AdLibrarySet] {
+                let name = format!("chaos-{}-{j}", kind.short());
+                ad_account(
+                    &sb,
+                    &format!("{name}@example.com"),
+                    &format!("CN={name},OU=Svc,DC=example,DC=com"),
+                    &unique_token(),
+                );
+            }
+        }
+        let mut modules = BTreeMap::new();
+        for j in 0..n.div_ceil(KINDS.len()) {
+            let name = format!("chaos-{}-{j}", Kind::NoCodeModule.short());
+            let (s, b) = http(
+                "POST",
+                &format!(
+                    "{}/_sandbox/workspaces/registry-modules",
+                    sb.url("workspaces")
+                ),
+                None,
+                Some(
+                    json!({"organization": support::workspaces::ORG, "name": name, "provider": "aws",
+                    "versions": [{"version": "1.0.0", "variables": [{"name": "region", "type": "string", "required": true}]}]}),
+                ),
+            );
+            assert!(s < 300, "registry module {name}: {s} {b}");
+            modules.insert(name, b["id"].as_str().expect("id").to_string());
+        }
+        REGISTRY_MODULES.set(modules).expect("once");
+        // Identity entities for the TotpEnrollments, and the method they enroll in.
+        let mut entities = BTreeMap::new();
+        for j in 0..n.div_ceil(KINDS.len()) {
+            let name = format!("chaos-{}-{j}", Kind::TotpEnrollment.short());
+            let (s, b) = sb.secrets("POST", "/v1/identity/entity", Some(json!({"name": name})));
+            assert!(s < 300, "entity {name}: {s} {b}");
+            entities.insert(
+                name,
+                b["data"]["id"].as_str().expect("entity id").to_string(),
+            );
+        }
+        ENTITIES.set(entities).expect("once");
+        sb.apply_ok(&format!(
+            "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\nmetadata: {{name: {ENROLL_METHOD}, namespace: default}}\nspec: {{issuer: {ENROLL_METHOD}}}\n"
+        ));
+        // The catalog: a `kubernetes` auth method and a binding rule (service identity = the
+        // ServiceAccount's name), a Connection, and one JWT Secret per CatalogAclToken.
+        let catalog = sb.url("catalog").to_string();
+        // `UseRootToken`: the root token is the catalog's management token (the bench lists its
+        // tokens with it).
+        for (method, path, body) in [
+            ("PUT", "config", json!({"UseRootToken": true})),
+            (
+                "POST",
+                "auth-methods",
+                json!({"Name": CATALOG_AUTH, "Type": "kubernetes",
+                "Config": {"Host": "https://kubernetes.default.svc", "ValidationKey": SA_KEY}}),
+            ),
+            (
+                "POST",
+                "binding-rules",
+                json!({"AuthMethod": CATALOG_AUTH, "BindType": "service", "BindName": "${serviceaccount.name}"}),
+            ),
+        ] {
+            let (s, b) = http(
+                method,
+                &format!("{catalog}/_sandbox/catalog/{path}"),
+                None,
+                Some(body),
+            );
+            assert!(s < 300, "catalog {path}: {s} {b}");
+        }
+        let mut yaml = format!(
+            "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: catalog, namespace: default}}\n\
+             spec: {{service: catalog, address: \"{catalog}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n"
+        );
+        for j in 0..n.div_ceil(KINDS.len()) {
+            let name = format!("chaos-{}-{j}", Kind::CatalogAclToken.short());
+            let jwt = sa_jwt("default", &name);
+            yaml.push_str(&format!(
+                "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}-jwt, namespace: default}}\nstringData: {{token: {jwt}}}\n"
+            ));
+            jwts.push(jwt);
+        }
+        sb.apply_ok(&yaml);
+        sb.apply_ok(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: chaos-ad-bind, namespace: default}}\nstringData: {{password: {bind_password}}}\n---\n\
+             apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdEngine\nmetadata: {{name: chaos-ad, namespace: default}}\n\
+             spec: {{binddn: \"{AD_BIND_DN}\", bindpassSecretRef: {{name: chaos-ad-bind, key: password}}, userdn: \"DC=example,DC=com\"}}\n"
+        ));
         sb
     }));
-    let secrets_known: Vec<(&str, String)> = vec![
+    let mut secrets_known: Vec<(&str, String)> = vec![
         ("the Connections' token (root token)", sb.root_token.clone()),
         ("the IdpAuthMethod's API token", idp_token.clone()),
+        (
+            "the TransformStores' database password",
+            store_password.clone(),
+        ),
+        ("the AdEngine's bind password", bind_password.clone()),
     ];
+    for jwt in &jwts {
+        secrets_known.push(("a CatalogAclToken's bearer JWT", jwt.clone()));
+    }
     let ops = Arc::new(Mutex::new(Operators {
         current: Some(blocking(|| Operator::start(&sb, RESYNC))),
         logs: Vec::new(),
@@ -332,7 +642,10 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         .collect();
     // Delete half of each kind, chosen by the seed.
     let mut doomed = BTreeSet::new();
-    for kind in KINDS {
+    for kind in KINDS
+        .into_iter()
+        .filter(|k| !DEPENDS.iter().any(|(d, _)| d == k))
+    {
         let mut names: Vec<&String> = resources
             .iter()
             .filter(|(k, _)| *k == kind)
@@ -342,6 +655,14 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         for _ in 0..half {
             let i = rng.random_range(0..names.len());
             doomed.insert(names.swap_remove(i).clone());
+        }
+    }
+    // Dependent j goes exactly when what it needs goes.
+    for (dependent, needed) in DEPENDS {
+        for (_, name) in resources.iter().filter(|(k, _)| *k == dependent) {
+            if doomed.contains(&partner(name, dependent.short(), needed.short())) {
+                doomed.insert(name.clone());
+            }
         }
     }
     // The kills are shared out over the three phases (create, edit, delete), each at a random
@@ -464,7 +785,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let last_kill = blocking(|| killer.join().expect("killer"));
     blocking(|| clear_faults(&sb));
     let mut fault_counts = Vec::new();
-    for service in ["secrets", "workspaces"] {
+    for service in ["secrets", "workspaces", "catalog"] {
         let (reqs, _) = blocking(|| sb.requests(service, 0));
         let faulted = reqs
             .iter()
@@ -501,6 +822,43 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         }
     }
     let report = blocking(|| remote_report(&sb, &status, &resources, &live, &doomed));
+    // The catalog tokens the live CatalogAclTokens hold (their Secrets).
+    for (_, name) in resources
+        .iter()
+        .filter(|(k, n)| *k == Kind::CatalogAclToken && live.contains(n))
+    {
+        use base64::Engine;
+        let token = blocking(|| sb.get_json("secret", name))
+            .and_then(|s| s["data"]["token"].as_str().map(str::to_string))
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .map(|b| String::from_utf8_lossy(&b).to_string())
+            .unwrap_or_default();
+        if !token.is_empty() {
+            secrets_known.push(("a CatalogAclToken's catalog token", token));
+        }
+    }
+    // The TOTP seeds the live enrollments' entities hold now.
+    let method_id = blocking(|| sb.get_json("totpmethod", ENROLL_METHOD))
+        .and_then(|o| o["status"]["remoteId"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    for (_, name) in resources
+        .iter()
+        .filter(|(k, n)| *k == Kind::TotpEnrollment && live.contains(n))
+    {
+        if let Some(seed) =
+            blocking(|| totp_seed(&sb, &ENTITIES.get().expect("seeded")[name], &method_id))
+        {
+            secrets_known.push(("an enrolled entity's TOTP seed", seed));
+        }
+    }
+    // The directory passwords of the AdRoles' accounts as they are now (rotated by the service,
+    // kept in the roles' Secrets): never in logs, Events or status either.
+    for (_, name) in resources.iter().filter(|(k, _)| *k == Kind::AdRole) {
+        let pw = blocking(|| ad_password(&sb, &format!("{name}@example.com")));
+        if !pw.is_empty() {
+            secrets_known.push(("an AdRole account's password", pw));
+        }
+    }
     let mut ops = Arc::try_unwrap(ops)
         .ok()
         .expect("ops")
@@ -517,7 +875,13 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         }));
     }
     statuses.push_str(&blocking(|| {
-        sb.kubectl_ok(&["get", "idpauthmethods,connections", "-A", "-o", "json"])
+        sb.kubectl_ok(&[
+            "get",
+            "idpauthmethods,adengines,connections",
+            "-A",
+            "-o",
+            "json",
+        ])
     }));
     let logs = ops.logs.join("\n");
 
@@ -528,7 +892,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let total_expected: usize = expected.values().sum();
     let total_converged: usize = census.values().map(|c| c.0).sum();
     let total_left: usize = census.values().map(|c| c.2).sum();
-    println!("  resources converged                {total_converged} / {total_expected}  (+ IdpAuthMethod: {})", if blocking(|| idp_converged(&sb)) { "converged" } else { "NOT converged" });
+    println!("  resources converged                {total_converged} / {total_expected}  (+ IdpAuthMethod, AdEngine, TotpMethod {ENROLL_METHOD}: {})", if blocking(|| idp_converged(&sb)) { "converged" } else { "NOT converged" });
     println!("  deleted resources still present    {total_left}");
     for (k, (c, l, gone)) in &census {
         println!(
@@ -600,10 +964,19 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     }
 }
 
+/// The one-per-mount resources (the IdpAuthMethod, the AdEngine) and the TotpEnrollments' method.
 fn idp_converged(sb: &Sandbox) -> bool {
-    sb.get_json("idpauthmethod", "chaos-idp").is_some_and(|o| {
-        condition_is(&o, "Ready", "True")
-            && o["status"]["observedGeneration"] == o["metadata"]["generation"]
+    [
+        ("idpauthmethod", "chaos-idp"),
+        ("adengine", "chaos-ad"),
+        ("totpmethod", ENROLL_METHOD),
+    ]
+    .iter()
+    .all(|(kind, name)| {
+        sb.get_json(kind, name).is_some_and(|o| {
+            condition_is(&o, "Ready", "True")
+                && o["status"]["observedGeneration"] == o["metadata"]["generation"]
+        })
     })
 }
 
@@ -670,12 +1043,18 @@ fn remote_report(
             | Kind::IdpUser
             | Kind::IdpGroup
             | Kind::TransformAlphabet
-            | Kind::TransformTemplate => {
+            | Kind::TransformTemplate
+            | Kind::TransformStore
+            | Kind::Transformation
+            | Kind::TransformRole => {
                 let path = match kind {
                     Kind::SecretsPolicy => "/v1/sys/policies/acl",
                     Kind::IdpUser => "/v1/auth/idp/users",
                     Kind::IdpGroup => "/v1/auth/idp/groups",
                     Kind::TransformTemplate => "/v1/transform/template",
+                    Kind::TransformStore => "/v1/transform/stores",
+                    Kind::Transformation => "/v1/transform/transformation",
+                    Kind::TransformRole => "/v1/transform/role",
                     _ => "/v1/transform/alphabet",
                 };
                 for k in secrets_keys(sb, path) {
@@ -690,12 +1069,87 @@ fn remote_report(
                     remote.entry(issuer).or_default().push(id);
                 }
             }
-            Kind::Workspace => {
+            Kind::AdRole | Kind::AdLibrarySet => {
+                let what = if kind == Kind::AdRole {
+                    "roles"
+                } else {
+                    "library"
+                };
+                for k in secrets_keys(sb, &format!("/v1/ad/{what}")) {
+                    remote
+                        .entry(k.clone())
+                        .or_default()
+                        .push(format!("ad/{what}/{k}"));
+                }
+            }
+            // A deleted NoCodeModule is disabled (the service has no delete): an enabled one of a
+            // deleted resource is a lost deletion.
+            Kind::NoCodeModule => {
+                for m in sb.ws_list(&format!(
+                    "/organizations/{}/registry-modules",
+                    support::workspaces::ORG
+                )) {
+                    let name = m["attributes"]["name"].as_str().unwrap_or("").to_string();
+                    let ids = m["relationships"]["no-code-modules"]["data"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default();
+                    for id in ids.iter().filter_map(|d| d["id"].as_str()) {
+                        let (_, b) = sb.ws_api("GET", &format!("/no-code-modules/{id}"), None);
+                        let enabled = b["data"]["attributes"]["enabled"] == json!(true);
+                        if enabled || !doomed.contains(&name) {
+                            remote.entry(name.clone()).or_default().push(id.to_string());
+                        }
+                    }
+                }
+            }
+            // Login tokens of the bench's auth method, by service identity (= resource name).
+            Kind::CatalogAclToken => {
+                let (s, b) = http(
+                    "GET",
+                    &format!(
+                        "{}/v1/acl/tokens?authmethod={CATALOG_AUTH}",
+                        sb.url("catalog")
+                    ),
+                    Some(("X-Catalog-Token", &sb.root_token)),
+                    None,
+                );
+                assert_eq!(s, 200, "catalog tokens: {b}");
+                for t in b.as_array().cloned().unwrap_or_default() {
+                    let name = t["ServiceIdentities"][0]["ServiceName"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string();
+                    let id = t["AccessorID"].as_str().unwrap_or("").to_string();
+                    remote.entry(name).or_default().push(id);
+                }
+            }
+            // An entity's secret for the method: one at most, so only lost deletions and missing
+            // secrets can show.
+            Kind::TotpEnrollment => {
+                let method = sb
+                    .get_json("totpmethod", ENROLL_METHOD)
+                    .and_then(|o| o["status"]["remoteId"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                for (name, entity) in ENTITIES.get().expect("seeded") {
+                    if totp_seed(sb, entity, &method).is_some() {
+                        remote
+                            .entry(name.clone())
+                            .or_default()
+                            .push(format!("{method}/{entity}"));
+                    }
+                }
+            }
+            Kind::Workspace | Kind::NoCodeWorkspace => {
+                let prefix = format!("chaos-{}-", kind.short());
                 for w in sb.ws_list(&format!(
                     "/organizations/{}/workspaces",
                     support::workspaces::ORG
                 )) {
                     let name = w["attributes"]["name"].as_str().unwrap_or("").to_string();
+                    if !name.starts_with(&prefix) {
+                        continue;
+                    }
                     remote
                         .entry(name)
                         .or_default()
@@ -725,7 +1179,10 @@ fn remote_report(
                     ));
                 }
                 let st = status.get(name).cloned().unwrap_or(Value::Null);
-                let id = st["remoteId"].as_str().unwrap_or("");
+                let id = st["remoteId"]
+                    .as_str()
+                    .or(st["accessorId"].as_str())
+                    .unwrap_or("");
                 if !ids.iter().any(|i| i == id) {
                     r.duplicates.push(format!(
                         "{} {name}: status remoteId {id:?} is not the remote object ({})",
