@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::*;
 
-const WAIT: Duration = Duration::from_secs(60);
+const WAIT: Duration = Duration::from_secs(90);
 const ADMIN_DN: &str = "CN=admin,CN=Users,DC=example,DC=com";
 const BIND_PW: &str = "bind-pw-0123456789";
 
