@@ -412,6 +412,90 @@ impl<'a> Sched<'a> {
     }
 }
 
+/// A login the catalog processed but whose answer was lost made a token nobody holds: the
+/// operator finds it by its login marker and deletes it, so the resource has exactly one token,
+/// and none once it is deleted.
+#[test]
+fn a_login_whose_response_was_lost_leaves_no_second_token_and_deletion_leaves_none() {
+    let (sb, _op) = env("3s");
+    let catalog = sb.url("catalog").to_string();
+    let root = sb.root_token.clone();
+    for (path, body) in [
+        ("config", json!({"UseRootToken": true})),
+        (
+            "auth-methods",
+            json!({"Name": "k8s", "Type": "kubernetes",
+            "Config": {"Host": "https://kubernetes.default.svc", "ValidationKey": SA_KEY}}),
+        ),
+        (
+            "binding-rules",
+            json!({"AuthMethod": "k8s", "BindType": "service", "BindName": "${serviceaccount.name}"}),
+        ),
+    ] {
+        let method = if path == "config" { "PUT" } else { "POST" };
+        let (s, v) = http(
+            method,
+            &format!("{catalog}/_sandbox/catalog/{path}"),
+            None,
+            Some(body),
+        );
+        assert!((200..300).contains(&s), "{path}: {v}");
+    }
+    // The first login is processed, then its response is dropped.
+    http(
+        "POST",
+        &format!("{catalog}/_sandbox/faults"),
+        None,
+        Some(json!({"method": "POST", "path": "/v1/acl/login", "after": true, "count": 1})),
+    );
+    let (_, since) = sb.requests("catalog", 0);
+    let jwt = sa_jwt("default", "api");
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: api-jwt, namespace: default}}\nstringData: {{token: {jwt}}}\n---\n\
+         apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclToken\nmetadata: {{name: api, namespace: default}}\n\
+         spec:\n  authMethod: k8s\n  bearerTokenSecretRef: {{name: api-jwt, key: token}}\n  rotationInterval: 1h\n"
+    ));
+    let obj = wait_for("token Ready", WAIT, || {
+        sb.get_json("catalogacltoken", "api")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    let uid = obj["metadata"]["uid"].as_str().unwrap().to_string();
+    let (reqs, _) = sb.requests("catalog", since);
+    assert!(
+        count(&reqs, "POST", "/v1/acl/login") >= 2,
+        "the lost login was retried"
+    );
+    let marked = || {
+        let (s, list) = http(
+            "GET",
+            &format!("{catalog}/v1/acl/tokens?authmethod=k8s"),
+            Some(("X-Catalog-Token", &root)),
+            None,
+        );
+        assert_eq!(s, 200, "{list}");
+        list.as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["Description"].as_str().is_some_and(|d| d.contains(&uid)))
+            .map(|t| t["AccessorID"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let left = wait_for("one token for the resource", WAIT, || {
+        let m = marked();
+        (m.len() == 1).then_some(m)
+    });
+    let obj = sb.get_json("catalogacltoken", "api").unwrap();
+    assert_eq!(obj["status"]["accessorId"].as_str(), Some(left[0].as_str()));
+    assert!(token_works(
+        &catalog,
+        &secret_key(&sb, "api", "token").unwrap()
+    ));
+    sb.kubectl_ok(&["delete", "catalogacltoken", "api", "--wait=true"]);
+    wait_for("no token left after delete", WAIT, || {
+        marked().is_empty().then_some(())
+    });
+}
+
 fn gate(sb: &Sandbox, name: &str, spec: &str) {
     sb.apply_ok(&format!(
         "apiVersion: scheduler.quartet.dev/v1alpha1\nkind: DeploymentGate\nmetadata: {{name: {name}, namespace: default}}\nspec:\n{spec}"

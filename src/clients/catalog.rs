@@ -77,6 +77,28 @@ impl CatalogClient {
             .body)
     }
 
+    /// `GET /v1/acl/tokens?authmethod=`: the stubs of the tokens an auth method's logins made
+    /// (`AccessorID`, `Description`, ...; never a `SecretID`). Needs `acl:read`.
+    pub async fn tokens_of(&self, auth_method: &str) -> Result<Vec<Value>, ClientError> {
+        let query: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair("authmethod", auth_method)
+            .finish();
+        let body = self
+            .http
+            .call("GET", &format!("/v1/acl/tokens?{query}"), None)
+            .await?
+            .body;
+        Ok(body.as_array().cloned().unwrap_or_default())
+    }
+
+    /// `DELETE /v1/acl/token/:accessor`: destroy a token by its accessor. Needs `acl:write`.
+    pub async fn delete_token(&self, accessor: &str) -> Result<(), ClientError> {
+        self.http
+            .call("DELETE", &format!("/v1/acl/token/{accessor}"), None)
+            .await
+            .map(|_| ())
+    }
+
     /// `POST /v1/acl/logout`: destroy the caller's own (login) token.
     pub async fn logout(&self) -> Result<(), ClientError> {
         self.http

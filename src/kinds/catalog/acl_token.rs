@@ -7,6 +7,12 @@
 //! leaks nothing); a token that is missing, refused by the catalog or older than
 //! `rotationInterval` is replaced by a new login, the old one kept as `previousToken` until the
 //! next pass logs it out. On delete with `Delete`, the token is logged out.
+//!
+//! Every login carries the marker `quartet.dev/resource: <uid>` in its `Meta` (the catalog copies
+//! it into the token's `Description`): after each login and on delete, tokens of the auth method
+//! with this resource's marker other than the ones it holds are deleted, so a login whose answer
+//! was lost (or retried by the client) leaves no token behind. That needs `acl:read` and
+//! `acl:write` on the Connection's token; without them the strays expire by themselves.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -238,6 +244,53 @@ impl CatalogAclToken {
     }
 }
 
+/// The `Meta` key that marks each login as this resource's. The catalog copies a login's meta
+/// into the token's `Description` (`token created via login: {"k":"v"}`, as Consul's
+/// `BuildTokenDescription` does), which the token list returns: that is how a token whose login
+/// answer never arrived is found again.
+const LOGIN_MARKER: &str = "quartet.dev/resource";
+
+impl CatalogAclToken {
+    /// The user's `meta` plus the marker of this resource (its uid).
+    fn login_meta(&self) -> BTreeMap<String, String> {
+        let mut meta = self.spec.meta.clone();
+        meta.insert(LOGIN_MARKER.into(), self.uid().unwrap_or_default());
+        meta
+    }
+
+    /// Delete this resource's tokens other than `keep` (accessor ids): the ones a login made
+    /// when its answer was lost. Best effort: without `acl:read`/`acl:write` on the Connection's
+    /// token the strays are left to expire, and that is logged.
+    async fn delete_strays(&self, client: &CatalogClient, keep: &[&str]) {
+        let Some(uid) = self.uid() else { return };
+        let marker = format!("\"{LOGIN_MARKER}\":\"{uid}\"");
+        let stubs = match client.tokens_of(&self.spec.auth_method).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::info!(error = %e, "cannot list the auth method's tokens to find ones a lost login left");
+                return;
+            }
+        };
+        for stub in stubs {
+            let accessor = stub["AccessorID"].as_str().unwrap_or_default();
+            let mine = stub["Description"]
+                .as_str()
+                .is_some_and(|d| d.contains(&marker));
+            if !mine || accessor.is_empty() || keep.contains(&accessor) {
+                continue;
+            }
+            match client.delete_token(accessor).await {
+                Ok(()) => {
+                    tracing::info!(%accessor, "deleted a token left by a login whose answer was lost")
+                }
+                Err(e) => {
+                    tracing::info!(%accessor, error = %e, "could not delete a token left by a lost login")
+                }
+            }
+        }
+    }
+}
+
 impl Operated for CatalogAclToken {
     type Client = CatalogClient;
 
@@ -278,7 +331,7 @@ impl Operated for CatalogAclToken {
                 &self.spec.auth_method,
                 bearer.expose(),
                 self.spec.namespace.as_deref(),
-                &self.spec.meta,
+                &self.login_meta(),
             )
             .await?;
         let secret = t
@@ -297,6 +350,11 @@ impl Operated for CatalogAclToken {
             None
         };
         let rotating = previous.is_some();
+        let old_accessor = if rotating {
+            stored.accessor.clone()
+        } else {
+            None
+        };
         self.write(
             ctx,
             &Stored {
@@ -306,6 +364,12 @@ impl Operated for CatalogAclToken {
             },
         )
         .await?;
+        // A login whose answer was lost (or retried by the client) left a token nobody holds.
+        let keep: Vec<&str> = [Some(accessor.as_str()), old_accessor.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        self.delete_strays(client, &keep).await;
         // A token that was there but is refused (revoked, expired, logged out elsewhere) is
         // worth a Warning: someone or something acted on it behind this resource's back.
         let refused = stored.token.is_some() && current.is_none();
@@ -331,7 +395,7 @@ impl Operated for CatalogAclToken {
         Ok(step)
     }
 
-    async fn finish(&self, ctx: &Context, _client: &CatalogClient) -> Result<()> {
+    async fn finish(&self, ctx: &Context, client: &CatalogClient) -> Result<()> {
         let stored = self.read(ctx).await?;
         for (key, value) in [("token", &stored.token), (PREVIOUS, &stored.previous)] {
             if value.is_none() {
@@ -343,6 +407,7 @@ impl Operated for CatalogAclToken {
                 Err(e) => return Err(e.into()),
             }
         }
+        self.delete_strays(client, &[]).await;
         Ok(())
     }
 }
