@@ -170,6 +170,10 @@ impl Reconciled for AdRole {
         if role.service_account_name != desired.account {
             return Ok(Some(obs));
         }
+        // A rotation Quartet just made always refreshes the Secret: the role's
+        // `last_vault_rotation` alone cannot tell it apart from the previous one when both fall
+        // within the timestamp's resolution.
+        let mut rotated = false;
         if let Some(req) = &self.spec.rotate_request {
             if obs.handled.as_ref() != Some(req) {
                 match client
@@ -179,6 +183,7 @@ impl Reconciled for AdRole {
                 {
                     Rotation::Done => {
                         obs.handled = Some(req.clone());
+                        rotated = true;
                         if let Some(r) = client
                             .read_role(m, &desired.name)
                             .await
@@ -195,7 +200,7 @@ impl Reconciled for AdRole {
             let ns = self.namespace().unwrap_or_default();
             let now = chrono::Utc::now().timestamp();
             let missing = !secret_exists(&desired.kube, &ns, &secret.name).await?;
-            if missing || self.creds_may_have_changed(&role, now) {
+            if missing || rotated || self.creds_may_have_changed(&role, now) {
                 let known = if missing {
                     None
                 } else {
