@@ -63,11 +63,13 @@ enum Kind {
     NoCodeWorkspace,
     CatalogAclToken,
     TotpEnrollment,
+    AdCheckout,
+    WorkspaceRun,
 }
 
 /// Each kind of `DEPENDS` comes after the kind it depends on, so there are at least as many of
 /// the latter: dependent j needs object j (see `Kind::edit` and the choice of deletions).
-const KINDS: [Kind; 16] = [
+const KINDS: [Kind; 18] = [
     Kind::SecretsPolicy,
     Kind::TotpMethod,
     Kind::IdpUser,
@@ -84,15 +86,22 @@ const KINDS: [Kind; 16] = [
     Kind::NoCodeWorkspace,
     Kind::CatalogAclToken,
     Kind::TotpEnrollment,
+    Kind::AdCheckout,
+    Kind::WorkspaceRun,
 ];
 
 /// (dependent, what it needs): resource j of the first needs resource j of the second, and is
 /// deleted exactly when that one is (a transformation a role lists cannot be deleted; a no-code
-/// workspace is provisioned from its module).
-const DEPENDS: [(Kind, Kind); 2] = [
+/// workspace is provisioned from its module; a check-out borrows from its set).
+const DEPENDS: [(Kind, Kind); 3] = [
     (Kind::TransformRole, Kind::Transformation),
     (Kind::NoCodeWorkspace, Kind::NoCodeModule),
+    (Kind::AdCheckout, Kind::AdLibrarySet),
 ];
+
+/// Workspace for WorkspaceRun j (`chaos-runws-<j>`, made with a configuration version before
+/// the chaos, never deleted) → id.
+static RUN_WORKSPACES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
 
 /// Registry module name → id, seeded through the sandbox admin API before the first create.
 static REGISTRY_MODULES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
@@ -108,8 +117,6 @@ const ENROLL_METHOD: &str = "bench-enroll";
 const LEFT_OUT: &[(&str, &str)] = &[
     ("IdpAuthMethod", "one per mount, not N: the bench has one, edited (its token Secret is among the secrets searched for), never deleted"),
     ("AdEngine", "one per mount, not N: the bench has one (its bind password is among the secrets searched for), never edited or deleted"),
-    ("AdCheckout", "a check-out of a library set's account: not a remote object of its own"),
-    ("WorkspaceRun", "runs of a workspace, not remote objects kept in sync"),
     ("CatalogAclBootstrap", "one per catalog, and bootstrapping is a one-time call"),
     ("TotpMethod bench-enroll", "the one method all TotpEnrollments enroll in, never edited or deleted"),
     ("DeploymentGate, DrReplication", "drive jobs / clusters, not N remote objects"),
@@ -134,6 +141,8 @@ impl Kind {
             Kind::NoCodeWorkspace => "NoCodeWorkspace",
             Kind::CatalogAclToken => "CatalogAclToken",
             Kind::TotpEnrollment => "TotpEnrollment",
+            Kind::AdCheckout => "AdCheckout",
+            Kind::WorkspaceRun => "WorkspaceRun",
         }
     }
 
@@ -155,6 +164,8 @@ impl Kind {
             Kind::NoCodeWorkspace => "ncws",
             Kind::CatalogAclToken => "cat",
             Kind::TotpEnrollment => "enroll",
+            Kind::AdCheckout => "adco",
+            Kind::WorkspaceRun => "run",
         }
     }
 
@@ -176,6 +187,8 @@ impl Kind {
             Kind::NoCodeWorkspace => ("workspaces.quartet.dev", "nocodeworkspaces"),
             Kind::CatalogAclToken => ("catalog.quartet.dev", "catalogacltokens"),
             Kind::TotpEnrollment => ("secrets.quartet.dev", "totpenrollments"),
+            Kind::AdCheckout => ("secrets.quartet.dev", "adcheckouts"),
+            Kind::WorkspaceRun => ("workspaces.quartet.dev", "workspaceruns"),
         };
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(group, "v1alpha1", self.name()),
@@ -220,8 +233,9 @@ impl Kind {
                 "ttl": "1h",
                 "credentialsSecret": {"name": format!("{name}-creds")},
             }),
+            // Two accounts: a check-out made twice would hold both.
             Kind::AdLibrarySet => json!({
-                "serviceAccountNames": [format!("{name}@example.com")],
+                "serviceAccountNames": [format!("{name}@example.com"), format!("{name}-b@example.com")],
                 "ttl": "1h",
                 "maxTtl": "2h",
             }),
@@ -247,6 +261,15 @@ impl Kind {
             Kind::TotpEnrollment => json!({
                 "methodRef": {"name": ENROLL_METHOD},
                 "entityName": name,
+            }),
+            // Check-out j borrows from set j.
+            Kind::AdCheckout => json!({
+                "setRef": {"name": partner(name, "adco", "adlib")},
+                "ttl": "30m",
+            }),
+            // A run of the pre-made workspace j: it plans, then waits for confirmation.
+            Kind::WorkspaceRun => json!({
+                "workspaceId": RUN_WORKSPACES.get().expect("seeded")[&partner(name, "run", "runws")],
             }),
         }
     }
@@ -279,6 +302,10 @@ impl Kind {
             Kind::CatalogAclToken => json!({"meta": {"bench": "chaos", "edited": "yes"}}),
             // Destroy the entity's secret and generate a new one (once).
             Kind::TotpEnrollment => json!({"regenerate": "edited"}),
+            // A shorter lease: the next check-out or renewal asks for it.
+            Kind::AdCheckout => json!({"ttl": "20m"}),
+            // Apply the plan.
+            Kind::WorkspaceRun => json!({"confirm": true}),
         }
     }
 
@@ -519,7 +546,29 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
                     &unique_token(),
                 );
             }
+            let b = format!("chaos-{}-{j}-b", Kind::AdLibrarySet.short());
+            ad_account(
+                &sb,
+                &format!("{b}@example.com"),
+                &format!("CN={b},OU=Svc,DC=example,DC=com"),
+                &unique_token(),
+            );
         }
+        // The WorkspaceRuns' workspaces, each with a configuration to plan.
+        let mut run_workspaces = BTreeMap::new();
+        for j in 0..n.div_ceil(KINDS.len()) {
+            let name = format!("chaos-runws-{j}");
+            let (s, b) = sb.ws_api(
+                "POST",
+                &format!("/organizations/{}/workspaces", support::workspaces::ORG),
+                Some(json!({"data": {"type": "workspaces", "attributes": {"name": name, "auto-apply": false}}})),
+            );
+            assert_eq!(s, 201, "workspace {name}: {b}");
+            let id = b["data"]["id"].as_str().expect("id").to_string();
+            sb.upload_configuration(&id);
+            run_workspaces.insert(name, id);
+        }
+        RUN_WORKSPACES.set(run_workspaces).expect("once");
         let mut modules = BTreeMap::new();
         for j in 0..n.div_ceil(KINDS.len()) {
             let name = format!("chaos-{}-{j}", Kind::NoCodeModule.short());
@@ -851,12 +900,23 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
             secrets_known.push(("an enrolled entity's TOTP seed", seed));
         }
     }
-    // The directory passwords of the AdRoles' accounts as they are now (rotated by the service,
-    // kept in the roles' Secrets): never in logs, Events or status either.
-    for (_, name) in resources.iter().filter(|(k, _)| *k == Kind::AdRole) {
-        let pw = blocking(|| ad_password(&sb, &format!("{name}@example.com")));
-        if !pw.is_empty() {
-            secrets_known.push(("an AdRole account's password", pw));
+    // The directory passwords of the AdRoles' and library sets' accounts as they are now
+    // (rotated by the service, kept in the roles' and check-outs' Secrets): never in logs,
+    // Events or status either.
+    for (kind, name) in &resources {
+        let accounts = match kind {
+            Kind::AdRole => vec![format!("{name}@example.com")],
+            Kind::AdLibrarySet => vec![
+                format!("{name}@example.com"),
+                format!("{name}-b@example.com"),
+            ],
+            _ => continue,
+        };
+        for account in accounts {
+            let pw = blocking(|| ad_password(&sb, &account));
+            if !pw.is_empty() {
+                secrets_known.push(("a directory account's password", pw));
+            }
         }
     }
     let mut ops = Arc::try_unwrap(ops)
@@ -1140,6 +1200,57 @@ fn remote_report(
                     }
                 }
             }
+            // The accounts borrowed from set j belong to check-out j. A deleted check-out's set is
+            // deleted with it, which the service refuses while an account is borrowed: a set
+            // left with borrowed accounts is a lost deletion.
+            Kind::AdCheckout => {
+                for set in secrets_keys(sb, "/v1/ad/library") {
+                    if !set.starts_with("chaos-adlib-") {
+                        continue;
+                    }
+                    let (s, b) = sb.secrets("GET", &format!("/v1/ad/library/{set}/status"), None);
+                    assert_eq!(s, 200, "set status {set}: {b}");
+                    for (account, st) in b["data"].as_object().cloned().unwrap_or_default() {
+                        if st["available"] == json!(false) {
+                            remote
+                                .entry(partner(&set, "adlib", "adco"))
+                                .or_default()
+                                .push(account);
+                        }
+                    }
+                }
+            }
+            // The runs of workspace j that name resource j: any run of a live one (more than one
+            // is a duplicate), a run still going of a deleted one (a lost deletion: deletion
+            // discards or cancels it).
+            Kind::WorkspaceRun => {
+                for (ws, id) in RUN_WORKSPACES.get().expect("seeded") {
+                    let name = partner(ws, "runws", "run");
+                    for run in sb.ws_list(&format!("/workspaces/{id}/runs")) {
+                        let message = run["attributes"]["message"].as_str().unwrap_or("");
+                        if !message.contains(&format!("WorkspaceRun default/{name} ")) {
+                            continue;
+                        }
+                        let state = run["attributes"]["status"].as_str().unwrap_or("");
+                        let final_ = matches!(
+                            state,
+                            "applied"
+                                | "planned_and_finished"
+                                | "errored"
+                                | "discarded"
+                                | "canceled"
+                                | "force_canceled"
+                                | "policy_soft_failed"
+                        );
+                        if !doomed.contains(&name) || !final_ {
+                            remote
+                                .entry(name.clone())
+                                .or_default()
+                                .push(run["id"].as_str().unwrap_or("").to_string());
+                        }
+                    }
+                }
+            }
             Kind::Workspace | Kind::NoCodeWorkspace => {
                 let prefix = format!("chaos-{}-", kind.short());
                 for w in sb.ws_list(&format!(
@@ -1179,10 +1290,12 @@ fn remote_report(
                     ));
                 }
                 let st = status.get(name).cloned().unwrap_or(Value::Null);
-                let id = st["remoteId"]
-                    .as_str()
-                    .or(st["accessorId"].as_str())
-                    .unwrap_or("");
+                let id = if kind == Kind::AdCheckout {
+                    st["serviceAccountName"].as_str()
+                } else {
+                    st["remoteId"].as_str().or(st["accessorId"].as_str())
+                }
+                .unwrap_or("");
                 if !ids.iter().any(|i| i == id) {
                     r.duplicates.push(format!(
                         "{} {name}: status remoteId {id:?} is not the remote object ({})",

@@ -638,6 +638,94 @@ fn an_existing_set_is_adopted_and_a_lost_create_response_makes_no_duplicate() {
 }
 
 #[test]
+fn a_lost_check_out_answer_leaves_no_second_account_borrowed_and_deletion_gives_all_back() {
+    let (sb, op) = env("3s");
+    directory(&sb);
+    sb.apply_ok(&engine_yaml(""));
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdLibrarySet\nmetadata: {name: pair, namespace: default}\n\
+         spec: {serviceAccountNames: [lib1@example.com, lib2@example.com], ttl: 1h}\n",
+    );
+    wait_ready(&sb, "adlibraryset", "pair");
+    // The service lends an account, then the answer is lost.
+    let (s, _) = http(
+        "POST",
+        &format!("{}/_sandbox/faults", sb.url("secrets")),
+        None,
+        Some(
+            json!({"method": "POST", "path": "/v1/ad/library/pair/check-out", "after": true, "count": 1}),
+        ),
+    );
+    assert!(s < 300);
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdCheckout\nmetadata: {name: co, namespace: default}\n\
+         spec: {setRef: {name: pair}}\n",
+    );
+    let obj = wait_ready(&sb, "adcheckout", "co");
+    let account = obj["status"]["serviceAccountName"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let borrowed = |sb: &Sandbox| {
+        let (_, st) = sb.secrets("GET", "/v1/ad/library/pair/status", None);
+        st["data"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, v)| v["available"] == false)
+            .map(|(k, _)| k.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        borrowed(&sb),
+        vec![account.clone()],
+        "one account borrowed, the recorded one"
+    );
+    let check_outs = sb
+        .requests("secrets", 0)
+        .0
+        .iter()
+        .filter(|(m, p, _)| m == "POST" && p == "/v1/ad/library/pair/check-out")
+        .count();
+    assert_eq!(check_outs, 2, "the lost check-out and one more");
+    let pw = wait_for("secret", WAIT, || secret_data(&sb, "co"))["password"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(pw, dir_password(&sb, &account));
+
+    // Lost again, and the resource is deleted before anything was recorded: deletion gives the
+    // account back all the same.
+    let (s, _) = http(
+        "POST",
+        &format!("{}/_sandbox/faults", sb.url("secrets")),
+        None,
+        Some(
+            json!({"method": "POST", "path": "/v1/ad/library/pair/check-out", "after": true, "count": 100}),
+        ),
+    );
+    assert!(s < 300);
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdCheckout\nmetadata: {name: gone, namespace: default}\n\
+         spec: {setRef: {name: pair}}\n",
+    );
+    wait_for("second account lent", WAIT, || {
+        (borrowed(&sb).len() == 2).then_some(())
+    });
+    sb.kubectl_ok(&["delete", "adcheckout", "gone", "--timeout=60s"]);
+    assert_eq!(borrowed(&sb), vec![account.clone()]);
+    http(
+        "DELETE",
+        &format!("{}/_sandbox/faults", sb.url("secrets")),
+        None,
+        None,
+    );
+    sb.kubectl_ok(&["delete", "adcheckout", "co", "--timeout=60s"]);
+    assert!(borrowed(&sb).is_empty());
+    assert_no_leak(&sb, &op, &[BIND_PW, &pw]);
+}
+
+#[test]
 fn a_checkout_waits_for_its_set_and_retain_leaves_the_account_checked_out() {
     let (sb, _op) = env("3s");
     directory(&sb);

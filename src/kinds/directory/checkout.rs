@@ -2,13 +2,16 @@
 //! (spec C §3, §4.2), an operation kind ([`Operated`]).
 //!
 //! Each pass takes one step from what status records (the lease id in `remoteId`):
-//! * no lease: check an account out, write its name and password to the owned Secret, record
-//!   the lease; none free (400) → `Ready=False` `NoAccountAvailable`, tried again with backoff
-//!   (capped at the resync interval) until one is checked in;
+//! * no lease: check in what an earlier check-out of the set borrowed without being recorded (a
+//!   lost answer or a kill before the status write; [`super::strays`]), then check an account
+//!   out, write its name and password to the owned Secret, record the lease; none free (400) →
+//!   `Ready=False` `NoAccountAvailable`, tried again with backoff (capped at the resync
+//!   interval) until one is checked in;
 //! * a lease: look it up; once half of it has run, renew it (`sys/leases/renew`, which gives
 //!   the set's current ttl); a lease gone (expired, revoked outside) or a Secret deleted → check
 //!   out again and rewrite the Secret;
-//! * on delete: check the account in (`Retain`: leave it checked out until its lease ends).
+//! * on delete: check the account in, or with none recorded, the set's strays (`Retain`: leave
+//!   it checked out until its lease ends).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -17,7 +20,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use serde_json::json;
 
-use super::{ad_error, now_rfc3339, secret_exists};
+use super::{ad_error, now_rfc3339, secret_exists, strays};
 use crate::api::directory::{duration_secs, AdCheckout, AdLibrarySet};
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::secrets_ad::{AdClient, CheckedOut};
@@ -142,9 +145,22 @@ impl AdCheckout {
         lost: bool,
     ) -> Result<Step> {
         let uid = self.uid().unwrap_or_default();
+        // First give back what an earlier check-out borrowed without being recorded (a lost
+        // answer): otherwise this resource would hold two accounts.
+        if strays::reclaim(ctx, client, mount, set, &uid).await? == strays::Reclaim::Busy {
+            return Ok(Step::not_ready(
+                "CheckingOut",
+                format!("another check-out of set {set} is under way"),
+            )
+            .again(jitter(Duration::from_secs(1))));
+        }
         let ttl = self.spec.ttl.as_deref().and_then(duration_secs);
+        let call = strays::InFlight::start(mount, set);
         let co: CheckedOut = match client.check_out(mount, set, ttl).await {
-            Ok(co) => co,
+            Ok(co) => {
+                call.answered(&co.service_account_name, &uid);
+                co
+            }
             Err(e) if refused(&e, &["No service accounts available"]) => {
                 let n = waits(&uid, false);
                 let msg = match &e {
@@ -223,6 +239,8 @@ impl Operated for AdCheckout {
             .status_field(|s| s.set_name.as_ref())
             .cloned()
             .unwrap_or_else(|| set.clone());
+        // Recorded now: no longer a check-out only this process knows of.
+        strays::settled(&mount, &recorded_set, &account);
         let lease = client
             .lookup_lease(&lease_id)
             .await
@@ -272,7 +290,26 @@ impl Operated for AdCheckout {
             .status_field(|s| s.service_account_name.as_ref())
             .cloned()
         else {
-            return Ok(());
+            // Nothing recorded, but a check-out may have been made whose answer was lost.
+            return match self.set(ctx).await {
+                Ok((mount, set)) => {
+                    match strays::reclaim(
+                        ctx,
+                        client,
+                        &mount,
+                        &set,
+                        &self.uid().unwrap_or_default(),
+                    )
+                    .await?
+                    {
+                        strays::Reclaim::Done(_) => Ok(()),
+                        strays::Reclaim::Busy => Err(Error::InUse(format!(
+                            "a check-out of set {set} is under way; checking again"
+                        ))),
+                    }
+                }
+                Err(_) => Ok(()),
+            };
         };
         let (mount, set) = match self.status_field(|s| s.set_name.as_ref()) {
             Some(s) => (self.spec.mount.clone(), s.clone()),
@@ -292,7 +329,9 @@ impl Operated for AdCheckout {
                 return Ok(());
             }
         }
-        match client.check_in(&mount, &set, &account).await {
+        let result = client.check_in(&mount, &set, &account).await;
+        strays::settled(&mount, &set, &account);
+        match result {
             Ok(_) => Ok(()),
             // Already given back, the set gone, or lent to someone else after our lease ended.
             Err(e)
@@ -311,10 +350,20 @@ impl Operated for AdCheckout {
         }
     }
 
+    /// An account recorded, or a pass that reached the service (its check-out may have been
+    /// made with the answer lost); not a resource that only ever waited for its set or
+    /// Connection.
     fn holds_remote(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.service_account_name.is_some())
+        self.status.as_ref().is_some_and(|s| {
+            s.service_account_name.is_some()
+                || s.managed.conditions.iter().any(|c| {
+                    c.type_ == "Ready"
+                        && !matches!(
+                            c.reason.as_str(),
+                            "ReferenceMissing" | "ConnectionUnavailable" | "InvalidSpec"
+                        )
+                })
+        })
     }
 }
 

@@ -5,6 +5,7 @@ pub mod checkout;
 pub mod engine;
 pub mod library;
 pub mod role;
+pub mod strays;
 
 use std::collections::BTreeMap;
 
