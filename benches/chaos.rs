@@ -65,11 +65,12 @@ enum Kind {
     TotpEnrollment,
     AdCheckout,
     WorkspaceRun,
+    DeploymentGate,
 }
 
 /// Each kind of `DEPENDS` comes after the kind it depends on, so there are at least as many of
 /// the latter: dependent j needs object j (see `Kind::edit` and the choice of deletions).
-const KINDS: [Kind; 18] = [
+const KINDS: [Kind; 19] = [
     Kind::SecretsPolicy,
     Kind::TotpMethod,
     Kind::IdpUser,
@@ -88,6 +89,7 @@ const KINDS: [Kind; 18] = [
     Kind::TotpEnrollment,
     Kind::AdCheckout,
     Kind::WorkspaceRun,
+    Kind::DeploymentGate,
 ];
 
 /// (dependent, what it needs): resource j of the first needs resource j of the second, and is
@@ -102,6 +104,10 @@ const DEPENDS: [(Kind, Kind); 3] = [
 /// Workspace for WorkspaceRun j (`chaos-runws-<j>`, made with a configuration version before
 /// the chaos, never deleted) → id.
 static RUN_WORKSPACES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+
+/// DeploymentGate j's job (`chaos-job-<j>`) → the deployment of its second version, whose
+/// canary waits for promotion (registered before the chaos).
+static GATE_DEPLOYMENTS: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
 
 /// Registry module name → id, seeded through the sandbox admin API before the first create.
 static REGISTRY_MODULES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
@@ -119,7 +125,7 @@ const LEFT_OUT: &[(&str, &str)] = &[
     ("AdEngine", "one per mount, not N: the bench has one (its bind password is among the secrets searched for), never edited or deleted"),
     ("CatalogAclBootstrap", "one per catalog, and bootstrapping is a one-time call"),
     ("TotpMethod bench-enroll", "the one method all TotpEnrollments enroll in, never edited or deleted"),
-    ("DeploymentGate, DrReplication", "drive jobs / clusters, not N remote objects"),
+    ("DrReplication", "drives a cluster pair's replication: one per cluster, not N"),
 ];
 
 impl Kind {
@@ -143,6 +149,7 @@ impl Kind {
             Kind::TotpEnrollment => "TotpEnrollment",
             Kind::AdCheckout => "AdCheckout",
             Kind::WorkspaceRun => "WorkspaceRun",
+            Kind::DeploymentGate => "DeploymentGate",
         }
     }
 
@@ -166,6 +173,7 @@ impl Kind {
             Kind::TotpEnrollment => "enroll",
             Kind::AdCheckout => "adco",
             Kind::WorkspaceRun => "run",
+            Kind::DeploymentGate => "gate",
         }
     }
 
@@ -189,6 +197,7 @@ impl Kind {
             Kind::TotpEnrollment => ("secrets.quartet.dev", "totpenrollments"),
             Kind::AdCheckout => ("secrets.quartet.dev", "adcheckouts"),
             Kind::WorkspaceRun => ("workspaces.quartet.dev", "workspaceruns"),
+            Kind::DeploymentGate => ("scheduler.quartet.dev", "deploymentgates"),
         };
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(group, "v1alpha1", self.name()),
@@ -271,6 +280,12 @@ impl Kind {
             Kind::WorkspaceRun => json!({
                 "workspaceId": RUN_WORKSPACES.get().expect("seeded")[&partner(name, "run", "runws")],
             }),
+            // Promotes job j's canary once healthy (the bench marks allocations healthy as the
+            // scheduler's health checks would).
+            Kind::DeploymentGate => json!({
+                "jobId": partner(name, "gate", "job"),
+                "promote": {"policy": "Auto", "healthyFor": "1s"},
+            }),
         }
     }
 
@@ -306,6 +321,8 @@ impl Kind {
             Kind::AdCheckout => json!({"ttl": "20m"}),
             // Apply the plan.
             Kind::WorkspaceRun => json!({"confirm": true}),
+            // No remote write of its own: the gate re-decides with the longer wait.
+            Kind::DeploymentGate => json!({"promote": {"policy": "Auto", "healthyFor": "2s"}}),
         }
     }
 
@@ -371,6 +388,17 @@ fn totp_seed(sb: &Sandbox, entity: &str, method: &str) -> Option<String> {
     (s == 200).then(|| b["secret"].as_str().unwrap_or_default().to_string())
 }
 
+/// Mark every allocation of a deployment healthy (sandbox admin API, never faulted).
+fn all_healthy(scheduler: &str, deployment: &str) {
+    let (s, b) = http(
+        "POST",
+        &format!("{scheduler}/_sandbox/scheduler/deployments/{deployment}/health"),
+        None,
+        Some(json!({"Healthy": true})),
+    );
+    assert!(s < 300, "health {deployment}: {s} {b}");
+}
+
 fn ad_password(sb: &Sandbox, upn: &str) -> String {
     let (_, b) = http(
         "GET",
@@ -422,7 +450,7 @@ fn inject_faults(sb: &Sandbox, rate: f64, seed: u64) {
         json!({"drop": true}),
         json!({"after": true}),
     ];
-    for service in ["secrets", "workspaces", "catalog"] {
+    for service in ["secrets", "workspaces", "catalog", "scheduler"] {
         for (i, f) in faults.iter().enumerate() {
             let mut f = f.clone();
             f["path"] = json!("/*");
@@ -444,7 +472,7 @@ fn inject_faults(sb: &Sandbox, rate: f64, seed: u64) {
 }
 
 fn clear_faults(sb: &Sandbox) {
-    for service in ["secrets", "workspaces", "catalog"] {
+    for service in ["secrets", "workspaces", "catalog", "scheduler"] {
         http(
             "DELETE",
             &format!("{}/_sandbox/faults", sb.url(service)),
@@ -569,6 +597,30 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
             run_workspaces.insert(name, id);
         }
         RUN_WORKSPACES.set(run_workspaces).expect("once");
+        // The gates' jobs: version 0 healthy, version 1 with one canary waiting for promotion.
+        let scheduler = sb.url("scheduler").to_string();
+        let mut deployments = BTreeMap::new();
+        for j in 0..n.div_ceil(KINDS.len()) {
+            let id = format!("chaos-job-{j}");
+            let job = |task: &str| {
+                json!({"ID": id, "TaskGroups": [{"Name": "web", "Count": 2, "Canary": 1,
+                       "MaxParallel": 2, "Tasks": [task]}]})
+            };
+            let register = |body: Value| {
+                let (s, b) = http(
+                    "POST",
+                    &format!("{scheduler}/_sandbox/scheduler/jobs"),
+                    None,
+                    Some(body),
+                );
+                assert!(s < 300, "job {id}: {s} {b}");
+                b["DeploymentID"].as_str().expect("deployment").to_string()
+            };
+            let v0 = register(job("v0"));
+            all_healthy(&scheduler, &v0);
+            deployments.insert(id.clone(), register(job("v1")));
+        }
+        GATE_DEPLOYMENTS.set(deployments).expect("once");
         let mut modules = BTreeMap::new();
         for j in 0..n.div_ceil(KINDS.len()) {
             let name = format!("chaos-{}-{j}", Kind::NoCodeModule.short());
@@ -632,7 +684,10 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         }
         let mut yaml = format!(
             "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: catalog, namespace: default}}\n\
-             spec: {{service: catalog, address: \"{catalog}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n"
+             spec: {{service: catalog, address: \"{catalog}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n\
+             ---\napiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: scheduler, namespace: default}}\n\
+             spec: {{service: scheduler, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n",
+            sb.url("scheduler")
         );
         for j in 0..n.div_ceil(KINDS.len()) {
             let name = format!("chaos-{}-{j}", Kind::CatalogAclToken.short());
@@ -725,6 +780,21 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         .collect();
     let (phase_tx, phase_rx) = std::sync::mpsc::channel::<usize>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+
+    // The scheduler's health checks: every allocation of the gates' deployments turns healthy
+    // a moment after it is placed (canaries first, the rest once promoted).
+    let healthy_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let health = {
+        let (url, stop) = (sb.url("scheduler").to_string(), healthy_stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for dep in GATE_DEPLOYMENTS.get().expect("seeded").values() {
+                    all_healthy(&url, dep);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
 
     // Faults on, then the killer: SIGKILL at random moments, restart at once.
     blocking(|| inject_faults(&sb, rate, seed));
@@ -834,7 +904,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     let last_kill = blocking(|| killer.join().expect("killer"));
     blocking(|| clear_faults(&sb));
     let mut fault_counts = Vec::new();
-    for service in ["secrets", "workspaces", "catalog"] {
+    for service in ["secrets", "workspaces", "catalog", "scheduler"] {
         let (reqs, _) = blocking(|| sb.requests(service, 0));
         let faulted = reqs
             .iter()
@@ -857,6 +927,8 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let census = world.census(&live).await;
+    healthy_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = health.join();
 
     // Remote objects against resources.
     let mut status: BTreeMap<String, Value> = BTreeMap::new();
@@ -1251,6 +1323,25 @@ fn remote_report(
                     }
                 }
             }
+            // A gate owns nothing: what counts is the promotes the scheduler carried out (answered
+            // 2xx, or processed with the answer lost) on job j's deployment: exactly one for a
+            // live gate, more is a control sent twice. Deleted gates are not looked at.
+            Kind::DeploymentGate => {
+                let (reqs, _) = sb.requests("scheduler", 0);
+                for (job, dep) in GATE_DEPLOYMENTS.get().expect("seeded") {
+                    let name = partner(job, "job", "gate");
+                    if doomed.contains(&name) {
+                        continue;
+                    }
+                    let path = format!("/v1/deployment/promote/{dep}");
+                    for _ in reqs
+                        .iter()
+                        .filter(|(m, p, st)| m == "POST" && *p == path && (200..300).contains(st))
+                    {
+                        remote.entry(name.clone()).or_default().push(dep.clone());
+                    }
+                }
+            }
             Kind::Workspace | Kind::NoCodeWorkspace => {
                 let prefix = format!("chaos-{}-", kind.short());
                 for w in sb.ws_list(&format!(
@@ -1292,6 +1383,8 @@ fn remote_report(
                 let st = status.get(name).cloned().unwrap_or(Value::Null);
                 let id = if kind == Kind::AdCheckout {
                     st["serviceAccountName"].as_str()
+                } else if kind == Kind::DeploymentGate {
+                    st["deploymentId"].as_str()
                 } else {
                     st["remoteId"].as_str().or(st["accessorId"].as_str())
                 }
