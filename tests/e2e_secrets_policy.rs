@@ -670,6 +670,46 @@ fn service_unavailable_and_throttling_are_retried_honouring_retry_after() {
     );
 }
 
+/// The service writes the policy, then the answer is lost (issue 15's lost-response case): the
+/// retry writes the same policy by name, so there is one policy with the spec's content, and
+/// deletion removes it.
+#[test]
+fn a_lost_write_response_leaves_exactly_one_policy_with_the_spec_content() {
+    let (sb, _op) = ready_env("5m");
+    let (s, _) = http(
+        "POST",
+        &format!("{}/_sandbox/faults", sb.url("secrets")),
+        None,
+        Some(
+            json!({"method": "PUT", "path": "/v1/sys/policies/acl/lost", "after": true, "count": 1}),
+        ),
+    );
+    assert!(s < 300);
+    let (_, since) = sb.requests("secrets", 0);
+    let body = r#"path "lost/*" { capabilities = ["read"] }"#;
+    sb.apply_ok(&acl_policy("lost", body, ""));
+    let obj = wait_ready(&sb, "lost");
+    assert_eq!(obj["status"]["remoteId"], "lost");
+    assert_eq!(
+        remote_policy(&sb, "acl", "lost").unwrap()["policy"]
+            .as_str()
+            .unwrap()
+            .trim(),
+        body
+    );
+    let (_, list) = sb.secrets("LIST", "/v1/sys/policies/acl", None);
+    let keys = list["data"]["keys"].as_array().unwrap();
+    assert_eq!(keys.iter().filter(|k| *k == "lost").count(), 1);
+    // A policy is written by name, so sending the write again is safe: it lands on the same one.
+    let (reqs, _) = sb.requests("secrets", since);
+    assert!(reqs
+        .iter()
+        .filter(|(m, _, _)| m == "PUT" || m == "POST")
+        .all(|(_, p, _)| p == "/v1/sys/policies/acl/lost"));
+    sb.kubectl_ok(&["delete", "secretspolicy", "lost", "--timeout=60s"]);
+    assert!(remote_policy(&sb, "acl", "lost").is_none());
+}
+
 #[test]
 fn a_connection_in_another_namespace_must_allow_the_resource_namespace() {
     let (sb, _op) = ready_env("5m");
