@@ -527,6 +527,48 @@ fn a_value_outside_the_options_is_refused_with_the_service_message_and_no_hot_lo
     assert!(workspace_by_name(&sb, "mars").is_none());
 }
 
+/// The service enables the module and the answer (with its server-assigned id) is lost: the
+/// next pass finds the registry module's no-code module instead of enabling a second one.
+#[test]
+fn a_lost_enable_response_makes_no_second_no_code_module() {
+    let (sb, _op) = env("5m");
+    let m = registry_module(&sb, "lostmod", &["1.0.0"]);
+    let (status, _) = http(
+        "POST",
+        &format!("{}/_sandbox/faults", sb.url("workspaces")),
+        None,
+        Some(
+            json!({"method": "POST", "path": "/api/v2/organizations/quartet/no-code-modules", "after": true, "count": 1}),
+        ),
+    );
+    assert!(status < 300);
+    let id = module_ready(&sb, "lostmod", &m, REGION_OPTIONS);
+    let (_, left) = http(
+        "GET",
+        &format!("{}/_sandbox/faults", sb.url("workspaces")),
+        None,
+        None,
+    );
+    assert_eq!(left["faults"], json!([]), "the enable's answer was lost");
+    let reg = sb
+        .ws_list("/organizations/quartet/registry-modules")
+        .into_iter()
+        .find(|r| r["id"] == json!(m))
+        .expect("registry module");
+    let ncs = reg["relationships"]["no-code-modules"]["data"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ncs.len(), 1, "one no-code module: {reg}");
+    assert_eq!(ncs[0]["id"], json!(id));
+    let remote = nocode_module(&sb, &id);
+    assert_eq!(remote["data"]["attributes"]["enabled"], true);
+    assert_eq!(
+        remote["included"][0]["attributes"]["options"],
+        json!(["eu-west-1", "us-east-1"])
+    );
+}
+
 #[test]
 fn an_existing_workspace_is_adopted_and_a_lost_create_response_makes_no_duplicate() {
     let (sb, _op) = env("5m");
