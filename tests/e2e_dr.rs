@@ -169,6 +169,46 @@ fn a_primary_and_two_secondaries_converge_and_follow_its_wal() {
     assert!(follows(&sb, 1, 0));
 }
 
+/// The primary issues a secondary's activation token and the answer is lost, then a secondary's
+/// enable is carried out and its answer lost: the set still converges, each secondary known
+/// once to the primary and following it.
+#[test]
+fn lost_answers_to_the_token_and_the_enable_leave_each_secondary_known_once() {
+    let (sb, _op) = env();
+    for (i, path) in [
+        (0, "/v1/sys/replication/dr/primary/secondary-token"),
+        (1, "/v1/sys/replication/dr/secondary/enable"),
+    ] {
+        let (s, _) = http(
+            "POST",
+            &format!("{}/_sandbox/faults", cluster(&sb, i)),
+            None,
+            Some(json!({"method": "POST", "path": path, "after": true, "count": 1})),
+        );
+        assert!(s < 300);
+    }
+    sb.apply_ok(&manifest(true, None));
+    wait_ready(&sb, "replication Ready", |_| true);
+    for i in 0..2 {
+        let (_, left) = http(
+            "GET",
+            &format!("{}/_sandbox/faults", cluster(&sb, i)),
+            None,
+            None,
+        );
+        assert_eq!(left["faults"], json!([]), "cluster {i}: the fault was hit");
+    }
+    let mut known: Vec<String> = dr_status(&sb, 0)["known_secondaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    known.sort();
+    assert_eq!(known, vec!["dc2", "dc3"]);
+    assert!(follows(&sb, 1, 0) && follows(&sb, 2, 0));
+}
+
 #[test]
 fn a_secondary_is_never_wiped_without_allow_secondary_wipe() {
     let (sb, _op) = env();
