@@ -114,6 +114,10 @@ pub struct AdRole {
     pub service_account_name: String,
     pub ttl: Option<i64>,
     pub last_rotation: Option<i64>,
+    /// Nanoseconds of `last_rotation` (the real engine keeps a Go `time.Time`, shown in RFC 3339
+    /// with its fraction: two rotations within a second read differently).
+    #[serde(default)]
+    pub last_rotation_nanos: u32,
     pub password_last_set: i64,
     pub current_password: String,
     pub last_password: String,
@@ -475,9 +479,14 @@ fn list_roles(c: &mut Ctx) -> Result<Resp, ApiError> {
 }
 
 fn rfc3339(t: i64) -> String {
-    chrono::DateTime::from_timestamp(t, 0)
+    rfc3339_nanos(t, 0)
+}
+
+/// As Go's `time.RFC3339Nano`: the fraction only when there is one.
+fn rfc3339_nanos(t: i64, nanos: u32) -> String {
+    chrono::DateTime::from_timestamp(t, nanos)
         .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
 fn role_ttl(cfg: &AdConfig, r: &AdRole) -> i64 {
@@ -497,10 +506,15 @@ fn read_role(c: &mut Ctx) -> Result<Resp, ApiError> {
         "ttl": role_ttl(&cfg, &r),
     });
     if let Some(t) = r.last_rotation {
-        d["last_vault_rotation"] = json!(rfc3339(t));
+        d["last_vault_rotation"] = json!(rfc3339_nanos(t, r.last_rotation_nanos));
     }
     if r.password_last_set != 0 {
-        d["password_last_set"] = json!(rfc3339(r.password_last_set));
+        let nanos = if Some(r.password_last_set) == r.last_rotation {
+            r.last_rotation_nanos
+        } else {
+            0
+        };
+        d["password_last_set"] = json!(rfc3339_nanos(r.password_last_set, nanos));
     }
     Ok(Resp::data(d))
 }
@@ -545,6 +559,11 @@ fn write_role(c: &mut Ctx) -> Result<Resp, ApiError> {
             old.last_rotation
         } else {
             None
+        },
+        last_rotation_nanos: if same_account {
+            old.last_rotation_nanos
+        } else {
+            0
         },
         password_last_set: acct.pwd_last_set,
         current_password: if same_account {
@@ -591,6 +610,7 @@ fn rotate_role_now(c: &mut Ctx, name: &str) -> Result<(), ApiError> {
     r.last_password = std::mem::take(&mut r.current_password);
     r.current_password = pw;
     r.last_rotation = Some(t);
+    r.last_rotation_nanos = chrono::Utc::now().timestamp_subsec_nanos();
     r.password_last_set = t;
     am(c).roles.insert(name.to_string(), r);
     Ok(())
