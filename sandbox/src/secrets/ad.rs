@@ -478,10 +478,6 @@ fn list_roles(c: &mut Ctx) -> Result<Resp, ApiError> {
     Resp::list(keys)
 }
 
-fn rfc3339(t: i64) -> String {
-    rfc3339_nanos(t, 0)
-}
-
 /// As Go's `time.RFC3339Nano`: the fraction only when there is one.
 fn rfc3339_nanos(t: i64, nanos: u32) -> String {
     chrono::DateTime::from_timestamp(t, nanos)
