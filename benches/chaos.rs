@@ -1304,16 +1304,7 @@ fn remote_report(
                             continue;
                         }
                         let state = run["attributes"]["status"].as_str().unwrap_or("");
-                        let final_ = matches!(
-                            state,
-                            "applied"
-                                | "planned_and_finished"
-                                | "errored"
-                                | "discarded"
-                                | "canceled"
-                                | "force_canceled"
-                                | "policy_soft_failed"
-                        );
+                        let final_ = quartet::kinds::workspaces::run::is_final(state);
                         if !doomed.contains(&name) || !final_ {
                             remote
                                 .entry(name.clone())

@@ -615,13 +615,10 @@ fn an_existing_set_is_adopted_and_a_lost_create_response_makes_no_duplicate() {
     let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
     assert!(events.contains("Adopted"), "{events}");
     // The service processes the create but the response is lost: found again by name.
-    let (s, _) = http(
-        "POST",
-        &format!("{}/_sandbox/faults", sb.url("secrets")),
-        None,
-        Some(json!({"method": "POST", "path": "/v1/ad/library/lost", "after": true, "count": 1})),
+    sb.fault(
+        "secrets",
+        json!({"method": "POST", "path": "/v1/ad/library/lost", "after": true, "count": 1}),
     );
-    assert!(s < 300);
     sb.apply_ok(
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdLibrarySet\nmetadata: {name: lost, namespace: default}\n\
          spec: {serviceAccountNames: [lib2@example.com]}\n",
@@ -648,15 +645,7 @@ fn a_lost_check_out_answer_leaves_no_second_account_borrowed_and_deletion_gives_
     );
     wait_ready(&sb, "adlibraryset", "pair");
     // The service lends an account, then the answer is lost.
-    let (s, _) = http(
-        "POST",
-        &format!("{}/_sandbox/faults", sb.url("secrets")),
-        None,
-        Some(
-            json!({"method": "POST", "path": "/v1/ad/library/pair/check-out", "after": true, "count": 1}),
-        ),
-    );
-    assert!(s < 300);
+    sb.fault("secrets", json!({"method": "POST", "path": "/v1/ad/library/pair/check-out", "after": true, "count": 1}));
     sb.apply_ok(
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdCheckout\nmetadata: {name: co, namespace: default}\n\
          spec: {setRef: {name: pair}}\n",
@@ -696,15 +685,7 @@ fn a_lost_check_out_answer_leaves_no_second_account_borrowed_and_deletion_gives_
 
     // Lost again, and the resource is deleted before anything was recorded: deletion gives the
     // account back all the same.
-    let (s, _) = http(
-        "POST",
-        &format!("{}/_sandbox/faults", sb.url("secrets")),
-        None,
-        Some(
-            json!({"method": "POST", "path": "/v1/ad/library/pair/check-out", "after": true, "count": 100}),
-        ),
-    );
-    assert!(s < 300);
+    sb.fault("secrets", json!({"method": "POST", "path": "/v1/ad/library/pair/check-out", "after": true, "count": 100}));
     sb.apply_ok(
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: AdCheckout\nmetadata: {name: gone, namespace: default}\n\
          spec: {setRef: {name: pair}}\n",
@@ -714,12 +695,7 @@ fn a_lost_check_out_answer_leaves_no_second_account_borrowed_and_deletion_gives_
     });
     sb.kubectl_ok(&["delete", "adcheckout", "gone", "--timeout=60s"]);
     assert_eq!(borrowed(&sb), vec![account.clone()]);
-    http(
-        "DELETE",
-        &format!("{}/_sandbox/faults", sb.url("secrets")),
-        None,
-        None,
-    );
+    sb.clear_faults("secrets");
     sb.kubectl_ok(&["delete", "adcheckout", "co", "--timeout=60s"]);
     assert!(borrowed(&sb).is_empty());
     assert_no_leak(&sb, &op, &[BIND_PW, &pw]);

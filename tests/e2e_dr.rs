@@ -175,28 +175,25 @@ fn a_primary_and_two_secondaries_converge_and_follow_its_wal() {
 #[test]
 fn lost_answers_to_the_token_and_the_enable_leave_each_secondary_known_once() {
     let (sb, _op) = env();
-    for (i, path) in [
-        (0, "/v1/sys/replication/dr/primary/secondary-token"),
-        (1, "/v1/sys/replication/dr/secondary/enable"),
+    for (cluster, path) in [
+        (
+            "secrets[0]",
+            "/v1/sys/replication/dr/primary/secondary-token",
+        ),
+        ("secrets[1]", "/v1/sys/replication/dr/secondary/enable"),
     ] {
-        let (s, _) = http(
-            "POST",
-            &format!("{}/_sandbox/faults", cluster(&sb, i)),
-            None,
-            Some(json!({"method": "POST", "path": path, "after": true, "count": 1})),
+        sb.fault(
+            cluster,
+            json!({"method": "POST", "path": path, "after": true, "count": 1}),
         );
-        assert!(s < 300);
     }
     sb.apply_ok(&manifest(true, None));
     wait_ready(&sb, "replication Ready", |_| true);
-    for i in 0..2 {
-        let (_, left) = http(
-            "GET",
-            &format!("{}/_sandbox/faults", cluster(&sb, i)),
-            None,
-            None,
+    for cluster in ["secrets[0]", "secrets[1]"] {
+        assert!(
+            sb.faults_left(cluster).is_empty(),
+            "{cluster}: the fault was hit"
         );
-        assert_eq!(left["faults"], json!([]), "cluster {i}: the fault was hit");
     }
     let mut known: Vec<String> = dr_status(&sb, 0)["known_secondaries"]
         .as_array()

@@ -533,23 +533,12 @@ fn a_value_outside_the_options_is_refused_with_the_service_message_and_no_hot_lo
 fn a_lost_enable_response_makes_no_second_no_code_module() {
     let (sb, _op) = env("5m");
     let m = registry_module(&sb, "lostmod", &["1.0.0"]);
-    let (status, _) = http(
-        "POST",
-        &format!("{}/_sandbox/faults", sb.url("workspaces")),
-        None,
-        Some(
-            json!({"method": "POST", "path": "/api/v2/organizations/quartet/no-code-modules", "after": true, "count": 1}),
-        ),
-    );
-    assert!(status < 300);
+    sb.fault("workspaces", json!({"method": "POST", "path": "/api/v2/organizations/quartet/no-code-modules", "after": true, "count": 1}));
     let id = module_ready(&sb, "lostmod", &m, REGION_OPTIONS);
-    let (_, left) = http(
-        "GET",
-        &format!("{}/_sandbox/faults", sb.url("workspaces")),
-        None,
-        None,
+    assert!(
+        sb.faults_left("workspaces").is_empty(),
+        "the enable's answer was lost"
     );
-    assert_eq!(left["faults"], json!([]), "the enable's answer was lost");
     let reg = sb
         .ws_list("/organizations/quartet/registry-modules")
         .into_iter()
@@ -600,13 +589,10 @@ fn an_existing_workspace_is_adopted_and_a_lost_create_response_makes_no_duplicat
     );
 
     // The service creates the workspace and the response is lost.
-    let (status, _) = http(
-        "POST",
-        &format!("{}/_sandbox/faults", sb.url("workspaces")),
-        None,
-        Some(json!({"method": "POST", "path": create_path, "after": true, "count": 1})),
+    sb.fault(
+        "workspaces",
+        json!({"method": "POST", "path": create_path, "after": true, "count": 1}),
     );
-    assert!(status < 300);
     sb.apply_ok(&ncws(
         "lost",
         &format!("  noCodeModuleId: {nc}\n{REGION_VAR}"),

@@ -652,15 +652,10 @@ fn service_unavailable_and_throttling_are_retried_honouring_retry_after() {
 #[test]
 fn a_lost_write_response_leaves_exactly_one_policy_with_the_spec_content() {
     let (sb, _op) = ready_env("5m");
-    let (s, _) = http(
-        "POST",
-        &format!("{}/_sandbox/faults", sb.url("secrets")),
-        None,
-        Some(
-            json!({"method": "PUT", "path": "/v1/sys/policies/acl/lost", "after": true, "count": 1}),
-        ),
+    sb.fault(
+        "secrets",
+        json!({"method": "PUT", "path": "/v1/sys/policies/acl/lost", "after": true, "count": 1}),
     );
-    assert!(s < 300);
     let (_, since) = sb.requests("secrets", 0);
     let body = r#"path "lost/*" { capabilities = ["read"] }"#;
     sb.apply_ok(&acl_policy("lost", body, ""));

@@ -86,6 +86,39 @@ impl Sandbox {
             .unwrap_or_else(|| panic!("no {service} url in {:?}", self.urls))
     }
 
+    /// Inject a fault into a service (`POST /_sandbox/faults`; `service` as for [`Self::url`],
+    /// e.g. `secrets[1]` for a second secrets cluster).
+    pub fn fault(&self, service: &str, fault: Value) {
+        let (s, b) = http(
+            "POST",
+            &format!("{}/_sandbox/faults", self.url(service)),
+            None,
+            Some(fault),
+        );
+        assert!(s < 300, "fault: {s} {b}");
+    }
+
+    /// Remove every fault of a service.
+    pub fn clear_faults(&self, service: &str) {
+        http(
+            "DELETE",
+            &format!("{}/_sandbox/faults", self.url(service)),
+            None,
+            None,
+        );
+    }
+
+    /// The faults a service still holds: a `count` fault is gone once it was hit that often.
+    pub fn faults_left(&self, service: &str) -> Vec<Value> {
+        let (_, b) = http(
+            "GET",
+            &format!("{}/_sandbox/faults", self.url(service)),
+            None,
+            None,
+        );
+        b["faults"].as_array().cloned().unwrap_or_default()
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> Output {
         kubectl(&self.kubeconfig, args, None)
     }
