@@ -460,25 +460,14 @@ fn inject_faults(sb: &Sandbox, rate: f64, seed: u64) {
             if i == 0 {
                 f["seed"] = json!(seed);
             }
-            let (s, b) = http(
-                "POST",
-                &format!("{}/_sandbox/faults", sb.url(service)),
-                None,
-                Some(f),
-            );
-            assert!(s < 300, "fault refused: {s} {b}");
+            sb.fault(service, f);
         }
     }
 }
 
 fn clear_faults(sb: &Sandbox) {
     for service in ["secrets", "workspaces", "catalog", "scheduler"] {
-        http(
-            "DELETE",
-            &format!("{}/_sandbox/faults", sb.url(service)),
-            None,
-            None,
-        );
+        sb.clear_faults(service);
     }
 }
 
