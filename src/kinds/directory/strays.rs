@@ -12,7 +12,8 @@
 //! enforcement lets the service confirm the account is Quartet's own: an account a person
 //! borrowed with another token answers "wasn't checked out by the caller" and is left alone.
 //! A set with `disable_check_in_enforcement` cannot tell borrowers apart, so nothing is
-//! reclaimed from it (its strays end with their leases).
+//! reclaimed from it (its strays end with their leases); nor by an operator whose RBAC does not
+//! let it list AdCheckouts in every namespace.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -146,10 +147,21 @@ pub async fn reclaim(
     if borrowed.is_empty() {
         return Ok(Reclaim::Done(Vec::new()));
     }
-    // Fresh from the API server: a status written a moment ago must count.
-    let recorded: BTreeSet<String> = Api::<AdCheckout>::all(ctx.client.clone())
+    // Fresh from the API server: a status written a moment ago must count. Every namespace:
+    // another namespace's check-out may borrow from the same set with the same token. An
+    // operator not allowed to list them all cannot tell strays apart, so it reclaims nothing.
+    let all = match Api::<AdCheckout>::all(ctx.client.clone())
         .list(&ListParams::default())
-        .await?
+        .await
+    {
+        Ok(list) => list,
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            tracing::info!(%set, "cannot list AdCheckouts in all namespaces: lost check-outs are left to their leases");
+            return Ok(Reclaim::Done(Vec::new()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let recorded: BTreeSet<String> = all
         .into_iter()
         .filter(|c| c.spec.mount == mount)
         .filter_map(|c| c.status)
