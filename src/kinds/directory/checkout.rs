@@ -191,8 +191,10 @@ impl AdCheckout {
             .apply_owned_secret(self, &self.secret_name(), data)
             .await
         {
-            // Do not keep an account nobody can use.
+            // Do not keep an account nobody can use (if this check-in fails too, the account
+            // is a stray for the next pass to give back).
             let _ = client.check_in(mount, set, &co.service_account_name).await;
+            strays::settled(mount, set, &co.service_account_name);
             return Err(e);
         }
         let mut step = self.step_for(
