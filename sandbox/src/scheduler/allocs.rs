@@ -19,8 +19,8 @@ use axum::routing::any;
 use axum::Router;
 use serde_json::Value;
 
-use super::wire::{self, blocking_opts, json_response, parse_query, query_get, ApiError};
-use super::{check_region, model, namespace_of, Scheduler};
+use super::wire::{self, json_response, query_get, ApiError};
+use super::{job_namespace, model, Scheduler};
 
 pub fn routes() -> Router<Scheduler> {
     Router::new()
@@ -40,18 +40,9 @@ async fn list(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let r = async {
-        if method != Method::GET {
-            return Err(ApiError::invalid_method());
-        }
-        let query = parse_query(raw.as_deref());
-        let opts = blocking_opts(&query)?;
-        check_region(&query)?;
-        let ns = namespace_of(&query);
-        let acl = s.acl(&headers)?;
-        if ns != "*" && !acl.allow(&ns, &["read-job"]) {
-            return Err(ApiError::permission_denied());
-        }
+    let r: Result<Response, ApiError> = async {
+        let (query, opts, acl) = s.read_request(&method, &headers, raw.as_deref())?;
+        let ns = job_namespace(&query, &acl, true)?;
         let prefix = query_get(&query, "prefix")
             .unwrap_or("")
             .to_ascii_lowercase();
@@ -94,14 +85,8 @@ async fn read(
     RawQuery(raw): RawQuery,
     Path(id): Path<String>,
 ) -> Response {
-    let r = async {
-        if method != Method::GET {
-            return Err(ApiError::invalid_method());
-        }
-        let query = parse_query(raw.as_deref());
-        let opts = blocking_opts(&query)?;
-        check_region(&query)?;
-        let acl = s.acl(&headers)?;
+    let r: Result<Response, ApiError> = async {
+        let (_, opts, acl) = s.read_request(&method, &headers, raw.as_deref())?;
         let id = id.to_ascii_lowercase();
         let (value, index) = s
             .blocking(opts, |st| {
@@ -134,18 +119,9 @@ async fn job_allocs(
     RawQuery(raw): RawQuery,
     Path(job_id): Path<String>,
 ) -> Response {
-    let r = async {
-        if method != Method::GET {
-            return Err(ApiError::invalid_method());
-        }
-        let query = parse_query(raw.as_deref());
-        let opts = blocking_opts(&query)?;
-        check_region(&query)?;
-        let ns = namespace_of(&query);
-        let acl = s.acl(&headers)?;
-        if !acl.allow(&ns, &["read-job"]) {
-            return Err(ApiError::permission_denied());
-        }
+    let r: Result<Response, ApiError> = async {
+        let (query, opts, acl) = s.read_request(&method, &headers, raw.as_deref())?;
+        let ns = job_namespace(&query, &acl, false)?;
         let (value, index) = s
             .blocking(opts, |st| {
                 let allocs = sorted(

@@ -20,8 +20,8 @@ use axum::Router;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::wire::{self, blocking_opts, json_response, parse_query, query_get, ApiError};
-use super::{check_region, model, namespace_of, Scheduler};
+use super::wire::{self, json_response, query_get, ApiError};
+use super::{job_namespace, model, Scheduler};
 
 /// One evaluation (the fields of `structs.Evaluation` clients read).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -129,18 +129,9 @@ async fn list(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let r = async {
-        if method != Method::GET {
-            return Err(ApiError::invalid_method());
-        }
-        let query = parse_query(raw.as_deref());
-        let opts = blocking_opts(&query)?;
-        check_region(&query)?;
-        let ns = namespace_of(&query);
-        let acl = s.acl(&headers)?;
-        if ns != "*" && !acl.allow(&ns, &["read-job"]) {
-            return Err(ApiError::permission_denied());
-        }
+    let r: Result<Response, ApiError> = async {
+        let (query, opts, acl) = s.read_request(&method, &headers, raw.as_deref())?;
+        let ns = job_namespace(&query, &acl, true)?;
         let prefix = query_get(&query, "prefix")
             .unwrap_or("")
             .to_ascii_lowercase();
@@ -202,14 +193,8 @@ async fn one(
     id: String,
     allocs: bool,
 ) -> Response {
-    let r = async {
-        if method != Method::GET {
-            return Err(ApiError::invalid_method());
-        }
-        let query = parse_query(raw.as_deref());
-        let opts = blocking_opts(&query)?;
-        check_region(&query)?;
-        let acl = s.acl(&headers)?;
+    let r: Result<Response, ApiError> = async {
+        let (_, opts, acl) = s.read_request(&method, &headers, raw.as_deref())?;
         let id = id.to_ascii_lowercase();
         s.mutate_if(record_placements);
         let (value, index) = s
@@ -248,18 +233,9 @@ async fn job_evals(
     RawQuery(raw): RawQuery,
     Path(job_id): Path<String>,
 ) -> Response {
-    let r = async {
-        if method != Method::GET {
-            return Err(ApiError::invalid_method());
-        }
-        let query = parse_query(raw.as_deref());
-        let opts = blocking_opts(&query)?;
-        check_region(&query)?;
-        let ns = namespace_of(&query);
-        let acl = s.acl(&headers)?;
-        if !acl.allow(&ns, &["read-job"]) {
-            return Err(ApiError::permission_denied());
-        }
+    let r: Result<Response, ApiError> = async {
+        let (query, opts, acl) = s.read_request(&method, &headers, raw.as_deref())?;
+        let ns = job_namespace(&query, &acl, false)?;
         s.mutate_if(record_placements);
         let (value, index) = s
             .blocking(opts, |st| {

@@ -147,6 +147,24 @@ impl Scheduler {
         self.lock().acl.resolve(token.as_deref(), &self.root_token)
     }
 
+    /// What every read starts with, in the real server's order: GET only, the query, its
+    /// blocking-query options, the region check, then the caller's ACL.
+    fn read_request(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        raw: Option<&str>,
+    ) -> Result<(Vec<(String, String)>, wire::BlockingOpts, acl::Acl), ApiError> {
+        if method != Method::GET {
+            return Err(ApiError::invalid_method());
+        }
+        let query = parse_query(raw);
+        let opts = blocking_opts(&query)?;
+        check_region(&query)?;
+        let acl = self.acl(headers)?;
+        Ok((query, opts, acl))
+    }
+
     /// A blocking query: evaluate `f` (result and its index); while the index is not above
     /// `opts.min_index`, wait for a change or the deadline, then evaluate again.
     async fn blocking<F>(&self, opts: BlockingOpts, f: F) -> Result<(Value, u64), ApiError>
@@ -240,6 +258,21 @@ fn check_region(query: &[(String, String)]) -> Result<(), ApiError> {
     }
 }
 
+/// The query's namespace, in which the caller must be allowed `read-job`; with `any`, `*`
+/// (every namespace) passes here and the objects are filtered one by one.
+fn job_namespace(
+    query: &[(String, String)],
+    acl: &acl::Acl,
+    any: bool,
+) -> Result<String, ApiError> {
+    let ns = namespace_of(query);
+    if (any && ns == "*") || acl.allow(&ns, &["read-job"]) {
+        Ok(ns)
+    } else {
+        Err(ApiError::permission_denied())
+    }
+}
+
 fn namespace_of(query: &[(String, String)]) -> String {
     match query_get(query, "namespace") {
         None | Some("") => "default".to_string(),
@@ -253,18 +286,9 @@ async fn list_deployments(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let r = async {
-        if method != Method::GET {
-            return Err(ApiError::invalid_method());
-        }
-        let query = parse_query(raw.as_deref());
-        let opts = blocking_opts(&query)?;
-        check_region(&query)?;
-        let ns = namespace_of(&query);
-        let acl = s.acl(&headers)?;
-        if ns != "*" && !acl.allow(&ns, &["read-job"]) {
-            return Err(ApiError::permission_denied());
-        }
+    let r: Result<Response, ApiError> = async {
+        let (query, opts, acl) = s.read_request(&method, &headers, raw.as_deref())?;
+        let ns = job_namespace(&query, &acl, true)?;
         let prefix = query_get(&query, "prefix").unwrap_or("").to_string();
         // Current releases order by create index (ID for prefix lookups), `reverse=true`
         // reverses; the older `ascending` parameter is accepted and ignored.
@@ -719,18 +743,9 @@ async fn read_job(
     RawQuery(raw): RawQuery,
     Path(job_id): Path<String>,
 ) -> Response {
-    let r = async {
-        if method != Method::GET {
-            return Err(ApiError::invalid_method());
-        }
-        let query = parse_query(raw.as_deref());
-        let opts = blocking_opts(&query)?;
-        check_region(&query)?;
-        let ns = namespace_of(&query);
-        let acl = s.acl(&headers)?;
-        if !acl.allow(&ns, &["read-job"]) {
-            return Err(ApiError::permission_denied());
-        }
+    let r: Result<Response, ApiError> = async {
+        let (query, opts, acl) = s.read_request(&method, &headers, raw.as_deref())?;
+        let ns = job_namespace(&query, &acl, false)?;
         let (value, index) = s
             .blocking(opts, |st| {
                 Ok(match st.latest_job(&ns, &job_id) {
