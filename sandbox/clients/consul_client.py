@@ -27,6 +27,7 @@ import requests
 from consul.callback import CB
 
 from _rename_header import session
+from _check import check, raises, step
 
 ADDR = urllib.parse.urlparse(os.environ["QUARTET_CATALOG_ADDR"])
 
@@ -35,23 +36,6 @@ def client(token=None):
     c = consul.Consul(host=ADDR.hostname, port=ADDR.port, scheme=ADDR.scheme, token=token)
     c.http.session = session("X-Consul-Token", "X-Catalog-Token")
     return c
-
-
-def check(cond, *what):
-    if not cond:
-        raise AssertionError(" ".join(str(w) for w in what))
-
-
-def raises(exc, fn, *args, **kw):
-    try:
-        fn(*args, **kw)
-    except exc as e:
-        return e
-    raise AssertionError(f"{fn.__name__}{args} did not raise {exc.__name__}")
-
-
-def step(name):
-    print(f"- {name}", flush=True)
 
 
 def b64(d):

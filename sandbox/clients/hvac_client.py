@@ -19,13 +19,13 @@ answer that differs from what OpenBao gives.
 
 import os
 import re
-import uuid
 
 import hvac
 import requests
 from hvac import exceptions as hx
 
 from _rename_header import session
+from _check import check, raises, step, uniq
 
 ADDR = os.environ["QUARTET_SECRETS_ADDR"]
 ROOT = os.environ["QUARTET_SECRETS_TOKEN"]
@@ -35,27 +35,6 @@ BACKEND = os.environ.get("QUARTET_SECRETS_BACKEND", "openbao")
 
 def client(token=None):
     return hvac.Client(url=ADDR, token=token, session=session("X-Vault-Token", HEADER))
-
-
-def check(cond, *what):
-    if not cond:
-        raise AssertionError(" ".join(str(w) for w in what))
-
-
-def raises(exc, fn, *args, **kw):
-    try:
-        fn(*args, **kw)
-    except exc as e:
-        return e
-    raise AssertionError(f"{getattr(fn, '__name__', fn)}{args} did not raise {exc.__name__}")
-
-
-def step(name):
-    print(f"- {name}", flush=True)
-
-
-def uniq(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 RFC3339_NS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+(Z|[+-]\d\d:\d\d)$")

@@ -16,6 +16,7 @@ import sys
 import nomad
 import requests
 from nomad.api import exceptions as nx
+from _check import check, raises, step
 
 ADDR = os.environ["QUARTET_SCHEDULER_ADDR"]
 TOKEN = os.environ["QUARTET_SCHEDULER_TOKEN"]
@@ -28,23 +29,6 @@ def admin(path, body):
     r = requests.post(f"{ADDR}/_sandbox/scheduler/{path}", json=body, timeout=30)
     assert r.ok, (path, r.status_code, r.text)
     return r.json() if r.content else None
-
-
-def check(cond, *what):
-    if not cond:
-        raise AssertionError(" ".join(str(w) for w in what))
-
-
-def raises(exc, fn, *args, **kw):
-    try:
-        fn(*args, **kw)
-    except exc as e:
-        return e
-    raise AssertionError(f"{fn.__name__}{args} did not raise {exc.__name__}")
-
-
-def step(name):
-    print(f"- {name}", flush=True)
 
 
 def group(name, count, canary=0, health="checks", deadline=600_000_000_000, **kw):

@@ -15,11 +15,11 @@ Exits non-zero at the first answer that differs from what the real service gives
 import os
 import tempfile
 import time
-import uuid
 
 import requests
 from pytfe import TFEClient, TFEConfig, errors
 from pytfe import models as m
+from _check import check, raises, step, uniq
 
 ADDR = os.environ["QUARTET_WORKSPACES_ADDR"]
 TOKEN = os.environ["QUARTET_WORKSPACES_TOKEN"]
@@ -32,27 +32,6 @@ def admin(method, path, body):
     r = requests.request(method, f"{ADDR}/_sandbox/workspaces/{path}", json=body, timeout=30)
     assert r.ok, (path, r.status_code, r.text)
     return r.json() if r.content else None
-
-
-def check(cond, *what):
-    if not cond:
-        raise AssertionError(" ".join(str(w) for w in what))
-
-
-def raises(exc, fn, *args, **kw):
-    try:
-        fn(*args, **kw)
-    except exc as e:
-        return e
-    raise AssertionError(f"{getattr(fn, '__name__', fn)}{args} did not raise {exc.__name__}")
-
-
-def step(name):
-    print(f"- {name}", flush=True)
-
-
-def uniq(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def wait_run(run_id, statuses, limit=400):
