@@ -103,10 +103,7 @@ async fn read(
                 })
             })
             .await?;
-        if value.is_null() {
-            return Err(ApiError::new(404, "alloc not found"));
-        }
-        Ok(json_response(&value, Some(index), true))
+        wire::found(&value, index, "alloc")
     }
     .await;
     r.unwrap_or_else(IntoResponse::into_response)

@@ -217,10 +217,7 @@ async fn one(
                 ))
             })
             .await?;
-        if value.is_null() {
-            return Err(ApiError::new(404, "eval not found"));
-        }
-        Ok(json_response(&value, Some(index), true))
+        wire::found(&value, index, "eval")
     }
     .await;
     r.unwrap_or_else(IntoResponse::into_response)

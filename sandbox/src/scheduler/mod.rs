@@ -450,10 +450,7 @@ async fn read_deployment(
             })
         })
         .await?;
-    if value.is_null() {
-        return Err(ApiError::new(404, "deployment not found"));
-    }
-    Ok(json_response(&value, Some(index), true))
+    wire::found(&value, index, "deployment")
 }
 
 async fn read_allocations(
@@ -754,10 +751,7 @@ async fn read_job(
                 })
             })
             .await?;
-        if value.is_null() {
-            return Err(ApiError::new(404, "job not found"));
-        }
-        Ok(json_response(&value, Some(index), true))
+        wire::found(&value, index, "job")
     }
     .await;
     r.unwrap_or_else(IntoResponse::into_response)

@@ -51,6 +51,15 @@ impl IntoResponse for ApiError {
 
 /// A JSON response with the scheduler's index headers. `query_meta` adds the headers a read
 /// (blocking query) answers with: known leader and last contact.
+/// A read of one object: 404 `<what> not found` when there is none (as the real server
+/// words it), else the object with its index headers.
+pub fn found(value: &Value, index: u64, what: &str) -> Result<Response, ApiError> {
+    if value.is_null() {
+        return Err(ApiError::new(404, format!("{what} not found")));
+    }
+    Ok(json_response(value, Some(index), true))
+}
+
 pub fn json_response(value: &Value, index: Option<u64>, query_meta: bool) -> Response {
     let body = serde_json::to_vec(value).unwrap_or_default();
     let mut resp = (StatusCode::OK, body).into_response();
