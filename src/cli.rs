@@ -120,6 +120,10 @@ pub struct CrdArgs {
     /// Write one file per CRD into this directory instead of printing.
     #[arg(long)]
     pub out: Vec<PathBuf>,
+    /// Write one Helm template per CRD into this directory (the chart's `templates/crds`),
+    /// installed with `crds.install` and kept on uninstall with `crds.keep`.
+    #[arg(long)]
+    pub chart: Vec<PathBuf>,
 }
 
 #[cfg(feature = "sandbox")]

@@ -9,21 +9,142 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use crate::cli::CrdArgs;
 
 /// The CRDs as installed: the Rust types' schemas with their descriptions reflowed
-/// ([`reflow`]), so `kubectl explain` prints whole sentences.
+/// ([`reflow`]), so `kubectl explain` prints whole sentences, and made fit for a real API
+/// server by [`finish_schema`].
 pub fn crds() -> Vec<CustomResourceDefinition> {
     let mut crds = crate::controllers::crds();
     for crd in &mut crds {
-        for v in &mut crd.spec.versions {
-            if let Some(s) = v
-                .schema
-                .as_mut()
-                .and_then(|s| s.open_api_v3_schema.as_mut())
-            {
-                reflow_schema(s);
-            }
-        }
+        finish_crd(crd);
     }
     crds
+}
+
+/// Applies [`finish_schema`] and [`reflow`] to every version's schema of one CRD.
+pub fn finish_crd(crd: &mut CustomResourceDefinition) {
+    for v in &mut crd.spec.versions {
+        if let Some(s) = v
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            for (name, prop) in s.properties.iter_mut().flatten() {
+                // apiVersion, kind and metadata belong to the API server.
+                if name != "apiVersion" && name != "kind" && name != "metadata" {
+                    finish_schema(prop);
+                }
+            }
+            reflow_schema(s);
+        }
+    }
+}
+
+/// Longest string a field takes when its type names no tighter limit (64 KiB: more than any
+/// description, PEM bundle or policy document the services keep).
+pub const DEFAULT_MAX_LENGTH: i64 = 65_536;
+/// Most items of a list, or entries of a map, when its type names no tighter limit.
+pub const DEFAULT_MAX_ITEMS: i64 = 1_024;
+
+/// Makes one schema what a real kube-apiserver takes without warnings and prices cheaply:
+///
+/// - integer formats become the two Kubernetes knows (`int32`, `int64`); schemars derives
+///   `uint32`, `uint64`, `uint8`, ... from Rust types and the API server warns on each;
+/// - every string, list and map gets a bound (`maxLength`, `maxItems`, `maxProperties`): the
+///   API server prices CEL rules from them and takes an unbounded string as 3 MiB and an
+///   unbounded list as a million items. A bound the type sets is kept; the others get
+///   [`DEFAULT_MAX_LENGTH`] or [`DEFAULT_MAX_ITEMS`]. Each bound is stated in the field's
+///   description (the `kubectl explain` text) unless the description already names it.
+pub fn finish_schema(s: &mut JSONSchemaProps) {
+    finish(s, true)
+}
+
+/// [`finish_schema`]; `describe` is false for list items and map values, whose bound the list's
+/// or map's own description states.
+fn finish(s: &mut JSONSchemaProps, describe: bool) {
+    normalize_format(s);
+    let mut notes: Vec<String> = Vec::new();
+    match s.type_.as_deref() {
+        Some("string") if needs_length(s) => {
+            let n = *s.max_length.get_or_insert(DEFAULT_MAX_LENGTH);
+            notes.push(format!("At most {n} characters."));
+        }
+        Some("array") => {
+            let n = *s.max_items.get_or_insert(DEFAULT_MAX_ITEMS);
+            notes.push(format!("At most {n} items."));
+            if let Some(JSONSchemaPropsOrArray::Schema(items)) = s.items.as_mut() {
+                finish(items, false);
+                if items.type_.as_deref() == Some("string") {
+                    if let Some(m) = items.max_length {
+                        notes.push(format!("Each at most {m} characters."));
+                    }
+                }
+            }
+        }
+        Some("object") => {
+            if let Some(JSONSchemaPropsOrBool::Schema(values)) = s.additional_properties.as_mut() {
+                let n = *s.max_properties.get_or_insert(DEFAULT_MAX_ITEMS);
+                notes.push(format!("At most {n} entries."));
+                finish(values, false);
+                if values.type_.as_deref() == Some("string") {
+                    if let Some(m) = values.max_length {
+                        notes.push(format!("Values at most {m} characters."));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    for p in s.properties.iter_mut().flat_map(|m| m.values_mut()) {
+        finish_schema(p);
+    }
+    for list in [s.all_of.as_mut(), s.any_of.as_mut(), s.one_of.as_mut()]
+        .into_iter()
+        .flatten()
+    {
+        list.iter_mut().for_each(finish_schema);
+    }
+    if !describe && s.type_.as_deref() == Some("string") {
+        return;
+    }
+    for note in notes {
+        let number = note
+            .split(' ')
+            .find(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+            .unwrap_or_default();
+        let d = s.description.get_or_insert_with(String::new);
+        if !names_number(d, number) {
+            if !d.is_empty() {
+                d.push(if d.ends_with('\n') { '\n' } else { ' ' });
+            }
+            d.push_str(&note);
+        }
+    }
+}
+
+/// A string needs a length bound unless an enum or a Kubernetes date format already bounds it
+/// (the API server prices those from the format) or it is an int-or-string.
+fn needs_length(s: &JSONSchemaProps) -> bool {
+    s.enum_.is_none()
+        && s.x_kubernetes_int_or_string != Some(true)
+        && !matches!(s.format.as_deref(), Some("date-time" | "date" | "duration"))
+}
+
+/// Whether `text` already states `number` (as a whole number, not part of a longer one).
+fn names_number(text: &str, number: &str) -> bool {
+    text.split(|c: char| !c.is_ascii_digit() && c != ',')
+        .any(|w| w.replace(',', "") == number)
+}
+
+/// schemars names the Rust integer type in `format`; Kubernetes knows `int32` and `int64` for
+/// integers and `float` and `double` for numbers, and warns on anything else.
+fn normalize_format(s: &mut JSONSchemaProps) {
+    let fmt = match (s.type_.as_deref(), s.format.as_deref()) {
+        (Some("integer"), Some("int8" | "int16" | "int32" | "uint8" | "uint16")) => Some("int32"),
+        (Some("integer"), Some(_)) => Some("int64"),
+        (Some("number"), Some(f @ ("float" | "double"))) => Some(f),
+        (Some("number"), Some(_)) => None,
+        _ => return,
+    };
+    s.format = fmt.map(str::to_string);
 }
 
 fn reflow_schema(s: &mut JSONSchemaProps) {
@@ -138,13 +259,51 @@ pub fn write_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `(file name, Helm template)` per CRD, for the chart's `templates/crds/`. Helm installs
+/// `crds/` once and never upgrades it, so the chart ships its CRDs as templates: installed
+/// only with `crds.install`, and with `crds.keep` annotated `helm.sh/resource-policy: keep`
+/// so an uninstall leaves them (and with them every custom resource) in place.
+pub fn chart_templates() -> anyhow::Result<Vec<(String, String)>> {
+    files()?
+        .into_iter()
+        .map(|(name, yaml)| Ok((name, chart_template(&yaml)?)))
+        .collect()
+}
+
+/// One CRD's YAML as a chart template (see [`chart_templates`]).
+fn chart_template(yaml: &str) -> anyhow::Result<String> {
+    // Text that looks like a template action (a rule's `{{username}}`) is printed as is.
+    let escaped = yaml.replace("{{", "{{ \"{{\" }}");
+    let (head, rest) = escaped
+        .split_once("\nmetadata:\n")
+        .ok_or_else(|| anyhow::anyhow!("a CRD's YAML has no top-level metadata"))?;
+    let mut t = String::new();
+    t.push_str("{{- /* Generated by `quartet crd --chart charts/quartet/templates/crds`: do not edit. */}}\n");
+    t.push_str("{{- if .Values.crds.install }}\n");
+    t.push_str(head);
+    t.push_str("\nmetadata:\n");
+    t.push_str("  {{- if .Values.crds.keep }}\n");
+    t.push_str("  annotations:\n    helm.sh/resource-policy: keep\n");
+    t.push_str("  {{- end }}\n");
+    t.push_str("  labels:\n    {{- include \"quartet.labels\" . | nindent 4 }}\n");
+    t.push_str(rest);
+    t.push_str("{{- end }}\n");
+    Ok(t)
+}
+
 pub fn crd(args: CrdArgs) -> anyhow::Result<()> {
-    if args.out.is_empty() {
+    if args.out.is_empty() && args.chart.is_empty() {
         print!("{}", yaml_stream()?);
         return Ok(());
     }
     for dir in &args.out {
         write_dir(dir)?;
+    }
+    for dir in &args.chart {
+        std::fs::create_dir_all(dir)?;
+        for (name, yaml) in chart_templates()? {
+            std::fs::write(dir.join(name), yaml)?;
+        }
     }
     Ok(())
 }

@@ -1,35 +1,101 @@
-//! The CRD YAML in `crds/` and in the Helm chart is generated from the Rust types; it must not
-//! go stale. Regenerate with `cargo run -- crd --out crds --out charts/quartet/crds`.
+//! The CRD YAML in `crds/` and the chart's CRD templates are generated from the Rust types;
+//! they must not go stale. Regenerate with
+//! `cargo run -- crd --out crds --chart charts/quartet/templates/crds`.
 
 use std::path::Path;
 
+const REGENERATE: &str = "run `quartet crd --out crds --chart charts/quartet/templates/crds`";
+
+fn assert_dir_holds(dir: &str, generated: &[(String, String)]) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<String> = std::fs::read_dir(root.join(dir))
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|e| {
+            e.expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .to_string()
+        })
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = generated.iter().map(|(n, _)| n.clone()).collect();
+    want.sort();
+    assert_eq!(
+        names, want,
+        "{dir} holds other CRD files than the types generate; {REGENERATE}"
+    );
+    for (name, yaml) in generated {
+        let committed = std::fs::read_to_string(root.join(dir).join(name)).expect("read CRD");
+        assert!(&committed == yaml, "{dir}/{name} is stale; {REGENERATE}");
+    }
+}
+
 #[test]
 fn committed_crds_match_the_rust_types() {
+    assert_dir_holds("crds", &quartet::crdgen::files().expect("CRDs serialize"));
+    assert_dir_holds(
+        "charts/quartet/templates/crds",
+        &quartet::crdgen::chart_templates().expect("CRDs serialize"),
+    );
+    // Helm would install a crds/ directory a second time, and never upgrade it.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let generated = quartet::crdgen::files().expect("CRDs serialize");
-    for dir in ["crds", "charts/quartet/crds"] {
-        let mut names: Vec<String> = std::fs::read_dir(root.join(dir))
-            .unwrap_or_else(|e| panic!("{dir}: {e}"))
-            .map(|e| {
-                e.expect("dir entry")
-                    .file_name()
-                    .to_string_lossy()
-                    .to_string()
-            })
-            .filter(|n| n.ends_with(".yaml"))
-            .collect();
-        names.sort();
-        let mut want: Vec<String> = generated.iter().map(|(n, _)| n.clone()).collect();
-        want.sort();
-        assert_eq!(names, want, "{dir} holds other CRD files than the types generate; run `quartet crd --out crds --out charts/quartet/crds`");
-        for (name, yaml) in &generated {
-            let committed = std::fs::read_to_string(root.join(dir).join(name)).expect("read CRD");
-            assert!(
-                &committed == yaml,
-                "{dir}/{name} is stale; run `quartet crd --out crds --out charts/quartet/crds`"
-            );
+    assert!(!root.join("charts/quartet/crds").exists());
+}
+
+/// Kubernetes knows the integer formats `int32` and `int64` only (and warns on the `uint32`,
+/// `uint64`, ... schemars derives from Rust types), and prices CEL rules from the bounds of
+/// strings, lists and maps: every one of them is bounded.
+#[test]
+fn crds_carry_only_kubernetes_formats_and_bound_every_string_list_and_map() {
+    fn walk(path: &str, s: &serde_json::Value, bad: &mut Vec<String>) {
+        match s.get("format").and_then(|f| f.as_str()) {
+            Some("int32" | "int64" | "float" | "double" | "date-time" | "date" | "duration")
+            | None => {}
+            Some(f) => bad.push(format!("{path}: format {f}")),
+        }
+        let has = |k: &str| s.get(k).is_some();
+        match s.get("type").and_then(|t| t.as_str()) {
+            Some("string") if !has("maxLength") && !has("enum") && !has("format") => {
+                bad.push(format!("{path}: string without maxLength"))
+            }
+            Some("array") if !has("maxItems") => bad.push(format!("{path}: list without maxItems")),
+            Some("object") if s["additionalProperties"].is_object() && !has("maxProperties") => {
+                bad.push(format!("{path}: map without maxProperties"))
+            }
+            _ => {}
+        }
+        if let Some(props) = s.get("properties").and_then(|p| p.as_object()) {
+            for (name, sub) in props {
+                walk(&format!("{path}.{name}"), sub, bad);
+            }
+        }
+        if let Some(items) = s.get("items") {
+            walk(&format!("{path}[]"), items, bad);
+        }
+        if s["additionalProperties"].is_object() {
+            walk(&format!("{path}{{}}"), &s["additionalProperties"], bad);
         }
     }
+    let mut bad = Vec::new();
+    for crd in quartet::crdgen::crds() {
+        for v in &crd.spec.versions {
+            let schema = serde_json::to_value(
+                v.schema
+                    .as_ref()
+                    .and_then(|s| s.open_api_v3_schema.as_ref()),
+            )
+            .expect("schema");
+            for part in ["spec", "status"] {
+                walk(
+                    &format!("{}.{part}", crd.spec.names.kind),
+                    &schema["properties"][part],
+                    &mut bad,
+                );
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
 }
 
 #[test]

@@ -27,6 +27,17 @@ pub use workspaces::nocode::{NoCodeModule, NoCodeWorkspace};
 pub use workspaces::run::{WorkspaceRun, WorkspaceRunSpec, WorkspaceRunStatus};
 pub use workspaces::workspace::{Workspace, WorkspaceSpec, WorkspaceStatus};
 
+/// A schemars transform bounding the values of a map (`additionalProperties`) to `N`
+/// characters: `#[schemars(inner(length(...)))]` reaches list items only.
+pub fn values_max_length<const N: u64>(schema: &mut schemars::Schema) {
+    if let Some(values) = schema
+        .get_mut("additionalProperties")
+        .and_then(|v| v.as_object_mut())
+    {
+        values.insert("maxLength".into(), N.into());
+    }
+}
+
 /// Which Connection a managed resource uses to reach its service.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -37,6 +48,7 @@ pub struct ConnectionRef {
     /// Namespace of the Connection; defaults to the resource's own namespace. A Connection in
     /// another namespace must list this resource's namespace in its `spec.allowedNamespaces`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
     pub namespace: Option<String>,
 }
 
@@ -57,8 +69,8 @@ pub struct SecretKeyRef {
     /// Name of the Secret (in the same namespace as the resource that refers to it).
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
-    /// Key within the Secret's data.
-    #[schemars(length(min = 1))]
+    /// Key within the Secret's data (at most 253 characters, as Kubernetes allows).
+    #[schemars(length(min = 1, max = 253))]
     pub key: String,
 }
 
@@ -66,17 +78,25 @@ pub struct SecretKeyRef {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    /// Condition type: `Ready`, `Synced`, `DeletionBlocked`, ...
+    /// Condition type: `Ready`, `Synced`, `DeletionBlocked`, ... At most 316 characters (as
+    /// Kubernetes' own conditions).
     #[serde(rename = "type")]
+    #[schemars(length(max = 316))]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
+    #[schemars(length(max = 16))]
     pub status: String,
-    /// One-word CamelCase reason (also the Event reason and metric label for errors).
+    /// One-word CamelCase reason (also the Event reason and metric label for errors). At most
+    /// 1024 characters.
+    #[schemars(length(max = 1024))]
     pub reason: String,
-    /// Human-readable detail; for remote errors, the service's own message.
+    /// Human-readable detail; for remote errors, the service's own message. At most 32768
+    /// characters (as Kubernetes' own conditions).
     #[serde(default)]
+    #[schemars(length(max = 32768))]
     pub message: String,
-    /// When `status` last changed (RFC 3339).
+    /// When `status` last changed (RFC 3339, at most 64 characters).
+    #[schemars(length(max = 64))]
     pub last_transition_time: String,
     /// The `metadata.generation` this condition was computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,15 +111,20 @@ pub struct ManagedStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// `Ready` (the remote object matches the spec) and `Synced` (the last reconcile succeeded),
-    /// plus kind-specific conditions.
+    /// plus kind-specific conditions. At most 32.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
     pub conditions: Vec<Condition>,
-    /// Identifier of the remote object in the service (a name, path or server-assigned id).
+    /// Identifier of the remote object in the service (a name, path or server-assigned id). At
+    /// most 1024 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub remote_id: Option<String>,
     /// When Quartet last changed the remote object or the resource's conditions (RFC 3339).
     /// Passes that find everything in sync do not move it, so it never retriggers a reconcile.
+    /// At most 64 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub last_sync_time: Option<String>,
     /// Fields found changed in the service (not by a spec change) and set back, at the last
     /// correction of drift.
@@ -107,7 +132,9 @@ pub struct ManagedStatus {
     pub drifted_fields: Vec<String>,
     /// Keyed hash (HMAC-SHA256 with an operator-held key) of the write-only inputs last sent,
     /// so a change of a referenced Secret is detected without storing or reading it back.
+    /// At most 128 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
     pub write_only_hash: Option<String>,
     /// Kind-specific status fields (a workspace's `locked`, a library set's `accounts`), read
     /// from the remote object by [`crate::reconcile::Reconciled::status_fields`] and written
