@@ -152,7 +152,6 @@ fn helm_template_with_default_values_renders_the_operator_and_its_least_privileg
         &chart(),
         "--namespace",
         "quartet-system",
-        "--include-crds",
     ]);
     let d = docs(&out);
     let mut want: Vec<String> = [
@@ -168,7 +167,8 @@ fn helm_template_with_default_values_renders_the_operator_and_its_least_privileg
     .iter()
     .map(|s| s.to_string())
     .collect();
-    // The chart ships every CRD the operator serves.
+    // The chart ships every CRD the operator serves, as templates (Helm upgrades those, never
+    // crds/), kept on uninstall.
     want.extend(
         quartet::crdgen::crds()
             .iter()
@@ -176,6 +176,25 @@ fn helm_template_with_default_values_renders_the_operator_and_its_least_privileg
     );
     want.sort();
     assert_eq!(kinds(&d), want, "{out}");
+    for crd in d.iter().filter(|x| x["kind"] == "CustomResourceDefinition") {
+        assert_eq!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+            "{crd}"
+        );
+        assert_eq!(
+            crd["metadata"]["labels"]["app.kubernetes.io/name"],
+            "quartet"
+        );
+    }
+    // Template-like text in a CRD (a rule's `{{username}}`) comes out as written.
+    let stores = d
+        .iter()
+        .find(|x| x["metadata"]["name"] == "transformstores.secrets.quartet.dev")
+        .expect("TransformStore CRD");
+    assert!(
+        stores.to_string().contains("contains('{{username}}')"),
+        "{stores}"
+    );
     assert!(find(&d, "ServiceMonitor").is_none());
     assert!(find(&d, "NetworkPolicy").is_none());
     let deploy = find(&d, "Deployment").unwrap();
@@ -202,6 +221,45 @@ fn helm_template_with_default_values_renders_the_operator_and_its_least_privileg
         pdb["spec"]["selector"]["matchLabels"],
         deploy["spec"]["selector"]["matchLabels"]
     );
+}
+
+#[test]
+fn crds_install_false_renders_no_crd_and_crds_keep_false_drops_the_keep_annotation() {
+    let helm = Helm::new(None);
+    let out = helm.ok(&[
+        "template",
+        "quartet",
+        &chart(),
+        "--namespace",
+        "quartet-system",
+        "--set",
+        "crds.install=false",
+    ]);
+    let d = docs(&out);
+    assert!(find(&d, "Deployment").is_some(), "{out}");
+    assert!(find(&d, "CustomResourceDefinition").is_none(), "{out}");
+
+    let out = helm.ok(&[
+        "template",
+        "quartet",
+        &chart(),
+        "--namespace",
+        "quartet-system",
+        "--set",
+        "crds.keep=false",
+    ]);
+    let d = docs(&out);
+    let crd = find(&d, "CustomResourceDefinition").expect("a CRD");
+    assert!(crd["metadata"]["annotations"].is_null(), "{crd}");
+
+    let err = helm.fails(&[
+        "template",
+        "quartet",
+        &chart(),
+        "--set",
+        "crds.install=maybe",
+    ]);
+    assert!(err.contains("/crds/install"), "{err}");
 }
 
 #[test]
@@ -349,7 +407,7 @@ fn helm_install_upgrade_and_uninstall_on_a_bare_dev_cluster() {
     let mut want: Vec<String> = INSTALLED.iter().map(|s| s.to_string()).collect();
     want.sort();
     assert_eq!(got, want);
-    // The CRDs came from the chart's crds/ and are served.
+    // The CRDs came from the chart's templates and are served.
     sandbox.kubectl_ok(&[
         "wait",
         "--for=condition=Established",
@@ -387,7 +445,7 @@ fn helm_install_upgrade_and_uninstall_on_a_bare_dev_cluster() {
         .collect();
     assert_eq!(
         description.join(" "),
-        "Namespaces other than the Connection's own whose resources may use it; `*` allows all. Empty (the default) allows only resources in the Connection's namespace.",
+        "Namespaces other than the Connection's own whose resources may use it; `*` allows all. Empty (the default) allows only resources in the Connection's namespace. At most 256 namespaces. Each at most 63 characters.",
         "{out}"
     );
     for pair in description.windows(2) {
@@ -432,15 +490,83 @@ fn helm_install_upgrade_and_uninstall_on_a_bare_dev_cluster() {
     ]);
     assert!(err.contains("/replicaCount"), "{err}");
 
-    // Uninstall removes what the release created and its history; CRDs stay (Helm never
-    // deletes crds/), so custom resources survive an uninstall.
+    // Upgrade to a chart whose Connection CRD has one more field: Helm upgrades the CRD (it
+    // is a template, not crds/), and the new schema is served.
+    let changed = tempfile::tempdir().expect("tempdir");
+    copy_dir(&repo_root().join("charts/quartet"), changed.path());
+    let crd_file = changed
+        .path()
+        .join("templates/crds/connections.quartet.dev.yaml");
+    let text = std::fs::read_to_string(&crd_file).expect("read CRD template");
+    let anchor = "          spec:\n            description: How Quartet reaches";
+    assert!(text.contains(anchor), "{text}");
+    let (head, tail) = text.split_once(anchor).unwrap();
+    let (desc, props) = tail.split_once("            properties:\n").unwrap();
+    let text = format!(
+        "{head}{anchor}{desc}            properties:\n              upgradeProbe:\n                description: A field only the upgraded chart has.\n                maxLength: 32\n                type: string\n{props}"
+    );
+    std::fs::write(&crd_file, text).expect("write CRD template");
+    let out = helm.ok(&[
+        "upgrade",
+        "quartet",
+        &changed.path().display().to_string(),
+        "--namespace",
+        "quartet-system",
+        "--reuse-values",
+    ]);
+    assert!(out.contains("REVISION: 3"), "{out}");
+    let crd = get(&sandbox, &["crd", "connections.quartet.dev"]);
+    assert_eq!(
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["upgradeProbe"]["type"],
+        "string",
+        "the upgraded schema is not served"
+    );
+    assert_eq!(
+        crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    let out = sandbox.kubectl_ok(&["explain", "connection.spec.upgradeProbe"]);
+    assert!(
+        out.contains("A field only the upgraded chart has."),
+        "{out}"
+    );
+    // A custom resource using the new field keeps it (not pruned as unknown).
+    sandbox.apply_ok(
+        "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {name: secrets, namespace: default}\n\
+         spec: {service: secrets, address: \"http://127.0.0.1:1\", tokenSecretRef: {name: t, key: token}, upgradeProbe: kept}\n",
+    );
+    let conn = get(&sandbox, &["connection", "secrets", "-n", "default"]);
+    assert_eq!(conn["spec"]["upgradeProbe"], "kept", "{conn}");
+
+    // Uninstall removes what the release created and its history; the CRDs stay (annotated
+    // keep), so custom resources survive an uninstall.
     let out = helm.ok(&["uninstall", "quartet", "--namespace", "quartet-system"]);
     assert!(out.contains("release \"quartet\" uninstalled"), "{out}");
     assert_eq!(installed(&sandbox), Vec::<String>::new());
     let out = sandbox.kubectl_ok(&["get", "secrets", "-n", "quartet-system", "-o", "name"]);
     assert!(!out.contains("sh.helm.release"), "{out}");
     let out = sandbox.kubectl_ok(&["get", "crd", "-o", "name"]);
-    assert!(out.contains("connections.quartet.dev"), "{out}");
+    assert_eq!(
+        out.lines().count(),
+        quartet::crdgen::crds().len(),
+        "every CRD stays: {out}"
+    );
+    let conn = get(&sandbox, &["connection", "secrets", "-n", "default"]);
+    assert_eq!(conn["spec"]["upgradeProbe"], "kept", "{conn}");
     let err = helm.fails(&["status", "quartet", "--namespace", "quartet-system"]);
     assert!(err.contains("not found"), "{err}");
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read chart dir") {
+        let entry = entry.expect("dir entry");
+        let dest = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), dest).expect("copy chart file");
+        }
+    }
 }

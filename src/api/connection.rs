@@ -75,7 +75,8 @@ pub struct ConnectionSpec {
     /// Which service this Connection reaches: `secrets`, `workspaces`, `catalog` or `scheduler`.
     pub service: Service,
     /// Base URL of the service, e.g. `https://secrets.example.com:8200` (no `/v1` or `/api/v2`).
-    #[schemars(regex(pattern = r"^https?://[^\s/]+(/[^\s]*)?$"))]
+    /// At most 2048 characters.
+    #[schemars(regex(pattern = r"^https?://[^\s/]+(/[^\s]*)?$"), length(max = 2048))]
     pub address: String,
     /// The Secret key holding the API token (secrets: `X-Secrets-Token`; workspaces: bearer
     /// token; catalog: `X-Catalog-Token`; scheduler: management or ACL token). Exactly one of
@@ -106,6 +107,8 @@ pub struct ConnectionSpec {
     #[schemars(length(min = 1, max = 255))]
     pub organization: Option<String>,
     /// Namespace of the service to work in (secrets service namespaces), sent with each call.
+    /// At most 1024 characters.
+    #[schemars(length(max = 1024))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_namespace: Option<String>,
     /// Timeout of one HTTP call, in seconds.
@@ -117,7 +120,9 @@ pub struct ConnectionSpec {
     #[schemars(range(min = 1, max = 10000))]
     pub requests_per_second: u32,
     /// Namespaces other than the Connection's own whose resources may use it; `*` allows all.
-    /// Empty (the default) allows only resources in the Connection's namespace.
+    /// Empty (the default) allows only resources in the Connection's namespace. At most 256
+    /// namespaces.
+    #[schemars(length(max = 256), inner(length(max = 63)))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_namespaces: Vec<String>,
 }
