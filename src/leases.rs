@@ -108,7 +108,8 @@ pub enum LeasesError {
     Usage(String),
     #[error(transparent)]
     Remote(#[from] ClientError),
-    #[error("Kubernetes API: {0}")]
+    /// A Kubernetes API error, already a sentence.
+    #[error("{0}")]
     Kube(String),
     #[error("aborted: nothing was revoked")]
     Aborted,
@@ -381,11 +382,17 @@ async fn client(args: &LeasesArgs) -> Result<Http, LeasesError> {
             })?;
             let kube = crate::run::client_from(args.kubeconfig.as_deref(), metrics.clone())
                 .await
-                .map_err(|e| LeasesError::Kube(e.to_string()))?;
+                .map_err(|e| {
+                    LeasesError::Kube(format!("the Kubernetes client could not be set up: {e:#}"))
+                })?;
             let conn = Api::<Connection>::namespaced(kube.clone(), ns)
                 .get(name)
                 .await
-                .map_err(|e| LeasesError::Kube(e.to_string()))?;
+                .map_err(|e| {
+                    LeasesError::Kube(
+                        crate::reconcile::Error::kube_for::<Connection>(e).to_string(),
+                    )
+                })?;
             if conn.spec.service != Service::Secrets {
                 return Err(LeasesError::Usage(format!(
                     "Connection {c} is for the {} service, not secrets",
@@ -396,10 +403,9 @@ async fn client(args: &LeasesArgs) -> Result<Http, LeasesError> {
             let read = |r: crate::api::SecretKeyRef| {
                 let secrets = secrets.clone();
                 async move {
-                    let s = secrets
-                        .get(&r.name)
-                        .await
-                        .map_err(|e| LeasesError::Kube(e.to_string()))?;
+                    let s = secrets.get(&r.name).await.map_err(|e| {
+                        LeasesError::Kube(crate::reconcile::error::kube_sentence(&e))
+                    })?;
                     s.data
                         .and_then(|d| d.get(&r.key).map(|b| b.0.clone()))
                         .ok_or_else(|| {

@@ -798,7 +798,11 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             if recorded.is_none()
                 && !matches!(
                     err.category(),
-                    Category::Transient | Category::Unauthorized | Category::KubeApi
+                    Category::Transient
+                        | Category::Unauthorized
+                        | Category::KubeApi
+                        | Category::KubeForbidden
+                        | Category::KubeNotInstalled
                 ) =>
         {
             tracing::debug!(error = %err, "no remote id and no lookup possible: nothing to remove");

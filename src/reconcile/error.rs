@@ -1,7 +1,11 @@
 //! The one error type of reconciles, with a bounded category used as the Event reason, the
-//! condition reason and the metric label.
+//! condition reason and the metric label. Kubernetes API errors are told as sentences
+//! ([`kube_sentence`]): a condition never shows a debug dump of a `kube::Error`.
 
 use std::time::Duration;
+
+use kube::core::Status;
+use kube::Resource;
 
 use crate::clients::ClientError;
 
@@ -12,9 +16,13 @@ pub enum Error {
     /// The service answered with an error, or could not be reached.
     #[error(transparent)]
     Remote(#[from] ClientError),
-    /// The Kubernetes API failed.
-    #[error("Kubernetes API: {0}")]
+    /// The Kubernetes API failed (told by [`kube_sentence`]).
+    #[error("{}", kube_sentence(.0))]
     Kube(#[from] kube::Error),
+    /// The API server does not serve a kind Quartet reads: its CRD is not installed (made by
+    /// [`Error::kube_for`], which knows the kind the request was for).
+    #[error("the {kind} CRD is not installed in this cluster: install Quartet's chart or apply crds/{crd}.yaml")]
+    KubeNotInstalled { kind: String, crd: String },
     /// The Connection cannot be used (absent, not allowed, wrong service, token Secret absent).
     #[error("{0}")]
     Connection(String),
@@ -63,6 +71,10 @@ pub enum Category {
     InvalidSpec,
     /// The Kubernetes API failed.
     KubeApi,
+    /// The Kubernetes API refused the operator's identity (403): its RBAC lacks a rule.
+    KubeForbidden,
+    /// A kind Quartet reads is not served: its CRD is not installed.
+    KubeNotInstalled,
 }
 
 impl Category {
@@ -77,7 +89,17 @@ impl Category {
             Category::ConnectionUnavailable => "ConnectionUnavailable",
             Category::InvalidSpec => "InvalidSpec",
             Category::KubeApi => "KubernetesApiError",
+            Category::KubeForbidden => "KubeForbidden",
+            Category::KubeNotInstalled => "KubeNotInstalled",
         }
+    }
+
+    /// Whether the category is a failure of the Kubernetes API rather than of the service.
+    pub fn is_kube(self) -> bool {
+        matches!(
+            self,
+            Category::KubeApi | Category::KubeForbidden | Category::KubeNotInstalled
+        )
     }
 }
 
@@ -94,7 +116,9 @@ impl Error {
                 ClientError::Config(_) => Category::ConnectionUnavailable,
                 _ => Category::Rejected,
             },
-            Error::Kube(_) | Error::Finalizer(_) => Category::KubeApi,
+            Error::Kube(e) => kube_category(e),
+            Error::KubeNotInstalled { .. } => Category::KubeNotInstalled,
+            Error::Finalizer(_) => Category::KubeApi,
             Error::Connection(_) => Category::ConnectionUnavailable,
             Error::MissingReference(_) | Error::InUse(_) => Category::ReferenceMissing,
             Error::Unsupported(_) => Category::Unsupported,
@@ -131,11 +155,132 @@ impl Error {
             },
             Category::ReferenceMissing
             | Category::ConnectionUnavailable
-            | Category::Unauthorized => exp(5, 300),
+            | Category::Unauthorized
+            | Category::KubeForbidden
+            | Category::KubeNotInstalled => exp(5, 300),
             Category::KubeApi => exp(1, 60),
             Category::Rejected | Category::Unsupported | Category::InvalidSpec => jitter(resync),
         }
     }
+}
+
+impl Error {
+    /// A Kubernetes API error of a request for kind `K`: a 404 without a Status body (the API
+    /// server has no such resource type) becomes [`Error::KubeNotInstalled`] naming `K`.
+    pub fn kube_for<K: Resource<DynamicType = ()>>(e: kube::Error) -> Error {
+        match &e {
+            kube::Error::Api(s) if is_unserved(s) => Error::KubeNotInstalled {
+                kind: K::kind(&()).into_owned(),
+                crd: format!("{}.{}", K::plural(&()), K::group(&())),
+            },
+            _ => Error::Kube(e),
+        }
+    }
+}
+
+/// A 404 that is not an object's NotFound: the path names no resource type the server serves
+/// (`404 page not found`, a plain-text body kube reports as "Failed to parse error data").
+fn is_unserved(s: &Status) -> bool {
+    s.code == 404 && s.reason != "NotFound" && s.details.is_none()
+}
+
+fn kube_category(e: &kube::Error) -> Category {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => Category::KubeForbidden,
+        kube::Error::Api(s) if is_unserved(s) => Category::KubeNotInstalled,
+        _ => Category::KubeApi,
+    }
+}
+
+/// A Kubernetes API error as a sentence for a condition, an Event or a log line:
+///
+/// - 403: `forbidden: the operator's ServiceAccount ns/name may not create secrets in
+///   namespace default` (read from the API server's message);
+/// - a 404 without a Status (no such resource type): a CRD is not installed;
+/// - any other answer: its code, reason and message;
+/// - no answer: the API server could not be reached, and why.
+pub fn kube_sentence(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => forbidden_sentence(s),
+        kube::Error::Api(s) if is_unserved(s) => {
+            "the Kubernetes API serves no such resource type (404 page not found): a CRD Quartet \
+             uses is not installed in this cluster"
+                .into()
+        }
+        kube::Error::Api(s) => {
+            let reason = if is_known_reason(&s.reason) {
+                format!(" {}", s.reason)
+            } else {
+                String::new()
+            };
+            let message = s.message.trim();
+            if message.is_empty() {
+                format!("the Kubernetes API answered {}{reason}", s.code)
+            } else {
+                format!("the Kubernetes API answered {}{reason}: {message}", s.code)
+            }
+        }
+        kube::Error::HyperError(inner) => {
+            format!("the Kubernetes API server could not be reached: {inner}")
+        }
+        kube::Error::Service(inner) => {
+            format!("the Kubernetes API server could not be reached: {inner}")
+        }
+        kube::Error::Auth(inner) => {
+            format!("the operator's Kubernetes credentials could not be used: {inner}")
+        }
+        kube::Error::SerdeError(inner) => {
+            format!("the Kubernetes API sent an answer Quartet could not read: {inner}")
+        }
+        other => format!("the Kubernetes API request failed: {other}"),
+    }
+}
+
+/// A reason the API server itself sends (one CamelCase word), not kube's stand-in for a body
+/// that was no Status ("Failed to parse error data").
+fn is_known_reason(reason: &str) -> bool {
+    !reason.is_empty() && reason.chars().all(|c| c.is_ascii_alphabetic())
+}
+
+/// `User "U" cannot VERB resource "RES" in API group "G" in the namespace "NS"` (or `at the
+/// cluster scope`), as the API server words a denial, told from the operator's side.
+fn forbidden_sentence(s: &Status) -> String {
+    let m = &s.message;
+    let quoted = |after: &str| -> Option<String> {
+        let rest = &m[m.find(after)? + after.len()..];
+        let rest = rest.strip_prefix('"')?;
+        Some(rest[..rest.find('"')?].to_string())
+    };
+    let who = match quoted("User ") {
+        Some(u) => match u.strip_prefix("system:serviceaccount:") {
+            Some(sa) => format!("the operator's ServiceAccount {}", sa.replacen(':', "/", 1)),
+            None => format!("the operator's identity {u}"),
+        },
+        None => "the operator's identity".to_string(),
+    };
+    let verb = m
+        .find(" cannot ")
+        .map(|i| &m[i + " cannot ".len()..])
+        .and_then(|r| r.split(' ').next())
+        .map(str::to_string);
+    let (Some(verb), Some(resource)) = (verb, quoted("resource ")) else {
+        let message = m.trim();
+        return if message.is_empty() {
+            format!("forbidden: {who} may not make this request")
+        } else {
+            format!("forbidden: {message}")
+        };
+    };
+    let group = quoted("in API group ")
+        .filter(|g| !g.is_empty())
+        .map(|g| format!(" (API group {g})"))
+        .unwrap_or_default();
+    let scope = match quoted("in the namespace ") {
+        Some(ns) => format!(" in namespace {ns}"),
+        None if m.contains("at the cluster scope") => " at the cluster scope".to_string(),
+        None => String::new(),
+    };
+    format!("forbidden: {who} may not {verb} {resource}{group}{scope}")
 }
 
 /// ±10% jitter so many objects do not wake together.
@@ -199,6 +344,118 @@ mod tests {
         };
         assert_eq!(r.reason(), "KeyImmutable");
         assert_eq!(r.category(), Category::InvalidSpec);
+    }
+
+    fn api(code: u16, reason: &str, message: &str, details: bool) -> kube::Error {
+        kube::Error::Api(Box::new(Status {
+            status: Some(kube::core::response::StatusSummary::Failure),
+            code,
+            message: message.into(),
+            metadata: None,
+            reason: reason.into(),
+            details: details.then(|| {
+                serde_json::from_value(serde_json::json!({"kind": "x"})).expect("details")
+            }),
+        }))
+    }
+
+    #[test]
+    fn a_404_without_a_status_names_the_missing_crd() {
+        // What kube makes of the API server's plain-text `404 page not found`.
+        let e = api(
+            404,
+            "Failed to parse error data",
+            "404 page not found",
+            false,
+        );
+        let named = Error::kube_for::<crate::api::Workspace>(e);
+        assert_eq!(named.category(), Category::KubeNotInstalled);
+        assert_eq!(named.reason(), "KubeNotInstalled");
+        assert_eq!(
+            named.to_string(),
+            "the Workspace CRD is not installed in this cluster: install Quartet's chart or apply crds/workspaces.workspaces.quartet.dev.yaml"
+        );
+        let e = Error::Kube(api(
+            404,
+            "Failed to parse error data",
+            "404 page not found",
+            false,
+        ));
+        assert_eq!(e.category(), Category::KubeNotInstalled);
+        assert!(e.to_string().contains("CRD"), "{e}");
+        assert!(!e.to_string().contains("Status {"), "{e}");
+        // An object's own NotFound is no missing CRD.
+        let e = Error::kube_for::<crate::api::Workspace>(api(
+            404,
+            "NotFound",
+            "workspaces.workspaces.quartet.dev \"w\" not found",
+            true,
+        ));
+        assert_eq!(e.category(), Category::KubeApi);
+        assert_eq!(
+            e.to_string(),
+            "the Kubernetes API answered 404 NotFound: workspaces.workspaces.quartet.dev \"w\" not found"
+        );
+    }
+
+    #[test]
+    fn a_403_says_what_the_service_account_may_not_do() {
+        let e = Error::Kube(api(
+            403,
+            "Forbidden",
+            "secrets \"s\" is forbidden: User \"system:serviceaccount:quartet-system:quartet\" cannot create resource \"secrets\" in API group \"\" in the namespace \"default\"",
+            true,
+        ));
+        assert_eq!(e.category(), Category::KubeForbidden);
+        assert_eq!(e.reason(), "KubeForbidden");
+        assert_eq!(
+            e.to_string(),
+            "forbidden: the operator's ServiceAccount quartet-system/quartet may not create secrets in namespace default"
+        );
+        let e = Error::Kube(api(
+            403,
+            "Forbidden",
+            "leases.coordination.k8s.io is forbidden: User \"system:serviceaccount:q:op\" cannot list resource \"leases\" in API group \"coordination.k8s.io\" at the cluster scope",
+            true,
+        ));
+        assert_eq!(
+            e.to_string(),
+            "forbidden: the operator's ServiceAccount q/op may not list leases (API group coordination.k8s.io) at the cluster scope"
+        );
+        let e = Error::Kube(api(403, "Forbidden", "", false));
+        assert_eq!(
+            e.to_string(),
+            "forbidden: the operator's identity may not make this request"
+        );
+    }
+
+    #[test]
+    fn other_kubernetes_errors_are_sentences() {
+        let e = Error::Kube(api(
+            409,
+            "Conflict",
+            "Operation cannot be fulfilled on secrets \"s\": the object has been modified",
+            true,
+        ));
+        assert_eq!(e.category(), Category::KubeApi);
+        assert_eq!(
+            e.to_string(),
+            "the Kubernetes API answered 409 Conflict: Operation cannot be fulfilled on secrets \"s\": the object has been modified"
+        );
+        let e = Error::Kube(api(502, "Failed to parse error data", "bad gateway", false));
+        assert_eq!(
+            e.to_string(),
+            "the Kubernetes API answered 502: bad gateway"
+        );
+        let e = Error::Kube(kube::Error::Service(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "tcp connect error: Connection refused (os error 111)",
+        ))));
+        assert_eq!(
+            e.to_string(),
+            "the Kubernetes API server could not be reached: tcp connect error: Connection refused (os error 111)"
+        );
+        assert_eq!(e.category(), Category::KubeApi);
     }
 
     #[test]

@@ -241,7 +241,7 @@ impl Operated for TotpEnrollment {
             let fields = self.fields(&method, &entity, handled.as_deref(), true);
             return Ok(self.step_with(
                 Step::not_ready(
-                    "KubernetesApiError",
+                    e.reason(),
                     format!("writing Secret {secret_name} failed, will generate again: {e}"),
                 )
                 .again(Duration::from_secs(5)),
