@@ -480,6 +480,62 @@ fn wait_run(sb: &Sandbox, name: &str, what: &str, f: impl Fn(&Value) -> bool) ->
 }
 
 #[test]
+fn a_run_whose_workspace_crd_is_not_installed_says_so_in_a_sentence() {
+    // Every CRD but the Workspace's, as when a real API server refused that one.
+    let sb = Sandbox::start(&[]);
+    let dir = repo_root().join("crds");
+    let mut args = vec!["apply".to_string(), "--server-side".to_string()];
+    for entry in std::fs::read_dir(&dir).expect("crds/") {
+        let path = entry.expect("dir entry").path();
+        if !path.ends_with("workspaces.workspaces.quartet.dev.yaml") {
+            args.extend(["-f".to_string(), path.display().to_string()]);
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    sb.kubectl_ok(&args);
+    sb.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd",
+        "--all",
+    ]);
+    assert!(!sb
+        .kubectl(&["get", "crd", "workspaces.workspaces.quartet.dev"])
+        .status
+        .success());
+    sb.connect_workspaces();
+    let op = Operator::start(&sb, "5m");
+    sb.apply_ok(&run_yaml("orphan", "nowhere", ""));
+    let obj = wait_run(&sb, "orphan", "the missing CRD in Ready", |o| {
+        condition(o, "Ready").is_some_and(|c| c["reason"] == "KubeNotInstalled")
+    });
+    let ready = condition(&obj, "Ready").unwrap();
+    assert_eq!(ready["status"], "False");
+    let message = ready["message"].as_str().unwrap();
+    assert_eq!(
+        message,
+        "the Workspace CRD is not installed in this cluster: install Quartet's chart or apply crds/workspaces.workspaces.quartet.dev.yaml"
+    );
+    let synced = condition(&obj, "Synced").unwrap();
+    assert_eq!(synced["reason"], "KubeNotInstalled");
+    assert_eq!(synced["message"], message);
+    // The run's own error lines in the operator's log carry the sentence, not a debug dump.
+    let log = std::fs::read_to_string(&op.log_path).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("orphan")).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("the Workspace CRD is not installed")),
+        "{log}"
+    );
+    for line in lines {
+        assert!(!line.contains("Status {"), "{line}");
+        assert!(!line.contains("Failed to parse error data"), "{line}");
+    }
+}
+
+#[test]
 fn a_run_waiting_for_confirmation_is_applied_by_setting_confirm() {
     let (sb, _op) = ready_env("5m");
     ws_with_config(&sb, "runs-a");

@@ -178,10 +178,27 @@ impl Error {
     }
 }
 
-/// A 404 that is not an object's NotFound: the path names no resource type the server serves
-/// (`404 page not found`, a plain-text body kube reports as "Failed to parse error data").
+/// A 404 that is not an object's NotFound (which names the object in its details): the path
+/// names no resource type the server serves. The apiextensions server answers a plain-text
+/// `404 page not found` (kube reports it as "Failed to parse error data"); other paths get a
+/// NotFound Status naming nothing ("the server could not find the requested resource").
 fn is_unserved(s: &Status) -> bool {
-    s.code == 404 && s.reason != "NotFound" && s.details.is_none()
+    s.code == 404
+        && (s.reason != "NotFound" || s.details.as_ref().is_none_or(|d| d.name.is_empty()))
+}
+
+/// `api.get_opt(name)`, except that a kind the API server does not serve is
+/// [`Error::KubeNotInstalled`] instead of an absent object (kube's `get_opt` takes any
+/// NotFound for an absent object).
+pub async fn get_opt<K>(api: &kube::Api<K>, name: &str) -> Result<Option<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get(name).await {
+        Ok(obj) => Ok(Some(obj)),
+        Err(kube::Error::Api(s)) if s.code == 404 && !is_unserved(&s) => Ok(None),
+        Err(e) => Err(Error::kube_for::<K>(e)),
+    }
 }
 
 fn kube_category(e: &kube::Error) -> Category {
@@ -203,8 +220,8 @@ pub fn kube_sentence(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) if s.code == 403 => forbidden_sentence(s),
         kube::Error::Api(s) if is_unserved(s) => {
-            "the Kubernetes API serves no such resource type (404 page not found): a CRD Quartet \
-             uses is not installed in this cluster"
+            "the Kubernetes API serves no such resource type: a CRD Quartet uses is not \
+             installed in this cluster"
                 .into()
         }
         kube::Error::Api(s) => {
@@ -353,8 +370,10 @@ mod tests {
             message: message.into(),
             metadata: None,
             reason: reason.into(),
+            // An object's error names it in its details; a path without a resource does not.
             details: details.then(|| {
-                serde_json::from_value(serde_json::json!({"kind": "x"})).expect("details")
+                let name = if message.contains('"') { "w" } else { "" };
+                serde_json::from_value(serde_json::json!({ "name": name })).expect("details")
             }),
         }))
     }
@@ -383,6 +402,14 @@ mod tests {
         ));
         assert_eq!(e.category(), Category::KubeNotInstalled);
         assert!(e.to_string().contains("CRD"), "{e}");
+        // The other wording of a path no resource serves: a NotFound naming no object.
+        let e = Error::kube_for::<crate::api::Workspace>(api(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+            true,
+        ));
+        assert_eq!(e.category(), Category::KubeNotInstalled);
         assert!(!e.to_string().contains("Status {"), "{e}");
         // An object's own NotFound is no missing CRD.
         let e = Error::kube_for::<crate::api::Workspace>(api(

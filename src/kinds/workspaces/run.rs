@@ -105,10 +105,7 @@ impl WorkspaceRun {
             .unwrap_or_default();
         let ns = self.namespace().unwrap_or_default();
         let api: Api<Workspace> = Api::namespaced(ctx.client.clone(), &ns);
-        let ws = api
-            .get_opt(&name)
-            .await
-            .map_err(Error::kube_for::<Workspace>)?;
+        let ws = crate::reconcile::error::get_opt(&api, &name).await?;
         ws.and_then(|w| {
             w.status
                 .and_then(|s| s.workspace_id.or(s.managed.remote_id))
