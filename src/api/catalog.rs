@@ -72,6 +72,7 @@ pub struct CatalogAclBootstrapSpec {
     /// (`GET /v1/acl/replication?dc=...`) into `status.replication`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
+    #[schemars(inner(length(max = 256)))]
     pub replication_datacenters: Vec<String>,
     /// The Connection to the catalog; defaults to the Connection named `catalog` in this
     /// namespace. Its token is not needed for the bootstrap itself.
@@ -227,6 +228,7 @@ pub struct CatalogAclTokenSpec {
     /// Log in again after this long (Go duration; default `24h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    #[schemars(length(max = 64))]
     pub rotation_interval: Option<String>,
     /// The Connection to the catalog; defaults to the Connection named `catalog` in this
     /// namespace.

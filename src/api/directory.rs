@@ -65,7 +65,7 @@ pub struct AdEngineSpec {
     pub mount: String,
     /// Distinguished name of the account the service binds as (use the full DN: it must
     /// identify exactly one entity for root rotation to work).
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 1024))]
     pub binddn: String,
     /// The Secret key holding the bind password. Write-only: sent on the first write and again
     /// only when the Secret's content changes (compared by keyed hash), never on other edits,
@@ -74,12 +74,15 @@ pub struct AdEngineSpec {
     /// LDAP URL(s) of the directory, comma-separated and tried in order (service default
     /// `ldap://127.0.0.1`). Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
     pub url: Option<String>,
     /// Base DN under which to search for users. Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub userdn: Option<String>,
     /// Domain used to build a user principal name `binddn@upndomain`. Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
     pub upndomain: Option<String>,
     /// CA certificate (x509 PEM) to verify the directory's TLS certificate. Managed only when
     /// set.
@@ -95,31 +98,36 @@ pub struct AdEngineSpec {
     /// Default password lifetime (e.g. `24h`); unset or `0` takes the service's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+[hms])+)$"))]
+    #[schemars(length(max = 64))]
     pub ttl: Option<String>,
     /// Longest lifetime a role may set (e.g. `720h`); unset or `0` takes the service's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+[hms])+)$"))]
+    #[schemars(length(max = 64))]
     pub max_ttl: Option<String>,
     /// Per-URL connection timeout (service default `30s`). Write-only in the service (it is not
     /// returned by a read): sent only when this field changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+[hms])+)$"))]
+    #[schemars(length(max = 64))]
     pub connection_timeout: Option<String>,
     /// Request timeout (service default `90s`). Write-only in the service: sent only when this
     /// field changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+[hms])+)$"))]
+    #[schemars(length(max = 64))]
     pub request_timeout: Option<String>,
     /// How much later than the service's own rotation a password-last-set time in the
     /// directory may be before the service treats it as changed outside and rotates it again
     /// (service default `5s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+[hms])+)$"))]
+    #[schemars(length(max = 64))]
     pub last_rotation_tolerance: Option<String>,
     /// Name of a password policy of the service used to generate passwords. Mutually exclusive
     /// with `length` and `formatter`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 255))]
     pub password_policy: Option<String>,
     /// Deprecated: length of generated passwords (at least 14; service default 64). Mutually
     /// exclusive with `passwordPolicy`.
@@ -132,6 +140,7 @@ pub struct AdEngineSpec {
     #[x_kube(
         validation = Rule::new("self.matches('[{][{]PASSWORD[}][}]') && !self.matches('(?s)[{][{]PASSWORD[}][}].*[{][{]PASSWORD[}][}]')").message("formatter must contain {{PASSWORD}} exactly once")
     )]
+    #[schemars(length(max = 256))]
     pub formatter: Option<String>,
     /// When the service rotates the bind password (after which only the service knows it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,6 +148,7 @@ pub struct AdEngineSpec {
     /// Any new value rotates the bind password once (GitOps-safe: the value handled is kept in
     /// `status.handledRotateRootRequest`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub rotate_root_request: Option<String>,
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
@@ -161,6 +171,7 @@ pub struct RotateRoot {
     /// Time between rotations for `Interval` (e.g. `720h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+[hms])+)$"))]
+    #[schemars(length(max = 64))]
     pub interval: Option<String>,
 }
 
@@ -238,12 +249,13 @@ pub struct AdRoleSpec {
     pub mount: String,
     /// The account's user principal name (e.g. `app@example.com`); the service checks that it
     /// exists in the directory.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 256))]
     pub service_account_name: String,
     /// Password lifetime (e.g. `12h`); unset takes the engine's `ttl`. The service rotates the
     /// password on the first credentials read after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+[hms])+)$"))]
+    #[schemars(length(max = 64))]
     pub ttl: Option<String>,
     /// A Secret (owned by this role) to keep the credentials in: `username`, `password` and
     /// `lastPassword`, refreshed whenever the password changes.
@@ -252,6 +264,7 @@ pub struct AdRoleSpec {
     /// Any new value rotates the role's password once (GitOps-safe: the value handled is kept
     /// in `status.handledRotateRequest`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub rotate_request: Option<String>,
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
@@ -340,15 +353,18 @@ pub struct AdLibrarySetSpec {
     /// account must exist in the directory and belong to no other set.
     #[schemars(length(min = 1))]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    #[schemars(inner(length(max = 256)))]
     pub service_account_names: Vec<String>,
     /// How long a check-out lasts (default `24h`; `0` is unlimited). Larger check-out requests
     /// are capped to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+[hms])+)$"))]
+    #[schemars(length(max = 64))]
     pub ttl: Option<String>,
     /// The longest a check-out may be renewed to (default `24h`; `0` is unlimited).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+[hms])+)$"))]
+    #[schemars(length(max = 64))]
     pub max_ttl: Option<String>,
     /// Let any caller check accounts in, not only the borrower (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -448,12 +464,13 @@ pub struct AdCheckoutSpec {
     pub set_ref: Option<SecretName>,
     /// The name of a library set in the service to borrow from. One of `setRef` and `setName`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 253))]
     pub set_name: Option<String>,
     /// Requested check-out length (capped by the set's ttl, as the service does); unset takes
     /// the set's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+[hms])+)$"))]
+    #[schemars(length(max = 64))]
     pub ttl: Option<String>,
     /// Name of the Secret (owned by this resource) receiving `serviceAccountName` and
     /// `password`; defaults to `metadata.name`.
@@ -478,9 +495,11 @@ pub struct AdCheckoutStatus {
     pub managed: ManagedStatus,
     /// The account checked out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub service_account_name: Option<String>,
     /// The set it was checked out of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub set_name: Option<String>,
     /// When the check-out's lease ends unless renewed (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -99,6 +99,7 @@ pub struct DrPrimary {
     /// Cluster address given to secondaries when the real one is not reachable from them
     /// (`primary_cluster_addr` of `primary/enable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
     pub primary_cluster_addr: Option<String>,
 }
 
@@ -117,16 +118,19 @@ pub struct DrSecondary {
     pub connection_ref: ConnectionRef,
     /// API address of the primary as this secondary should reach it (`primary_api_addr`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
     pub primary_api_addr: Option<String>,
     /// A Secret key holding the PEM CA of the primary, for this secondary (`ca_file`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_secret_ref: Option<SecretKeyRef>,
     /// A new value runs a reindex of this secondary once (needs `keySharesSecretRef`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub reindex_request: Option<String>,
     /// A new value runs a Merkle-tree check of this secondary once (needs
     /// `keySharesSecretRef`); corrupted pages go to status and an Event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub merkle_check_request: Option<String>,
 }
 

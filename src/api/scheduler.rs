@@ -69,6 +69,7 @@ pub struct DeploymentGateSpec {
     /// allows; `status.revertedJobVersion` records the version. Go duration, e.g. `10m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    #[schemars(length(max = 64))]
     pub progress_deadline: Option<String>,
     /// Allocation health for groups whose update uses manual health checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,10 +100,12 @@ pub struct PromoteSpec {
     /// Task groups to promote; empty means every group with canaries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
+    #[schemars(inner(length(max = 256)))]
     pub groups: Vec<String>,
     /// How long the canaries must have been healthy before promotion. Go duration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    #[schemars(length(max = 64))]
     pub healthy_for: Option<String>,
 }
 
@@ -128,6 +131,7 @@ pub struct ManualHealthSpec {
     /// duration; default `10s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    #[schemars(length(max = 64))]
     pub healthy_for: Option<String>,
 }
 

@@ -58,6 +58,7 @@ pub struct SecretsPolicySpec {
     /// e.g. `secret/*`; `*` alone affects all authenticated and login requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
+    #[schemars(inner(length(max = 1024)))]
     pub paths: Option<Vec<String>>,
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.

@@ -85,6 +85,7 @@ pub struct TransformRoleSpec {
     /// Names of the transformations this role may use (a set; order is not significant).
     #[serde(default)]
     #[schemars(length(max = 256))]
+    #[schemars(inner(length(max = 256)))]
     pub transformations: Vec<String>,
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
@@ -252,6 +253,7 @@ pub struct TransformTemplateSpec {
     pub alphabet: Option<String>,
     /// Output format of encode (FPE only; empty keeps the input format). Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub encode_format: Option<String>,
     /// Named decode formats (name → format, FPE only). Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -457,6 +459,7 @@ pub struct TransformationSpec {
     /// none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
+    #[schemars(inner(length(max = 256)))]
     pub allowed_roles: Option<Vec<String>>,
     /// Whether the service may delete this transformation (fpe and tokenization). Deleting it
     /// deletes its key and makes decoding impossible: with `deletionPolicy: Delete` the operator
@@ -479,6 +482,7 @@ pub struct TransformationSpec {
     /// `[builtin/internal]`). Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
+    #[schemars(inner(length(max = 256)))]
     pub stores: Option<Vec<String>>,
     /// Create the transformation with an imported key (fpe or tokenization). Set only on create.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -539,9 +543,11 @@ pub struct StoreCredentialsRef {
     pub name: String,
     /// Key holding the user name (default `username`).
     #[serde(default = "default_username_key")]
+    #[schemars(length(max = 253))]
     pub username_key: String,
     /// Key holding the password (default `password`).
     #[serde(default = "default_password_key")]
+    #[schemars(length(max = 253))]
     pub password_key: String,
 }
 
@@ -554,6 +560,7 @@ pub struct SchemaInit {
     pub credentials_secret_ref: StoreCredentialsRef,
     /// Transformation type the schema is for (default `tokenization`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub transformation_type: Option<String>,
 }
 
@@ -621,9 +628,11 @@ pub struct TransformStoreSpec {
     /// Transformation types the store supports (a set; service default `[tokenization]`).
     /// Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 64)))]
     pub supported_transformations: Option<Vec<String>>,
     /// Database schema (service default `public`). Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
     pub schema: Option<String>,
     /// Maximum open connections (service default 4). Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -60,10 +60,12 @@ pub struct IdpUserSpec {
     /// Local groups the user belongs to (a set; compared without regard to order or case).
     /// Left out, the service's value is kept and not managed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 256)))]
     pub groups: Option<Vec<String>>,
     /// Policies the user's logins get (a set; compared without regard to order or case). Left
     /// out, the service's value is kept and not managed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 256)))]
     pub policies: Option<Vec<String>>,
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
@@ -133,6 +135,7 @@ pub struct IdpGroupSpec {
     /// Policies the group's members' logins get (a set; compared without regard to order or
     /// case). Left out, the service's value is kept and not managed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 256)))]
     pub policies: Option<Vec<String>>,
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
@@ -208,6 +211,7 @@ pub struct IdpAuthMethodSpec {
     /// Base domain of the provider's API; the provider's default domain when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("!self.contains(' ')").message("baseUrl must not contain spaces"))]
+    #[schemars(length(max = 2048))]
     pub base_url: Option<String>,
     /// Skip the provider's MFA request (also ignores other account statuses such as an expired
     /// password).
@@ -245,24 +249,30 @@ pub struct IdpTokenSettings {
     /// Incremental lifetime of tokens (e.g. `1h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(s|m|h|d))+)$"))]
+    #[schemars(length(max = 64))]
     pub ttl: Option<String>,
     /// Maximum lifetime of tokens (e.g. `24h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(s|m|h|d))+)$"))]
+    #[schemars(length(max = 64))]
     pub max_ttl: Option<String>,
     /// Hard cap of a token's lifetime, even when renewable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(s|m|h|d))+)$"))]
+    #[schemars(length(max = 64))]
     pub explicit_max_ttl: Option<String>,
     /// Period of periodic tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(s|m|h|d))+)$"))]
+    #[schemars(length(max = 64))]
     pub period: Option<String>,
     /// Policies encoded on tokens (a set), in addition to the user's and groups'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 256)))]
     pub policies: Option<Vec<String>>,
     /// CIDR blocks allowed to log in and to use the tokens (a set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 64)))]
     pub bound_cidrs: Option<Vec<String>>,
     /// When true, the `default` policy is not added to tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -66,6 +66,7 @@ pub struct TotpMethodSpec {
     /// Hash algorithm: `SHA1` (service default), `SHA256` or `SHA512`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self in ['SHA1', 'SHA256', 'SHA512']").message("algorithm must be SHA1, SHA256 or SHA512"))]
+    #[schemars(length(max = 16))]
     pub algorithm: Option<String>,
     /// Number of digits of a passcode: 6 (service default) or 8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,6 +85,7 @@ pub struct TotpMethodSpec {
     /// creating a new one. Immutable once set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')").message("methodId must be a UUID"))]
+    #[schemars(length(max = 36))]
     pub method_id: Option<String>,
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
@@ -166,6 +168,7 @@ pub struct TotpEnrollmentSpec {
     /// Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')").message("methodId must be a UUID"))]
+    #[schemars(length(max = 36))]
     pub method_id: Option<String>,
     /// ID of the identity entity that receives the secret. Exactly one of `entityId` and
     /// `entityName`. Immutable.
@@ -210,6 +213,7 @@ pub struct TotpEnrollmentStatus {
     pub managed: ManagedStatus,
     /// The TOTP method the secret was generated for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 36))]
     pub method_id: Option<String>,
     /// The entity that holds the secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -58,6 +58,7 @@ pub struct NoCodeModuleSpec {
     pub organization: Option<String>,
     /// The private-registry module to provision from (`mod-…`). Immutable.
     #[schemars(regex(pattern = r"^mod-[A-Za-z0-9]+$"))]
+    #[schemars(length(max = 64))]
     pub registry_module_id: String,
     /// Whether workspaces may be provisioned from the module (default true: declaring the
     /// resource means provisioning from it). Always sent explicitly, as real services default it
@@ -80,6 +81,7 @@ pub struct NoCodeModuleSpec {
     /// Adopt this existing no-code module (`nocode-…`) instead of enabling a new one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^nocode-[A-Za-z0-9]+$"))]
+    #[schemars(length(max = 64))]
     pub no_code_module_id: Option<String>,
     /// The Connection to the workspace service; defaults to the Connection named `workspaces`
     /// in this namespace. Its token must be a user or team token (organization tokens cannot
@@ -111,6 +113,7 @@ pub struct VariableOption {
     pub type_: String,
     /// The values a no-code workspace may choose from.
     #[serde(default)]
+    #[schemars(inner(length(max = 1024)))]
     pub options: Vec<String>,
 }
 
@@ -122,6 +125,7 @@ pub struct NoCodeModuleStatus {
     pub managed: ManagedStatus,
     /// The service's id of the no-code module (`nocode-…`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub no_code_module_id: Option<String>,
     /// Organization of the module.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,6 +178,7 @@ pub struct NoCodeWorkspaceSpec {
     /// The no-code module to provision from (`nocode-…`), when it is not managed here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^nocode-[A-Za-z0-9]+$"))]
+    #[schemars(length(max = 64))]
     pub no_code_module_id: Option<String>,
     /// Workspace name; defaults to `metadata.name`. Letters, numbers, `-` and `_`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -189,6 +194,7 @@ pub struct NoCodeWorkspaceSpec {
     /// Agent pool (`apool-…`): required with `agent`, refused with `remote`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^apool-[A-Za-z0-9]+$"))]
+    #[schemars(length(max = 64))]
     pub agent_pool_id: Option<String>,
     /// Apply runs automatically after a successful plan. Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -197,6 +203,7 @@ pub struct NoCodeWorkspaceSpec {
     /// Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^prj-[A-Za-z0-9]+$"))]
+    #[schemars(length(max = 64))]
     pub project_id: Option<String>,
     /// Friendly name of the creating client, shown by the service. Set at creation only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -364,6 +371,7 @@ pub struct NoCodeWorkspaceStatus {
     pub workspace_id: Option<String>,
     /// The no-code module it was provisioned from (`nocode-…`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub no_code_module_id: Option<String>,
     /// Organization of the workspace.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -61,6 +61,7 @@ pub struct WorkspaceRunSpec {
     pub workspace_ref: Option<WorkspaceRef>,
     /// The workspace id (`ws-…`) instead of `workspaceRef`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub workspace_id: Option<String>,
     /// Message of the run. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,9 +77,11 @@ pub struct WorkspaceRunSpec {
     pub refresh_only: Option<bool>,
     /// Resource addresses to replace. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 1024)))]
     pub replace_addrs: Option<Vec<String>>,
     /// Resource addresses to target. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 1024)))]
     pub target_addrs: Option<Vec<String>>,
     /// Run variables (HCL literals as strings), taking precedence over workspace variables.
     /// Immutable.
@@ -89,6 +92,7 @@ pub struct WorkspaceRunSpec {
     pub plan_only: Option<bool>,
     /// Engine version (plan-only runs only). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub engine_version: Option<String>,
     /// Apply even when the plan has no changes. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +102,7 @@ pub struct WorkspaceRunSpec {
     pub auto_apply: Option<bool>,
     /// Configuration version (`cv-…`) to run (default: the latest). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub configuration_version_id: Option<String>,
     /// Apply the run when it waits for confirmation (`actions.is-confirmable`). Sent once.
     #[serde(default)]
@@ -137,7 +142,7 @@ pub struct WorkspaceRef {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunVariable {
     /// Variable name.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 128))]
     pub key: String,
     /// HCL literal, as a string (e.g. `"\"eu\""` or `3`).
     pub value: String,
@@ -154,6 +159,7 @@ pub struct WorkspaceRunStatus {
     pub run_id: Option<String>,
     /// The workspace the run belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub workspace_id: Option<String>,
     /// The run's state as the service names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

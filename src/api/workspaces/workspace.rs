@@ -171,14 +171,17 @@ pub struct WorkspaceSettings {
     pub speculative_enabled: Option<bool>,
     /// Engine version or constraint (e.g. `1.9.8`, `~> 1.9.0`). Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub engine_version: Option<String>,
     /// Paths monitored besides the working directory (a set). Not with `triggerPatterns`.
     /// Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 1024)))]
     pub trigger_prefixes: Option<Vec<String>>,
     /// Glob patterns of monitored files (a set). Not with `triggerPrefixes`. Managed only when
     /// set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 1024)))]
     pub trigger_patterns: Option<Vec<String>>,
     /// The VCS repository. Managed only when set; removing it (once managed) removes the
     /// repository from the workspace.
@@ -187,6 +190,7 @@ pub struct WorkspaceSettings {
     /// Relative path the runs execute in (default: the repository root). Managed only when
     /// set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub working_directory: Option<String>,
     /// Drift-detection assessments (remote execution only). Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,6 +198,7 @@ pub struct WorkspaceSettings {
     /// Project (`prj-…`) of the workspace (default: the organization's default project).
     /// Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub project_id: Option<String>,
 }
 
@@ -202,19 +207,21 @@ pub struct WorkspaceSettings {
 #[serde(rename_all = "camelCase")]
 pub struct VcsRepo {
     /// VCS connection (`ot-…`). Required.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 64))]
     pub oauth_token_id: String,
     /// Repository, `:org/:repo`. Required.
-    #[schemars(length(min = 1), regex(pattern = r"^[^/]+/.+$"))]
+    #[schemars(length(min = 1, max = 255), regex(pattern = r"^[^/]+/.+$"))]
     pub identifier: String,
     /// Branch; empty or unset means the repository's default branch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
     pub branch: Option<String>,
     /// Fetch submodules when cloning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress_submodules: Option<bool>,
     /// Start runs for VCS tags matching this regular expression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub tags_regex: Option<String>,
 }
 
