@@ -310,7 +310,66 @@ pub fn crd(args: CrdArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::reflow;
+    use super::{finish_schema, reflow, DEFAULT_MAX_ITEMS, DEFAULT_MAX_LENGTH};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+
+    fn schema(v: serde_json::Value) -> JSONSchemaProps {
+        serde_json::from_value(v).expect("a schema")
+    }
+
+    #[test]
+    fn integer_formats_become_the_two_kubernetes_knows() {
+        let mut s = schema(serde_json::json!({"type": "object", "properties": {
+            "a": {"type": "integer", "format": "uint32"},
+            "b": {"type": "integer", "format": "uint8"},
+            "c": {"type": "integer", "format": "int64"},
+            "d": {"type": "number", "format": "double"},
+            "e": {"type": "number", "format": "decimal"},
+            "f": {"type": "string", "format": "date-time"},
+        }}));
+        finish_schema(&mut s);
+        let p = s.properties.unwrap();
+        let fmt = |k: &str| p[k].format.clone();
+        assert_eq!(fmt("a").as_deref(), Some("int64"));
+        assert_eq!(fmt("b").as_deref(), Some("int32"));
+        assert_eq!(fmt("c").as_deref(), Some("int64"));
+        assert_eq!(fmt("d").as_deref(), Some("double"));
+        assert_eq!(fmt("e"), None);
+        assert_eq!(fmt("f").as_deref(), Some("date-time"));
+        assert_eq!(
+            p["f"].max_length, None,
+            "a date-time is priced from its format"
+        );
+    }
+
+    #[test]
+    fn unbounded_strings_lists_and_maps_get_a_bound_stated_once_in_their_description() {
+        let mut s = schema(serde_json::json!({"type": "object", "properties": {
+            "name": {"type": "string", "description": "Name.", "maxLength": 90},
+            "note": {"type": "string", "description": "Free text."},
+            "tags": {"type": "array", "description": "Tags, at most 100.", "maxItems": 100,
+                     "items": {"type": "string", "maxLength": 255}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "mode": {"type": "string", "enum": ["a", "b"]},
+        }}));
+        finish_schema(&mut s);
+        let p = s.properties.unwrap();
+        let d = |k: &str| p[k].description.clone().unwrap_or_default();
+        assert_eq!(d("name"), "Name. At most 90 characters.");
+        assert_eq!(p["note"].max_length, Some(DEFAULT_MAX_LENGTH));
+        assert_eq!(
+            d("note"),
+            format!("Free text. At most {DEFAULT_MAX_LENGTH} characters.")
+        );
+        assert_eq!(d("tags"), "Tags, at most 100. Each at most 255 characters.");
+        assert_eq!(p["labels"].max_properties, Some(DEFAULT_MAX_ITEMS));
+        assert_eq!(
+            d("labels"),
+            format!("At most {DEFAULT_MAX_ITEMS} entries. Values at most {DEFAULT_MAX_LENGTH} characters.")
+        );
+        assert_eq!(p["mode"].max_length, None);
+        assert!(p["mode"].description.is_none());
+    }
 
     #[test]
     fn joins_paragraph_lines_and_keeps_breaks_and_lists() {
