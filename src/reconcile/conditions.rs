@@ -20,7 +20,7 @@ pub fn set(
     generation: Option<i64>,
 ) -> bool {
     let status = if status { "True" } else { "False" };
-    let message = message.into();
+    let message = bounded(message.into());
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {
             let changed = c.status != status
@@ -50,6 +50,21 @@ pub fn set(
     }
 }
 
+/// Longest message a condition keeps: the CRDs bound `message` to 32768 characters (as
+/// Kubernetes' own conditions), and a longer one would make the API server refuse the whole
+/// status write.
+pub const MAX_MESSAGE: usize = 32_768;
+
+/// `message` cut to [`MAX_MESSAGE`] characters, marked with `…` when cut.
+fn bounded(message: String) -> String {
+    if message.chars().nth(MAX_MESSAGE).is_none() {
+        return message;
+    }
+    let mut m: String = message.chars().take(MAX_MESSAGE - 1).collect();
+    m.push('…');
+    m
+}
+
 pub fn remove(conditions: &mut Vec<Condition>, type_: &str) -> bool {
     let before = conditions.len();
     conditions.retain(|c| c.type_ != type_);
@@ -63,6 +78,31 @@ pub fn get<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_longer_than_the_crd_allows_is_cut_to_its_bound() {
+        let mut conds = Vec::new();
+        set(
+            &mut conds,
+            READY,
+            false,
+            "Rejected",
+            "é".repeat(MAX_MESSAGE),
+            None,
+        );
+        assert_eq!(conds[0].message.chars().count(), MAX_MESSAGE);
+        assert!(!conds[0].message.ends_with('…'));
+        set(
+            &mut conds,
+            READY,
+            false,
+            "Rejected",
+            "x".repeat(MAX_MESSAGE + 5),
+            None,
+        );
+        assert_eq!(conds[0].message.chars().count(), MAX_MESSAGE);
+        assert!(conds[0].message.ends_with('…'));
+    }
 
     #[test]
     fn transition_time_is_kept_when_status_does_not_change() {
