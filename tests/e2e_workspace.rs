@@ -255,6 +255,25 @@ fn invalid_manifests_are_refused_with_the_rule_message() {
         assert!(!out.status.success(), "accepted: {spec}");
         assert!(err.contains(message), "{spec}: {err}");
     }
+    // metadata.name stands in for spec.name only when it is a workspace name: no `.`, at most
+    // 90 characters.
+    let long = "a".repeat(91);
+    for name in ["has.dot", long.as_str()] {
+        let yaml = format!(
+            "apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {{name: {name}, namespace: default}}\nspec: {{}}\n"
+        );
+        let out = sb.apply_yaml(&yaml);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "accepted: {name}");
+        assert!(
+            err.contains("metadata.name is not a valid workspace name"),
+            "{name}: {err}"
+        );
+        let yaml = format!(
+            "apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {{name: {name}, namespace: default}}\nspec: {{name: fine, deletionPolicy: Retain}}\n"
+        );
+        sb.apply_ok(&yaml);
+    }
 }
 
 #[test]
