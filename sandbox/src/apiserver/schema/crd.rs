@@ -34,7 +34,9 @@ fn s(v: &Value) -> Option<&str> {
     v.as_str()
 }
 
-pub(crate) fn validate(crd: &Value) -> Vec<FieldError> {
+/// `old` is the stored CRD on update (per-rule CEL cost limits are not applied to a schema the
+/// update leaves unchanged).
+pub(crate) fn validate(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let spec = &crd["spec"];
     let group = s(&spec["group"]).unwrap_or("");
@@ -84,6 +86,7 @@ pub(crate) fn validate(crd: &Value) -> Vec<FieldError> {
 
     validate_names(names, &mut errs);
     validate_versions(spec, &mut errs);
+    validate_schemas(crd, old, &mut errs);
     errs
 }
 
@@ -199,16 +202,33 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
             }
             seen.push(name);
         }
-        let schema_path = format!("{base}.schema.openAPIV3Schema");
-        match v["schema"]["openAPIV3Schema"].as_object() {
-            None => errs.push(FieldError::required(schema_path, "schemas are required")),
-            Some(_) => {
-                let schema = &v["schema"]["openAPIV3Schema"];
-                structural(schema, &schema_path, Position::Root, errs);
-                cel_rules(schema, &schema_path, errs);
-            }
+        if !v["schema"]["openAPIV3Schema"].is_object() {
+            errs.push(FieldError::required(
+                format!("{base}.schema.openAPIV3Schema"),
+                "schemas are required",
+            ));
         }
         validate_printer_columns(&v["additionalPrinterColumns"], &base, errs);
+    }
+}
+
+/// The schemas, named as kube-apiserver names them (`spec.validation.openAPIV3Schema` when all
+/// versions share one): structure, CEL rules that must compile and, when both hold, the rules'
+/// estimated cost against Kubernetes' budgets.
+fn validate_schemas(crd: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    for (path, version, schema) in super::cel_cost::crd_schemas(crd) {
+        let mut schema_errs = Vec::new();
+        structural(schema, &path, Position::Root, &mut schema_errs);
+        let structural_ok = schema_errs.is_empty();
+        cel_rules(schema, &path, &mut schema_errs);
+        errs.extend(schema_errs);
+        if structural_ok {
+            let unchanged = old.is_some_and(|o| {
+                super::version_schema(o, &version) == super::version_schema(crd, &version)
+            });
+            let costs = super::cel_cost::schema_costs(schema, &path);
+            errs.extend(super::cel_cost::cost_errors(&costs, unchanged));
+        }
     }
 }
 

@@ -29,6 +29,7 @@
 //! CEL syntax error is kube-cel's rather than cel-go's.
 
 mod cel;
+mod cel_cost;
 mod crd;
 pub mod errors;
 mod formats;
@@ -42,6 +43,7 @@ pub mod table;
 
 use serde_json::Value;
 
+pub use cel_cost::{crd_rule_costs, RuleCost, SchemaCosts, PER_RULE_LIMIT, SCHEMA_LIMIT};
 pub use errors::{go_quote, go_value};
 pub use table::{human_duration, table_at};
 
@@ -195,12 +197,26 @@ pub fn version_schema<'a>(crd: &'a Value, version: &str) -> Option<&'a Value> {
 
 /// Check a CRD before it is stored (structural schema, names, versions). Errors name the field.
 pub fn validate_crd(crd: &Value) -> Result<(), Vec<FieldError>> {
-    let errs = crd::validate(crd);
+    validate_crd_update(crd, None)
+}
+
+/// [`validate_crd`] for a create (`old` is `None`) or an update of the stored `old`: as in
+/// kube-apiserver, an update that leaves a version's schema unchanged is not refused for a
+/// rule over the per-rule cost limit (the whole-schema limit still applies).
+pub fn validate_crd_update(crd: &Value, old: Option<&Value>) -> Result<(), Vec<FieldError>> {
+    let errs = crd::validate(crd, old);
     if errs.is_empty() {
         Ok(())
     } else {
         Err(errs)
     }
+}
+
+/// The `Warning` header texts kube-apiserver sends for a CRD create (`old` is `None`) or
+/// update: `unrecognized format "uint64"` for formats Kubernetes does not know (on update,
+/// only formats the old CRD did not have).
+pub fn crd_warnings(crd: &Value, old: Option<&Value>) -> Vec<String> {
+    formats::crd_warnings(crd, old)
 }
 
 /// The 422 `Status` body kube-apiserver returns for invalid objects:
