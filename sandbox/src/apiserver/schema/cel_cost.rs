@@ -1816,6 +1816,50 @@ pub fn crd_rule_costs(crd: &Value) -> Vec<SchemaCosts> {
         .collect()
 }
 
+/// A table of a CRD's rule costs against the limits, for people: one line per rule (cost,
+/// per-evaluation cost × cardinality, path), then each schema's total against
+/// [`SCHEMA_LIMIT`] and the share of it used.
+pub fn format_rule_costs(name: &str, costs: &[SchemaCosts]) -> String {
+    let mut out = format!("{name}\n");
+    for schema in costs {
+        for r in &schema.rules {
+            let flag = if r.cost > PER_RULE_LIMIT {
+                "  OVER the per-rule limit"
+            } else {
+                ""
+            };
+            out.push_str(&format!(
+                "  {:>20} = {:>14} x {:>9}  {}{flag}\n",
+                group_digits(r.cost),
+                group_digits(r.expression_cost),
+                group_digits(r.cardinality),
+                r.path
+            ));
+        }
+        out.push_str(&format!(
+            "  {:>20}   total of {} against {} ({:.2}% of the whole-schema budget; per rule at most {})\n",
+            group_digits(schema.total),
+            schema.path,
+            group_digits(SCHEMA_LIMIT),
+            schema.total as f64 * 100.0 / SCHEMA_LIMIT as f64,
+            group_digits(PER_RULE_LIMIT),
+        ));
+    }
+    out
+}
+
+fn group_digits(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// `getCostErrorMessage`.
 fn over_budget(what: &str, cost: u64, limit: u64) -> String {
     let factor = cost as f64 / limit as f64;

@@ -43,7 +43,9 @@ pub mod table;
 
 use serde_json::Value;
 
-pub use cel_cost::{crd_rule_costs, RuleCost, SchemaCosts, PER_RULE_LIMIT, SCHEMA_LIMIT};
+pub use cel_cost::{
+    crd_rule_costs, format_rule_costs, RuleCost, SchemaCosts, PER_RULE_LIMIT, SCHEMA_LIMIT,
+};
 pub use errors::{go_quote, go_value};
 pub use table::{human_duration, table_at};
 
