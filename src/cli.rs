@@ -120,6 +120,11 @@ pub struct CrdArgs {
     /// Write one file per CRD into this directory instead of printing.
     #[arg(long)]
     pub out: Vec<PathBuf>,
+    /// Print each CRD's CEL rule costs as kube-apiserver 1.36 estimates them, against its
+    /// limits; fail when a rule is over the per-rule limit or a CRD's rules use half or more
+    /// of the whole-schema budget. Needs the `sandbox` feature (the estimator lives there).
+    #[arg(long, conflicts_with = "out")]
+    pub check: bool,
 }
 
 #[cfg(feature = "sandbox")]

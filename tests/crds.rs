@@ -99,32 +99,11 @@ fn every_spec_field_is_documented() {
 /// Every CRD's CEL rules, priced as kube-apiserver 1.36 prices them at CRD creation (the dev
 /// API server refuses the same CRDs): each rule under the per-rule limit, and each schema's
 /// total under half of the whole-schema budget, so the next field does not tip it over.
-/// Prints the table (`cargo test --test crds -- --nocapture`).
+/// Prints the table (`cargo test --test crds -- --nocapture`, or `quartet crd --check`).
 #[cfg(feature = "sandbox")]
 #[test]
 fn every_crd_prices_its_cel_rules_under_half_the_kubernetes_budget() {
-    use quartet_sandbox::apiserver::schema::{
-        crd_rule_costs, format_rule_costs, PER_RULE_LIMIT, SCHEMA_LIMIT,
-    };
-    let mut over = Vec::new();
-    for crd in quartet::controllers::crds() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        let costs = crd_rule_costs(&serde_json::to_value(&crd).expect("CRD serializes"));
-        println!("{}", format_rule_costs(&name, &costs));
-        for schema in &costs {
-            if schema.total >= SCHEMA_LIMIT / 2 {
-                over.push(format!(
-                    "{name}: total {} is not under half of {SCHEMA_LIMIT}",
-                    schema.total
-                ));
-            }
-            for rule in schema.rules.iter().filter(|r| r.cost > PER_RULE_LIMIT) {
-                over.push(format!(
-                    "{name}: {} costs {} (limit {PER_RULE_LIMIT})",
-                    rule.path, rule.cost
-                ));
-            }
-        }
-    }
+    let (table, over) = quartet::crdgen::cel_cost_report().expect("CRDs serialize");
+    println!("{table}");
     assert!(over.is_empty(), "over budget:\n{}", over.join("\n"));
 }
