@@ -19,6 +19,11 @@
 //!   also applied on reads, and with `fieldValidation=Strict` unknown fields are rejected
 //!   before any validation error, as kube decodes first) and Table rendering
 //!   (`Accept: ...;as=Table;g=meta.k8s.io`) come from [`schema`].
+//! * CRD validation at create and update, including the estimated cost of every
+//!   `x-kubernetes-validations` rule priced as kube-apiserver 1.36 prices it (a rule over
+//!   10,000,000 or a schema over 100,000,000 is refused with the real 422 causes, e.g.
+//!   `estimated rule cost exceeds budget by factor of 42.8x`), and the `Warning:
+//!   unrecognized format "uint64"` header for formats Kubernetes does not know.
 //! * Built-in kinds: namespaces (`default`, `kube-system`, `kube-public`, `kube-node-lease`
 //!   exist at start; each namespace gets a `default` ServiceAccount), secrets (`stringData`
 //!   folded into `data`, `type` defaults to `Opaque`), configmaps, events (core/v1 and

@@ -23,10 +23,23 @@
 //! 5. on update, validation ratcheting: errors on values unchanged since the old object are
 //!    dropped (transition rules excepted).
 //!
+//! At CRD create and update ([`validate_crd_update`]): names, versions, structural schemas
+//! (named `spec.validation.openAPIV3Schema` when every version shares one schema, as the v1 →
+//! internal conversion hoists it, else `spec.versions[i].schema.openAPIV3Schema`), CEL rules
+//! that must compile, and each rule's **estimated cost** (`cel_cost`: Kubernetes 1.36's sizes
+//! from `maxLength`/`maxItems`/`maxProperties` or the 3 MiB request limit, cel-go's estimator,
+//! the Kubernetes library's function costs, times the rule's cardinality) against the
+//! per-rule limit of 10,000,000 and the whole-schema limit of 100,000,000, with the real
+//! messages; an update that leaves a version's schema unchanged skips the per-rule limit, as
+//! kube does. [`crd_warnings`] gives the `unrecognized format "..."` warnings of a CRD write;
+//! [`crd_rule_costs`] every rule's cost, for developers.
+//!
 //! Known differences from kube-apiserver: CEL rules are parsed but not type-checked against
-//! the schema at CRD creation (kube-cel has no checker), CEL cost budgets are not enforced,
-//! kube-cel correlates transition rules inside non-map lists by index, and the message of a
-//! CEL syntax error is kube-cel's rather than cel-go's.
+//! the schema at CRD creation (kube-cel has no checker; the cost estimator infers the types it
+//! needs from the schema), two-variable comprehensions (`all(k, v, ...)`, `transformList`)
+//! and the ext `lists`/`sets` functions are priced as plain calls, kube-cel correlates
+//! transition rules inside non-map lists by index, and the message of a CEL syntax error is
+//! kube-cel's rather than cel-go's.
 
 mod cel;
 mod cel_cost;
