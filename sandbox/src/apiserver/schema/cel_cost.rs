@@ -672,6 +672,7 @@ fn call_type(name: &str, target: Option<&Ty>, args: &[Ty]) -> Ty {
         "cidr" | "masked" => Ty::Opaque("cidr"),
         "semver" => Ty::Opaque("semver"),
         "format.named" => Ty::Opaque("format"),
+        "cel.@mapInsert" => args.first().cloned().unwrap_or(Ty::Dyn),
         "getQuery" => Ty::Map(Box::new(Ty::Str), Box::new(Ty::List(Box::new(Ty::Str)))),
         "type" => Ty::Type,
         "dyn" => Ty::Dyn,
@@ -1284,6 +1285,9 @@ impl<'a> Coster<'a> {
         arg_exprs: &[IdedExpr],
     ) -> (Est, Option<Est>) {
         let arg_sum = arg_costs.iter().fold(Est::fixed(0), |acc, c| acc.add(*c));
+        if let Some((c, size)) = self.ext_call_cost(name, target, args) {
+            return (c.add(arg_sum), size);
+        }
         if let Some((c, size)) = self.k8s_call_cost(name, ov, target, args) {
             return (c.add(arg_sum), size);
         }
@@ -1394,6 +1398,63 @@ impl<'a> Coster<'a> {
             _ => {}
         }
         (Est::fixed(1).add(arg_sum), None)
+    }
+
+    /// The estimators cel-go's `ext` sets and lists (version 3) register for their overloads:
+    /// set operations cost the product of both sizes, list operations their result's size,
+    /// plus 1 for the call and 10 for a list they allocate.
+    fn ext_call_cost(
+        &self,
+        name: &str,
+        target: Option<&Node>,
+        args: &[Node],
+    ) -> Option<(Est, Option<Est>)> {
+        let call = Est::fixed(1);
+        let allocating = |factor: f64, size: Est| {
+            (
+                size.factor(factor).add(call).add(Est::fixed(LIST_CREATE)),
+                Some(size),
+            )
+        };
+        let literal = |n: Option<&Node>, default: u64| {
+            n.and_then(|n| n.expr).map_or(default, |v| v.max(0) as u64)
+        };
+        match (name, target) {
+            ("sets.contains" | "sets.intersects" | "sets.equivalent", None) if args.len() == 2 => {
+                let factor = if name == "sets.equivalent" { 2.0 } else { 1.0 };
+                let product = self.k8s_size(&args[0]).mul(self.k8s_size(&args[1]));
+                Some((product.factor(factor).add(call), None))
+            }
+            ("lists.range", None) if args.len() == 1 => {
+                Some(allocating(1.0, Est::fixed(literal(args.first(), u64::MAX))))
+            }
+            (_, Some(t)) if matches!(t.ty, Ty::List(_)) => {
+                let size = self.k8s_size(t);
+                match (name, args.len()) {
+                    ("reverse", 0) => Some(allocating(1.0, size)),
+                    ("flatten", 0 | 1) => {
+                        let depth =
+                            literal(args.first(), if args.is_empty() { 1 } else { u64::MAX });
+                        Some(allocating(depth as f64, size))
+                    }
+                    ("distinct", 0) => Some(allocating(2.0, size.mul(size))),
+                    ("sort", 0) => {
+                        let factor = match t.ty.first_param() {
+                            Some(Ty::Str | Ty::Bytes) => 2.0 + STRING_TRAVERSAL,
+                            _ => 2.0,
+                        };
+                        Some(allocating(factor, size.mul(size)))
+                    }
+                    ("slice", 2) => {
+                        let start = literal(args.first(), 0);
+                        let end = literal(args.get(1), size.max);
+                        Some(allocating(1.0, Est::fixed(end.saturating_sub(start))))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
     }
 
     /// k8s.io/apiserver `library.CostEstimator.EstimateCallCost` (and the ext library's
@@ -1591,10 +1652,213 @@ fn expr_size(e: &IdedExpr) -> Option<Est> {
     Some(Est::fixed(v))
 }
 
+fn max_id(e: &IdedExpr) -> u64 {
+    let mut m = e.id;
+    let mut visit = |x: &IdedExpr| m = m.max(max_id(x));
+    match &e.expr {
+        Expr::Call(c) => {
+            if let Some(t) = &c.target {
+                visit(t);
+            }
+            c.args.iter().for_each(&mut visit);
+        }
+        Expr::Comprehension(c) => {
+            for x in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                visit(x);
+            }
+        }
+        Expr::List(l) => l.elements.iter().for_each(&mut visit),
+        Expr::Map(mp) => {
+            for en in &mp.entries {
+                if let EntryExpr::MapEntry(me) = &en.expr {
+                    visit(&me.key);
+                    visit(&me.value);
+                }
+            }
+        }
+        Expr::Struct(st) => {
+            for en in &st.entries {
+                match &en.expr {
+                    EntryExpr::StructField(f) => visit(&f.value),
+                    EntryExpr::MapEntry(me) => {
+                        visit(&me.key);
+                        visit(&me.value);
+                    }
+                }
+            }
+        }
+        Expr::Select(sel) => visit(&sel.operand),
+        _ => {}
+    }
+    m
+}
+
+/// Expands the two-variable comprehension macros the parser leaves as calls (`all(k, v, p)`,
+/// `exists`, `existsOne`, `transformList`, `transformMap`) as cel-go's `ext` package does,
+/// so they are priced as the comprehensions they are.
+fn desugar(e: &IdedExpr, next: &mut u64) -> IdedExpr {
+    use kube_cel::cel::common::ast::{CallExpr, ComprehensionExpr, ListExpr, MapExpr};
+    fn fresh(next: &mut u64, expr: Expr) -> IdedExpr {
+        *next += 1;
+        IdedExpr { id: *next, expr }
+    }
+    let ident = |n: &str| Expr::Ident(n.to_string());
+    let call = |f: &str, args: Vec<IdedExpr>| {
+        Expr::Call(CallExpr {
+            func_name: f.to_string(),
+            target: None,
+            args,
+        })
+    };
+    let expr = match &e.expr {
+        Expr::Call(c) => {
+            let target = c.target.as_ref().map(|t| Box::new(desugar(t, next)));
+            let args: Vec<IdedExpr> = c.args.iter().map(|a| desugar(a, next)).collect();
+            let vars = match (args.first().map(|a| &a.expr), args.get(1).map(|a| &a.expr)) {
+                (Some(Expr::Ident(a)), Some(Expr::Ident(b))) => Some((a.clone(), b.clone())),
+                _ => None,
+            };
+            let macro_name = c.func_name.as_str();
+            let two_var = matches!(
+                (macro_name, args.len()),
+                ("all" | "exists" | "existsOne" | "exists_one", 3)
+                    | ("transformList" | "transformMap", 3 | 4)
+            );
+            match (target, vars) {
+                (Some(range), Some((v1, v2))) if two_var => {
+                    let accu = "@result";
+                    let mut rest = args.into_iter().skip(2);
+                    let first = rest.next().expect("three arguments");
+                    let second = rest.next();
+                    let (init, cond, step, result);
+                    match macro_name {
+                        "all" | "exists" => {
+                            let all = macro_name == "all";
+                            init = Expr::Literal(LiteralValue::Boolean(all.into()));
+                            let acc = fresh(next, ident(accu));
+                            let inner = if all {
+                                acc
+                            } else {
+                                let e = call("!_", vec![acc]);
+                                fresh(next, e)
+                            };
+                            cond = call("@not_strictly_false", vec![inner]);
+                            let acc = fresh(next, ident(accu));
+                            step = call(if all { "_&&_" } else { "_||_" }, vec![acc, first]);
+                            result = ident(accu);
+                        }
+                        "existsOne" | "exists_one" => {
+                            init = Expr::Literal(LiteralValue::Int(0.into()));
+                            cond = Expr::Literal(LiteralValue::Boolean(true.into()));
+                            let acc = fresh(next, ident(accu));
+                            let one = fresh(next, Expr::Literal(LiteralValue::Int(1.into())));
+                            let plus = call("_+_", vec![acc, one]);
+                            let plus = fresh(next, plus);
+                            let acc = fresh(next, ident(accu));
+                            step = call("_?_:_", vec![first, plus, acc]);
+                            let acc = fresh(next, ident(accu));
+                            let one = fresh(next, Expr::Literal(LiteralValue::Int(1.into())));
+                            result = call("_==_", vec![acc, one]);
+                        }
+                        _ => {
+                            let (filter, transform) = match second {
+                                Some(t) => (Some(first), t),
+                                None => (None, first),
+                            };
+                            let acc = fresh(next, ident(accu));
+                            let grown = if macro_name == "transformList" {
+                                init = Expr::List(ListExpr::new(Vec::new()));
+                                let list = fresh(next, Expr::List(ListExpr::new(vec![transform])));
+                                call("_+_", vec![acc, list])
+                            } else {
+                                init = Expr::Map(MapExpr {
+                                    entries: Vec::new(),
+                                });
+                                let key = fresh(next, ident(&v1));
+                                call("cel.@mapInsert", vec![acc, key, transform])
+                            };
+                            step = match filter {
+                                Some(f) => {
+                                    let grown = fresh(next, grown);
+                                    let acc = fresh(next, ident(accu));
+                                    call("_?_:_", vec![f, grown, acc])
+                                }
+                                None => grown,
+                            };
+                            cond = Expr::Literal(LiteralValue::Boolean(true.into()));
+                            result = ident(accu);
+                        }
+                    }
+                    Expr::Comprehension(Box::new(ComprehensionExpr {
+                        iter_range: *range,
+                        iter_var: v1,
+                        iter_var2: Some(v2),
+                        accu_var: accu.to_string(),
+                        accu_init: fresh(next, init),
+                        loop_cond: fresh(next, cond),
+                        loop_step: fresh(next, step),
+                        result: fresh(next, result),
+                    }))
+                }
+                (target, _) => Expr::Call(CallExpr {
+                    func_name: c.func_name.clone(),
+                    target,
+                    args,
+                }),
+            }
+        }
+        Expr::Comprehension(c) => {
+            let mut c = (**c).clone();
+            for x in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                *x = desugar(x, next);
+            }
+            Expr::Comprehension(Box::new(c))
+        }
+        Expr::List(l) => {
+            let mut l = l.clone();
+            for x in &mut l.elements {
+                *x = desugar(x, next);
+            }
+            Expr::List(l)
+        }
+        Expr::Map(mp) => {
+            let mut mp = mp.clone();
+            for en in &mut mp.entries {
+                if let EntryExpr::MapEntry(me) = &mut en.expr {
+                    me.key = desugar(&me.key, next);
+                    me.value = desugar(&me.value, next);
+                }
+            }
+            Expr::Map(mp)
+        }
+        Expr::Select(sel) => {
+            let mut sel = sel.clone();
+            sel.operand = Box::new(desugar(&sel.operand, next));
+            Expr::Select(sel)
+        }
+        other => other.clone(),
+    };
+    IdedExpr { id: e.id, expr }
+}
+
 /// The estimated maximum cost of one CEL expression evaluated on a node declared as `decl`
 /// (`None` when it does not parse: compilation errors are reported elsewhere).
 fn expression_cost(text: &str, decl: &Rc<Decl>, optional_old_self: bool) -> Option<u64> {
-    let ast = kube_cel::cel::parser::Parser::new().parse(text).ok()?;
+    let parsed = kube_cel::cel::parser::Parser::new().parse(text).ok()?;
+    let mut next = max_id(&parsed);
+    let ast = desugar(&parsed, &mut next);
     let self_ty = Ty::of_decl(decl);
     let old_self_ty = if optional_old_self {
         Ty::Optional(Box::new(self_ty.clone()))
@@ -1852,7 +2116,7 @@ fn group_digits(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -1894,7 +2158,7 @@ pub(crate) fn cost_errors(costs: &SchemaCosts, unchanged: bool) -> Vec<FieldErro
         // Rules under 1% of the schema budget are never named.
         if r.cost >= SCHEMA_LIMIT / 100 {
             most_expensive.push(r);
-            most_expensive.sort_by(|a, b| b.cost.cmp(&a.cost));
+            most_expensive.sort_by_key(|r| std::cmp::Reverse(r.cost));
             most_expensive.truncate(4);
         }
     }
@@ -2027,6 +2291,27 @@ mod tests {
         assert_eq!(costs.rules[0].cardinality, 241_979);
         let bounded = json!({"type": "object", "properties": {"list": {"type": "array", "maxItems": 20, "items": items}}});
         assert_eq!(schema_costs(&bounded, "s").rules[0].cardinality, 20);
+    }
+
+    /// `all(k, v, p)` is the two-variable comprehension of cel-go's `ext` package: over a map
+    /// of at most 10 it costs 1 (range) + 1 (result) + 10 × (2 + 1 + 2): loop condition 2,
+    /// `&&` with the accumulator 1, and `v != 'x'` ⌈min(40, 1) × 0.1⌉ = 1 plus 1 for `v`.
+    /// With one variable, `self[k]` costs 3 (index 1, `self` 1, `k` 1): 1 + 1 + 10 × 7.
+    #[test]
+    fn two_variable_comprehensions_are_priced_as_comprehensions() {
+        let schema = json!({"type": "object", "maxProperties": 10,
+            "additionalProperties": {"type": "string", "maxLength": 10}});
+        assert_eq!(cost("self.all(k, v, v != 'x')", schema.clone()), 52);
+        assert_eq!(cost("self.all(k, self[k] != 'x')", schema), 72);
+    }
+
+    /// `sets.contains` (cel-go `ext/sets.go`): the product of both list sizes (5 × 4) plus 1
+    /// for the call, plus 2 + 2 for the two selects.
+    #[test]
+    fn set_operations_cost_the_product_of_both_sizes() {
+        let list = |n: u64| json!({"type": "array", "maxItems": n, "items": {"type": "integer"}});
+        let schema = json!({"type": "object", "properties": {"a": list(5), "b": list(4)}});
+        assert_eq!(cost("sets.contains(self.a, self.b)", schema), 25);
     }
 
     #[test]

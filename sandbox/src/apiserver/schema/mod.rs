@@ -36,8 +36,8 @@
 //!
 //! Known differences from kube-apiserver: CEL rules are parsed but not type-checked against
 //! the schema at CRD creation (kube-cel has no checker; the cost estimator infers the types it
-//! needs from the schema), two-variable comprehensions (`all(k, v, ...)`, `transformList`)
-//! and the ext `lists`/`sets` functions are priced as plain calls, kube-cel correlates
+//! needs from the schema; where an overload depends on a type it cannot infer, `dyn`, it
+//! prices every candidate and keeps the dearest, as cel-go does), kube-cel correlates
 //! transition rules inside non-map lists by index, and the message of a CEL syntax error is
 //! kube-cel's rather than cel-go's.
 
