@@ -107,3 +107,20 @@ fn every_crd_prices_its_cel_rules_under_half_the_kubernetes_budget() {
     println!("{table}");
     assert!(over.is_empty(), "over budget:\n{}", over.join("\n"));
 }
+
+/// Kubernetes knows `int32`/`int64` on integers, `float`/`double` on numbers and a fixed set
+/// on strings; anything else (`uint64`, which schemars derives from `u64`) makes the API
+/// server answer `Warning: unrecognized format "uint64"` when the CRD is applied.
+#[cfg(feature = "sandbox")]
+#[test]
+fn no_crd_declares_a_format_kubernetes_does_not_know() {
+    let mut warnings = Vec::new();
+    for crd in quartet::crdgen::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let value = serde_json::to_value(&crd).expect("CRD serializes");
+        for w in quartet_sandbox::apiserver::schema::crd_warnings(&value, None) {
+            warnings.push(format!("{name}: {w}"));
+        }
+    }
+    assert!(warnings.is_empty(), "{}", warnings.join("\n"));
+}
