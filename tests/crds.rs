@@ -124,3 +124,30 @@ fn no_crd_declares_a_format_kubernetes_does_not_know() {
     }
     assert!(warnings.is_empty(), "{}", warnings.join("\n"));
 }
+
+/// `quartet crd --check` prints every CRD's rule costs and fails exactly when the report
+/// finds a rule or a schema over budget.
+#[cfg(feature = "sandbox")]
+#[test]
+fn quartet_crd_check_prints_the_costs_and_fails_only_when_over_budget() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_quartet"))
+        .args(["crd", "--check"])
+        .output()
+        .expect("quartet runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for crd in quartet::crdgen::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        assert!(
+            stdout.lines().any(|l| l == name),
+            "{name} missing from:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("total of spec.validation.openAPIV3Schema against 100,000,000"));
+    let (_, over) = quartet::crdgen::cel_cost_report().expect("CRDs serialize");
+    assert_eq!(
+        out.status.success(),
+        over.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
