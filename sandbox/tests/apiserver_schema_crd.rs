@@ -131,7 +131,7 @@ fn printer_column_types_are_checked() {
     assert_eq!(
         errs(&c),
         vec![
-            r#"spec.versions[0].additionalPrinterColumns[0].type: Unsupported value: "text": supported values: "boolean", "date", "integer", "number", "string""#
+            r#"spec.additionalPrinterColumns[0].type: Unsupported value: "text": supported values: "boolean", "date", "integer", "number", "string""#
         ]
     );
 }

@@ -87,7 +87,26 @@ pub(crate) fn validate(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
     validate_names(names, &mut errs);
     validate_versions(spec, &mut errs);
     validate_schemas(crd, old, &mut errs);
+    validate_hoisted_printer_columns(spec, &mut errs);
     errs
+}
+
+/// Printer columns shared by every version, validated once as `spec.additionalPrinterColumns`
+/// (where the conversion to the internal version puts them), after the schema as in kube.
+fn validate_hoisted_printer_columns(spec: &Value, errs: &mut Vec<FieldError>) {
+    let versions = spec["versions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let Some(first) = versions.first() else {
+        return;
+    };
+    if versions
+        .iter()
+        .all(|v| v.get("additionalPrinterColumns") == first.get("additionalPrinterColumns"))
+    {
+        validate_printer_columns(&first["additionalPrinterColumns"], "spec", errs);
+    }
 }
 
 fn validate_names(names: &Value, errs: &mut Vec<FieldError>) {
@@ -179,6 +198,11 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
             "must have at least one version marked as served",
         ));
     }
+    // Identical per-version printer columns are moved to `spec.additionalPrinterColumns` by
+    // the v1 → internal conversion, and kube names their errors there.
+    let printer_columns_hoisted = versions
+        .iter()
+        .all(|v| v.get("additionalPrinterColumns") == versions[0].get("additionalPrinterColumns"));
     let mut seen: Vec<&str> = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         let base = format!("spec.versions[{i}]");
@@ -208,7 +232,9 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
                 "schemas are required",
             ));
         }
-        validate_printer_columns(&v["additionalPrinterColumns"], &base, errs);
+        if !printer_columns_hoisted {
+            validate_printer_columns(&v["additionalPrinterColumns"], &base, errs);
+        }
     }
 }
 
