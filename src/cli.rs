@@ -124,6 +124,11 @@ pub struct CrdArgs {
     /// installed with `crds.install` and kept on uninstall with `crds.keep`.
     #[arg(long)]
     pub chart: Vec<PathBuf>,
+    /// Print each CRD's CEL rule costs as kube-apiserver 1.36 estimates them, against its
+    /// limits; fail when a rule is over the per-rule limit or a CRD's rules use half or more
+    /// of the whole-schema budget. Needs the `sandbox` feature (the estimator lives there).
+    #[arg(long, conflicts_with_all = ["out", "chart"])]
+    pub check: bool,
 }
 
 #[cfg(feature = "sandbox")]

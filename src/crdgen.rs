@@ -291,7 +291,66 @@ fn chart_template(yaml: &str) -> anyhow::Result<String> {
     Ok(t)
 }
 
+/// Each CRD's CEL rule costs as kube-apiserver 1.36 estimates them at CRD creation (the dev
+/// API server's estimator), as a table for people, and what is over budget: a rule over the
+/// per-rule limit, or a schema whose rules use half or more of the whole-schema budget (half,
+/// so the next field does not tip a CRD over).
+#[cfg(feature = "sandbox")]
+pub fn cel_cost_report() -> anyhow::Result<(String, Vec<String>)> {
+    use quartet_sandbox::apiserver::schema::{
+        crd_rule_costs, format_rule_costs, PER_RULE_LIMIT, SCHEMA_LIMIT,
+    };
+    let mut table = String::new();
+    let mut over = Vec::new();
+    for crd in crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let costs = crd_rule_costs(&serde_json::to_value(&crd)?);
+        table.push_str(&format_rule_costs(&name, &costs));
+        for schema in &costs {
+            if schema.total >= SCHEMA_LIMIT / 2 {
+                over.push(format!(
+                    "{name}: the rules of {} cost {} in all, not under half of the {SCHEMA_LIMIT} budget",
+                    schema.path, schema.total
+                ));
+            }
+            for rule in schema.rules.iter().filter(|r| r.cost > PER_RULE_LIMIT) {
+                over.push(format!(
+                    "{name}: {} costs {}, over the per-rule limit of {PER_RULE_LIMIT}",
+                    rule.path, rule.cost
+                ));
+            }
+        }
+    }
+    Ok((table, over))
+}
+
+#[cfg(feature = "sandbox")]
+fn check() -> anyhow::Result<()> {
+    let (table, over) = cel_cost_report()?;
+    print!("{table}");
+    if over.is_empty() {
+        println!("Every CRD's CEL rules are under the per-rule limit and under half of the whole-schema budget.");
+        return Ok(());
+    }
+    anyhow::bail!(
+        "CEL rules over budget (a real API server refuses rules over the limits):\n{}",
+        over.join("\n")
+    )
+}
+
+#[cfg(not(feature = "sandbox"))]
+fn check() -> anyhow::Result<()> {
+    anyhow::bail!(
+        "`quartet crd --check` is not in this build: it prices CEL rules with the dev API \
+         server's estimator, which comes with the `sandbox` feature. Use a development build, \
+         which has it by default: `cargo run -- crd --check`"
+    )
+}
+
 pub fn crd(args: CrdArgs) -> anyhow::Result<()> {
+    if args.check {
+        return check();
+    }
     if args.out.is_empty() && args.chart.is_empty() {
         print!("{}", yaml_stream()?);
         return Ok(());

@@ -161,3 +161,59 @@ fn every_spec_field_is_documented() {
         "spec fields without a description: {missing:?}"
     );
 }
+
+/// Every CRD's CEL rules, priced as kube-apiserver 1.36 prices them at CRD creation (the dev
+/// API server refuses the same CRDs): each rule under the per-rule limit, and each schema's
+/// total under half of the whole-schema budget, so the next field does not tip it over.
+/// Prints the table (`cargo test --test crds -- --nocapture`, or `quartet crd --check`).
+#[cfg(feature = "sandbox")]
+#[test]
+fn every_crd_prices_its_cel_rules_under_half_the_kubernetes_budget() {
+    let (table, over) = quartet::crdgen::cel_cost_report().expect("CRDs serialize");
+    println!("{table}");
+    assert!(over.is_empty(), "over budget:\n{}", over.join("\n"));
+}
+
+/// Kubernetes knows `int32`/`int64` on integers, `float`/`double` on numbers and a fixed set
+/// on strings; anything else (`uint64`, which schemars derives from `u64`) makes the API
+/// server answer `Warning: unrecognized format "uint64"` when the CRD is applied.
+#[cfg(feature = "sandbox")]
+#[test]
+fn no_crd_declares_a_format_kubernetes_does_not_know() {
+    let mut warnings = Vec::new();
+    for crd in quartet::crdgen::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let value = serde_json::to_value(&crd).expect("CRD serializes");
+        for w in quartet_sandbox::apiserver::schema::crd_warnings(&value, None) {
+            warnings.push(format!("{name}: {w}"));
+        }
+    }
+    assert!(warnings.is_empty(), "{}", warnings.join("\n"));
+}
+
+/// `quartet crd --check` prints every CRD's rule costs and fails exactly when the report
+/// finds a rule or a schema over budget.
+#[cfg(feature = "sandbox")]
+#[test]
+fn quartet_crd_check_prints_the_costs_and_fails_only_when_over_budget() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_quartet"))
+        .args(["crd", "--check"])
+        .output()
+        .expect("quartet runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for crd in quartet::crdgen::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        assert!(
+            stdout.lines().any(|l| l == name),
+            "{name} missing from:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("total of spec.validation.openAPIV3Schema against 100,000,000"));
+    let (_, over) = quartet::crdgen::cel_cost_report().expect("CRDs serialize");
+    assert_eq!(
+        out.status.success(),
+        over.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

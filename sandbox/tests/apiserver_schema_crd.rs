@@ -90,8 +90,8 @@ fn schemas_must_be_structural() {
     assert_eq!(
         errs(&c),
         vec![
-            "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[list].items: Required value: must be specified",
-            "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[loose].type: Required value: must not be empty for specified object fields",
+            "spec.validation.openAPIV3Schema.properties[spec].properties[list].items: Required value: must be specified",
+            "spec.validation.openAPIV3Schema.properties[spec].properties[loose].type: Required value: must not be empty for specified object fields",
         ]
     );
 }
@@ -118,7 +118,7 @@ fn cel_rules_that_do_not_compile_are_rejected() {
     assert_eq!(e.len(), 1, "{e:?}");
     assert!(
         e[0].starts_with(
-            r#"spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self.count >", Message:"m", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: compilation failed: "#
+            r#"spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self.count >", Message:"m", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: compilation failed: "#
         ),
         "{e:?}"
     );
@@ -131,7 +131,7 @@ fn printer_column_types_are_checked() {
     assert_eq!(
         errs(&c),
         vec![
-            r#"spec.versions[0].additionalPrinterColumns[0].type: Unsupported value: "text": supported values: "boolean", "date", "integer", "number", "string""#
+            r#"spec.additionalPrinterColumns[0].type: Unsupported value: "text": supported values: "boolean", "date", "integer", "number", "string""#
         ]
     );
 }
@@ -144,7 +144,7 @@ fn defaults_must_satisfy_their_schema() {
     assert_eq!(
         errs(&c),
         vec![
-            r#"spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[type].default: Unsupported value: "foo": supported values: "acl", "rgp", "egp""#
+            r#"spec.validation.openAPIV3Schema.properties[spec].properties[type].default: Unsupported value: "foo": supported values: "acl", "rgp", "egp""#
         ]
     );
 }

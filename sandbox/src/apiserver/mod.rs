@@ -19,6 +19,11 @@
 //!   also applied on reads, and with `fieldValidation=Strict` unknown fields are rejected
 //!   before any validation error, as kube decodes first) and Table rendering
 //!   (`Accept: ...;as=Table;g=meta.k8s.io`) come from [`schema`].
+//! * CRD validation at create and update, including the estimated cost of every
+//!   `x-kubernetes-validations` rule priced as kube-apiserver 1.36 prices it (a rule over
+//!   10,000,000 or a schema over 100,000,000 is refused with the real 422 causes, e.g.
+//!   `estimated rule cost exceeds budget by factor of 42.8x`), and the `Warning:
+//!   unrecognized format "uint64"` header for formats Kubernetes does not know.
 //! * Built-in kinds: namespaces (`default`, `kube-system`, `kube-public`, `kube-node-lease`
 //!   exist at start; each namespace gets a `default` ServiceAccount), secrets (`stringData`
 //!   folded into `data`, `type` defaults to `Opaque`), configmaps, events (core/v1 and
@@ -67,6 +72,12 @@
 //!   built-in kinds know only the metadata list types (`ownerReferences` keyed by uid,
 //!   `finalizers` a set) and their string maps; other built-in lists are atomic. Strategic
 //!   merge patch knows the merge keys of our built-in kinds only.
+//! * CEL rule costs come from a Rust re-implementation of Kubernetes 1.36's estimator (sizes
+//!   from the schema, cel-go's `checker/cost.go`, the Kubernetes library's function costs):
+//!   the figures are Kubernetes' for what CRD rules use (pinned by tests, e.g. the 42.8x a
+//!   real server gave for the old workspaces CRD), but the type checker is only as deep as
+//!   the estimator needs, and a function it does not know is priced at cel-go's default (1
+//!   plus its arguments) where Kubernetes may know better.
 //! * No authorization (the one token may do everything), no pods or other kinds, no
 //!   controllers (Deployments get no Pods and no status), no protobuf or CBOR responses
 //!   (JSON only, except `/openapi/v2` which kubectl reads as protobuf), no HTTP/2, no `/scale`.

@@ -375,7 +375,7 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
             obj["status"] = json!({"phase": "Active"});
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            if let Err(errors) = schema::validate_crd(obj) {
+            if let Err(errors) = schema::validate_crd_update(obj, old) {
                 return Err(ApiError::from_body(
                     422,
                     schema::invalid_status(
@@ -479,6 +479,17 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
 }
 
 /// Custom-resource admission: prune, default, validate, CEL; unknown fields per `fieldValidation`.
+/// `unrecognized format` warnings of a CRD write (none for other kinds).
+fn crd_warnings(ctx: &Ctx, obj: &Value, old: Option<&Value>) -> Vec<String> {
+    if (ctx.info.group.as_str(), ctx.info.plural.as_str())
+        == ("apiextensions.k8s.io", "customresourcedefinitions")
+    {
+        schema::crd_warnings(obj, old)
+    } else {
+        Vec::new()
+    }
+}
+
 fn admit(
     st: &State,
     ctx: &Ctx,
@@ -768,6 +779,7 @@ pub fn create(
     warnings.extend(metadata_unknown(ctx, &mut obj)?);
     warnings.extend(builtin_unknown(ctx, &mut obj)?);
     prepare(ctx, &mut obj, None)?;
+    warnings.extend(crd_warnings(ctx, &obj, None));
     warnings.extend(admit(st, ctx, &mut obj, None)?);
     let t = now();
     {
@@ -939,6 +951,7 @@ fn finish_update(
     warnings.extend(metadata_unknown(ctx, &mut new)?);
     warnings.extend(builtin_unknown(ctx, &mut new)?);
     prepare(ctx, &mut new, Some(old))?;
+    warnings.extend(crd_warnings(ctx, &new, Some(old)));
     if !old["metadata"]["deletionTimestamp"].is_null() {
         let before = finalizers(old);
         if let Some(f) = finalizers(&new).into_iter().find(|f| !before.contains(f)) {

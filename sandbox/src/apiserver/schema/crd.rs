@@ -34,7 +34,9 @@ fn s(v: &Value) -> Option<&str> {
     v.as_str()
 }
 
-pub(crate) fn validate(crd: &Value) -> Vec<FieldError> {
+/// `old` is the stored CRD on update (per-rule CEL cost limits are not applied to a schema the
+/// update leaves unchanged).
+pub(crate) fn validate(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let spec = &crd["spec"];
     let group = s(&spec["group"]).unwrap_or("");
@@ -84,7 +86,27 @@ pub(crate) fn validate(crd: &Value) -> Vec<FieldError> {
 
     validate_names(names, &mut errs);
     validate_versions(spec, &mut errs);
+    validate_schemas(crd, old, &mut errs);
+    validate_hoisted_printer_columns(spec, &mut errs);
     errs
+}
+
+/// Printer columns shared by every version, validated once as `spec.additionalPrinterColumns`
+/// (where the conversion to the internal version puts them), after the schema as in kube.
+fn validate_hoisted_printer_columns(spec: &Value, errs: &mut Vec<FieldError>) {
+    let versions = spec["versions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let Some(first) = versions.first() else {
+        return;
+    };
+    if versions
+        .iter()
+        .all(|v| v.get("additionalPrinterColumns") == first.get("additionalPrinterColumns"))
+    {
+        validate_printer_columns(&first["additionalPrinterColumns"], "spec", errs);
+    }
 }
 
 fn validate_names(names: &Value, errs: &mut Vec<FieldError>) {
@@ -176,6 +198,11 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
             "must have at least one version marked as served",
         ));
     }
+    // Identical per-version printer columns are moved to `spec.additionalPrinterColumns` by
+    // the v1 → internal conversion, and kube names their errors there.
+    let printer_columns_hoisted = versions
+        .iter()
+        .all(|v| v.get("additionalPrinterColumns") == versions[0].get("additionalPrinterColumns"));
     let mut seen: Vec<&str> = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         let base = format!("spec.versions[{i}]");
@@ -199,16 +226,35 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
             }
             seen.push(name);
         }
-        let schema_path = format!("{base}.schema.openAPIV3Schema");
-        match v["schema"]["openAPIV3Schema"].as_object() {
-            None => errs.push(FieldError::required(schema_path, "schemas are required")),
-            Some(_) => {
-                let schema = &v["schema"]["openAPIV3Schema"];
-                structural(schema, &schema_path, Position::Root, errs);
-                cel_rules(schema, &schema_path, errs);
-            }
+        if !v["schema"]["openAPIV3Schema"].is_object() {
+            errs.push(FieldError::required(
+                format!("{base}.schema.openAPIV3Schema"),
+                "schemas are required",
+            ));
         }
-        validate_printer_columns(&v["additionalPrinterColumns"], &base, errs);
+        if !printer_columns_hoisted {
+            validate_printer_columns(&v["additionalPrinterColumns"], &base, errs);
+        }
+    }
+}
+
+/// The schemas, named as kube-apiserver names them (`spec.validation.openAPIV3Schema` when all
+/// versions share one): structure, CEL rules that must compile and, when both hold, the rules'
+/// estimated cost against Kubernetes' budgets.
+fn validate_schemas(crd: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    for (path, version, schema) in super::cel_cost::crd_schemas(crd) {
+        let mut schema_errs = Vec::new();
+        structural(schema, &path, Position::Root, &mut schema_errs);
+        let structural_ok = schema_errs.is_empty();
+        cel_rules(schema, &path, &mut schema_errs);
+        errs.extend(schema_errs);
+        if structural_ok {
+            let unchanged = old.is_some_and(|o| {
+                super::version_schema(o, &version) == super::version_schema(crd, &version)
+            });
+            let costs = super::cel_cost::schema_costs(schema, &path);
+            errs.extend(super::cel_cost::cost_errors(&costs, unchanged));
+        }
     }
 }
 

@@ -63,3 +63,101 @@ pub(crate) fn check(format: &str, s: &str) -> Option<bool> {
     };
     Some(ok)
 }
+
+/// Formats a CRD schema may declare on strings (apiextensions' `supportedVersionedFormats` at
+/// Kubernetes 1.34 and later), compared without dashes as go-openapi normalizes names.
+const KNOWN_STRING_FORMATS: &[&str] = &[
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "datetime",
+    "k8sshortname",
+    "k8slongname",
+];
+
+/// `GetUnrecognizedFormats` for one node: strings know the formats above, integers only
+/// `int32`/`int64`, numbers `float`/`double`, other types none.
+fn unrecognized(ty: &str, format: &str) -> bool {
+    match ty {
+        "" | "string" => !KNOWN_STRING_FORMATS.contains(&format.replace('-', "").as_str()),
+        "integer" => format != "int32" && format != "int64",
+        "number" => format != "float" && format != "double",
+        _ => true,
+    }
+}
+
+fn collect_unrecognized(schema: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    let Some(obj) = schema.as_object() else {
+        return;
+    };
+    if let Some(format) = obj
+        .get("format")
+        .and_then(Value::as_str)
+        .filter(|f| !f.is_empty())
+    {
+        let ty = obj.get("type").and_then(Value::as_str).unwrap_or("");
+        if unrecognized(ty, format) && !out.iter().any(|f| f == format) {
+            out.push(format.to_string());
+        }
+    }
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        for p in props.values() {
+            collect_unrecognized(p, out);
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(s) = obj.get(key) {
+            collect_unrecognized(s, out);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for s in obj.get(key).and_then(Value::as_array).into_iter().flatten() {
+            collect_unrecognized(s, out);
+        }
+    }
+}
+
+/// The formats of a CRD's schemas Kubernetes does not know, each once.
+fn unrecognized_formats(crd: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in crd["spec"]["versions"].as_array().into_iter().flatten() {
+        collect_unrecognized(&v["schema"]["openAPIV3Schema"], &mut out);
+    }
+    out
+}
+
+/// The `Warning` texts kube-apiserver sends when a CRD is created (`old` is `None`) or updated:
+/// `unrecognized format "uint64"` for each unknown format, on update only those the old CRD
+/// did not already have.
+pub(crate) fn crd_warnings(
+    crd: &serde_json::Value,
+    old: Option<&serde_json::Value>,
+) -> Vec<String> {
+    let before = old.map(unrecognized_formats).unwrap_or_default();
+    unrecognized_formats(crd)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .map(|f| format!("unrecognized format {}", super::go_quote(&f)))
+        .collect()
+}

@@ -23,12 +23,26 @@
 //! 5. on update, validation ratcheting: errors on values unchanged since the old object are
 //!    dropped (transition rules excepted).
 //!
+//! At CRD create and update ([`validate_crd_update`]): names, versions, structural schemas
+//! (named `spec.validation.openAPIV3Schema` when every version shares one schema, as the v1 →
+//! internal conversion hoists it, else `spec.versions[i].schema.openAPIV3Schema`), CEL rules
+//! that must compile, and each rule's **estimated cost** (`cel_cost`: Kubernetes 1.36's sizes
+//! from `maxLength`/`maxItems`/`maxProperties` or the 3 MiB request limit, cel-go's estimator,
+//! the Kubernetes library's function costs, times the rule's cardinality) against the
+//! per-rule limit of 10,000,000 and the whole-schema limit of 100,000,000, with the real
+//! messages; an update that leaves a version's schema unchanged skips the per-rule limit, as
+//! kube does. [`crd_warnings`] gives the `unrecognized format "..."` warnings of a CRD write;
+//! [`crd_rule_costs`] every rule's cost, for developers.
+//!
 //! Known differences from kube-apiserver: CEL rules are parsed but not type-checked against
-//! the schema at CRD creation (kube-cel has no checker), CEL cost budgets are not enforced,
-//! kube-cel correlates transition rules inside non-map lists by index, and the message of a
-//! CEL syntax error is kube-cel's rather than cel-go's.
+//! the schema at CRD creation (kube-cel has no checker; the cost estimator infers the types it
+//! needs from the schema; where an overload depends on a type it cannot infer, `dyn`, it
+//! prices every candidate and keeps the dearest, as cel-go does), kube-cel correlates
+//! transition rules inside non-map lists by index, and the message of a CEL syntax error is
+//! kube-cel's rather than cel-go's.
 
 mod cel;
+mod cel_cost;
 mod crd;
 pub mod errors;
 mod formats;
@@ -42,6 +56,9 @@ pub mod table;
 
 use serde_json::Value;
 
+pub use cel_cost::{
+    crd_rule_costs, format_rule_costs, RuleCost, SchemaCosts, PER_RULE_LIMIT, SCHEMA_LIMIT,
+};
 pub use errors::{go_quote, go_value};
 pub use table::{human_duration, table_at};
 
@@ -195,12 +212,26 @@ pub fn version_schema<'a>(crd: &'a Value, version: &str) -> Option<&'a Value> {
 
 /// Check a CRD before it is stored (structural schema, names, versions). Errors name the field.
 pub fn validate_crd(crd: &Value) -> Result<(), Vec<FieldError>> {
-    let errs = crd::validate(crd);
+    validate_crd_update(crd, None)
+}
+
+/// [`validate_crd`] for a create (`old` is `None`) or an update of the stored `old`: as in
+/// kube-apiserver, an update that leaves a version's schema unchanged is not refused for a
+/// rule over the per-rule cost limit (the whole-schema limit still applies).
+pub fn validate_crd_update(crd: &Value, old: Option<&Value>) -> Result<(), Vec<FieldError>> {
+    let errs = crd::validate(crd, old);
     if errs.is_empty() {
         Ok(())
     } else {
         Err(errs)
     }
+}
+
+/// The `Warning` header texts kube-apiserver sends for a CRD create (`old` is `None`) or
+/// update: `unrecognized format "uint64"` for formats Kubernetes does not know (on update,
+/// only formats the old CRD did not have).
+pub fn crd_warnings(crd: &Value, old: Option<&Value>) -> Vec<String> {
+    formats::crd_warnings(crd, old)
 }
 
 /// The 422 `Status` body kube-apiserver returns for invalid objects:
