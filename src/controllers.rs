@@ -13,7 +13,6 @@
 //! Adding a kind is a file in `api/`, a file in `kinds/`, and one line in [`registry`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -315,6 +314,7 @@ async fn supervise(
     stop_within: Duration,
 ) -> String {
     let stop = life.token().clone();
+    let watching = life.clone();
     let work = async {
         if let Some(mut listed) = wait_for {
             tokio::select! {
@@ -335,18 +335,31 @@ async fn supervise(
             }
         }
     };
+    // Whether the controller was cut with work under way (false: it had none, see
+    // `Lifetime::has_listed`).
     let cut = async {
         stop.cancelled().await;
+        if !watching.has_listed() {
+            return false;
+        }
         tokio::time::sleep(stop_within).await;
+        true
     };
     tokio::select! {
         _ = work => {}
-        _ = cut => tracing::warn!(
-            %kind,
-            "controller did not stop within {:.1}s: its unfinished reconciles are cut (each step \
-             is recorded in status before the next, so the next leader resumes them)",
-            stop_within.as_secs_f64()
-        ),
+        under_way = cut => {
+            if under_way {
+                tracing::warn!(
+                    %kind,
+                    "controller did not stop within {:.1}s: its unfinished reconciles are cut \
+                     (each step is recorded in status before the next, so the next leader \
+                     resumes them)",
+                    stop_within.as_secs_f64()
+                );
+            } else {
+                tracing::debug!(%kind, "controller stopped before its first list");
+            }
+        }
     }
     kind
 }
@@ -580,44 +593,40 @@ async fn discover(client: Client, wanted: &[Wanted], tx: &watch::Sender<Served>,
 }
 
 /// Cancel `token` on Ctrl-C or SIGTERM.
-pub fn cancel_on_signal(token: CancellationToken) -> impl Future<Output = ()> {
-    async move {
-        stop_signal().await;
-        tracing::info!("shutting down");
-        token.cancel();
-    }
+pub async fn cancel_on_signal(token: CancellationToken) {
+    stop_signal().await;
+    tracing::info!("shutting down");
+    token.cancel();
 }
 
 /// Cancel `token` on SIGTERM or SIGINT (Ctrl-C), and from then on bound the process's life: it
 /// exits `within` later whatever is still running (a call that never answers, a watch that
 /// never lists), or at once on a second signal. `on_signal` runs first (e.g. `/readyz` says
 /// "shutting down").
-pub fn shutdown_on_signal(
+pub async fn shutdown_on_signal(
     token: CancellationToken,
     within: Duration,
     on_signal: impl FnOnce() + Send + 'static,
-) -> impl Future<Output = ()> {
-    async move {
-        stop_signal().await;
-        tracing::info!(
-            within_s = within.as_secs_f64(),
-            "shutting down (a second signal exits at once)"
+) {
+    stop_signal().await;
+    tracing::info!(
+        within_s = within.as_secs_f64(),
+        "shutting down (a second signal exits at once)"
+    );
+    on_signal();
+    token.cancel();
+    // A thread, not a task: it must fire even if the runtime is stuck or shutting down.
+    std::thread::spawn(move || {
+        std::thread::sleep(within);
+        tracing::error!(
+            "shutdown took longer than --shutdown-timeout ({:.1}s): exiting now",
+            within.as_secs_f64()
         );
-        on_signal();
-        token.cancel();
-        // A thread, not a task: it must fire even if the runtime is stuck or shutting down.
-        std::thread::spawn(move || {
-            std::thread::sleep(within);
-            tracing::error!(
-                "shutdown took longer than --shutdown-timeout ({:.1}s): exiting now",
-                within.as_secs_f64()
-            );
-            std::process::exit(1);
-        });
-        stop_signal().await;
-        tracing::warn!("second signal: exiting at once");
         std::process::exit(1);
-    }
+    });
+    stop_signal().await;
+    tracing::warn!("second signal: exiting at once");
+    std::process::exit(1);
 }
 
 /// SIGTERM (what Kubernetes sends) or SIGINT.

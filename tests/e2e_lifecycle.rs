@@ -206,7 +206,9 @@ fn missing_crds_are_reported_and_a_crd_installed_later_is_served_without_a_resta
     sb.apply_ok(&policy("after"));
     wait_ready(&sb, "secretspolicy", "after");
 
-    stop_within_bound(op, "with missing CRDs");
+    let log = stop_within_bound(op, "with missing CRDs");
+    // Nothing was under way: every controller stopped by itself, none had to be cut.
+    assert!(!log.contains("unfinished reconciles are cut"), "{log}");
 }
 
 #[test]
@@ -224,15 +226,17 @@ fn without_the_connection_crd_the_operator_says_so_loudly_and_still_stops_at_onc
     wait_served(&addr, "Connection", 0);
     wait_served(&addr, "SecretsPolicy", 1);
     // Watches of Connections fail all along (the kind is unknown): SIGTERM still ends it.
-    stop_within_bound(op, "no Connection CRD");
+    let log = stop_within_bound(op, "no Connection CRD");
+    assert!(!log.contains("unfinished reconciles are cut"), "{log}");
 }
 
-#[test]
-fn sigterm_cuts_a_reconcile_blocked_on_a_slow_service_and_the_next_start_resumes_it() {
+/// A sandbox whose secrets service answers each policy write after a minute (the Connection
+/// waits that long), and an operator started with `extra` args whose reconcile of the policy
+/// `slow` is waiting for that answer.
+fn blocked_on_a_slow_service(extra: &[&str]) -> (Sandbox, Operator) {
     let sb = Sandbox::start(&[]);
     install(&sb, &[CONNECTIONS, POLICIES]);
     sb.connect_secrets(&sb.root_token.clone());
-    // One call may take a minute, longer than the shutdown bound.
     sb.kubectl_ok(&[
         "patch",
         "connection",
@@ -241,8 +245,7 @@ fn sigterm_cuts_a_reconcile_blocked_on_a_slow_service_and_the_next_start_resumes
         "-p",
         r#"{"spec":{"timeoutSeconds":60}}"#,
     ]);
-    let op = Operator::start(&sb, "30s");
-    // Every write of a policy waits a minute for its answer.
+    let op = Operator::start_with(&sb, "30s", extra);
     sb.fault(
         "secrets",
         json!({"method": "PUT", "path": "/v1/sys/policies/acl/*", "status": 200, "delay_ms": 60000, "count": 50}),
@@ -254,6 +257,12 @@ fn sigterm_cuts_a_reconcile_blocked_on_a_slow_service_and_the_next_start_resumes
             .is_some_and(|f| f["count"].as_u64() < Some(50))
             .then_some(())
     });
+    (sb, op)
+}
+
+#[test]
+fn sigterm_cuts_a_reconcile_blocked_on_a_slow_service_and_the_next_start_resumes_it() {
+    let (sb, op) = blocked_on_a_slow_service(&[]);
     let log = stop_within_bound(op, "a reconcile blocked on a slow service");
     assert!(log.contains("unfinished reconciles are cut"), "{log}");
 
@@ -261,6 +270,19 @@ fn sigterm_cuts_a_reconcile_blocked_on_a_slow_service_and_the_next_start_resumes
     sb.clear_faults("secrets");
     let _op = Operator::start(&sb, "30s");
     wait_ready(&sb, "secretspolicy", "slow");
+}
+
+#[test]
+fn a_shorter_shutdown_timeout_is_honoured() {
+    let (_sb, op) = blocked_on_a_slow_service(&["--shutdown-timeout", "2s"]);
+    let (took, log) = op.terminate(EXIT_BOUND);
+    let took = took.unwrap_or_else(|| panic!("still running after SIGTERM\n{log}"));
+    eprintln!(
+        "FIGURE exit after SIGTERM (blocked, --shutdown-timeout 2s): {:.2} s",
+        took.as_secs_f64()
+    );
+    assert!(took < Duration::from_secs(5), "exit took {took:?}\n{log}");
+    assert!(log.contains("controller did not stop within 1.2s"), "{log}");
 }
 
 /// Start an operator with leader election and wait until it is the leader, ready.
@@ -354,4 +376,56 @@ fn a_leader_that_stops_hands_the_lease_to_the_standby_at_once_and_no_write_is_ma
             .collect();
         assert_eq!(writes.len(), 1, "writes of {path}: {writes:?}");
     }
+}
+
+/// Inject a fault into the dev API server (its admin API, over its self-signed HTTPS).
+fn kube_fault(sb: &Sandbox, fault: serde_json::Value) {
+    let resp = reqwest::blocking::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+        .post(format!("{}/_sandbox/faults", sb.url("kubernetes")))
+        .json(&fault)
+        .send()
+        .expect("fault");
+    assert!(resp.status().is_success(), "fault: {}", resp.status());
+}
+
+#[test]
+fn without_leave_to_list_crds_the_served_kinds_are_found_through_discovery() {
+    let sb = Sandbox::start(&[]);
+    install(&sb, &[CONNECTIONS, POLICIES]);
+    sb.connect_secrets(&sb.root_token.clone());
+    // What the API server answers a service account without the rule for CRDs.
+    kube_fault(
+        &sb,
+        json!({"method": "GET", "path": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions*",
+               "status": 403, "count": 0,
+               "body": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "reason": "Forbidden", "code": 403,
+                        "message": "customresourcedefinitions.apiextensions.k8s.io is forbidden: User \"system:serviceaccount:quartet-system:quartet\" cannot list resource \"customresourcedefinitions\" in API group \"apiextensions.k8s.io\" at the cluster scope"}}),
+    );
+    let op = Operator::start(&sb, "30s");
+    let addr = op.metrics_addr();
+    wait_for("the fallback to discovery logged", WAIT, || {
+        op.log()
+            .contains("may not list CustomResourceDefinitions")
+            .then_some(())
+    });
+    wait_served(&addr, "SecretsPolicy", 1);
+    wait_served(&addr, "TotpMethod", 0);
+    let (_, body) = get_text(&format!("http://{addr}/readyz"));
+    assert!(body.contains("found by: API discovery"), "{body}");
+    sb.apply_ok(&policy("p"));
+    wait_ready(&sb, "secretspolicy", "p");
+
+    // A CRD installed now is found at the next look (every 10 s).
+    let file = repo_root()
+        .join("crds")
+        .join(format!("{TOTP_METHODS}.yaml"));
+    sb.kubectl_ok(&["apply", "--server-side", "-f", file.to_str().unwrap()]);
+    wait_served(&addr, "TotpMethod", 1);
+
+    stop_within_bound(op, "served kinds found through discovery");
 }

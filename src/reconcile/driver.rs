@@ -209,6 +209,7 @@ pub async fn run<K: Reconciled>(ctx: Arc<Context>, namespace: Option<String>, li
 pub struct Lifetime {
     stop: tokio_util::sync::CancellationToken,
     synced: Arc<dyn Fn() + Send + Sync>,
+    listed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Lifetime {
@@ -219,7 +220,15 @@ impl Lifetime {
         Self {
             stop,
             synced: Arc::new(synced),
+            listed: Default::default(),
         }
+    }
+
+    /// Whether the controller's cache has had a first complete list. Until then no reconcile
+    /// has started, and kube's controller, once told to stop, would wait for that list forever
+    /// (it stops polling the watch that would bring it): a stopping supervisor drops it at once.
+    pub fn has_listed(&self) -> bool {
+        self.listed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Resolves when the controller is to stop (for `Controller::graceful_shutdown_on`).
@@ -234,6 +243,7 @@ impl Lifetime {
 
     /// Say that the controller's cache has its first complete list.
     pub fn synced(&self) {
+        self.listed.store(true, std::sync::atomic::Ordering::SeqCst);
         (self.synced)()
     }
 }
