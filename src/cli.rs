@@ -111,6 +111,12 @@ pub struct RunArgs {
     /// Name of the leader-election Lease.
     #[arg(long, default_value = "quartet-leader")]
     pub lease_name: String,
+    /// After SIGTERM or SIGINT the process exits within this long, whatever it was doing:
+    /// reconciles under way get most of it to finish (the rest are cut, and resumed by the next
+    /// leader), then the leader releases its Lease. Keep it below the pod's
+    /// terminationGracePeriodSeconds.
+    #[arg(long, env = "QUARTET_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
     #[command(flatten)]
     pub operator: OperatorArgs,
 }

@@ -91,6 +91,9 @@ async fn wait_for_signal() {
     controllers::cancel_on_signal(token.clone()).await;
 }
 
+/// `quartet dev` exits this long after Ctrl-C at the latest (as `quartet run` does by default).
+const DEV_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let api = start_apiserver(&args.services).await?;
     api.write_kubeconfig(&args.kubeconfig)?;
@@ -111,11 +114,18 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     seed_demo_job(&sandbox).await?;
 
     let shutdown = CancellationToken::new();
-    tokio::spawn(controllers::cancel_on_signal(shutdown.clone()));
+    let health = Arc::new(crate::server::Health::default());
+    health.set_role(crate::server::Role::Leader);
+    tokio::spawn(controllers::shutdown_on_signal(
+        shutdown.clone(),
+        DEV_SHUTDOWN_TIMEOUT,
+        || {},
+    ));
     // A busy metrics port must not stop a newcomer's first run.
     let metrics_addr = match crate::server::serve(
         args.operator.metrics_addr,
         metrics.clone(),
+        health.clone(),
         shutdown.clone(),
     )
     .await
@@ -140,7 +150,16 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     );
     println!("Quartet dev is ready");
 
-    controllers::run(client, settings, None, metrics, shutdown).await?;
+    controllers::run(
+        client,
+        settings,
+        None,
+        metrics,
+        health,
+        DEV_SHUTDOWN_TIMEOUT.mul_f64(0.6),
+        shutdown,
+    )
+    .await?;
     sandbox.shutdown();
     drop(api);
     Ok(())

@@ -12,6 +12,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
+use crate::server::Health;
+
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
     pub name: String,
@@ -36,21 +38,29 @@ impl LeaderElector {
         }
     }
 
-    /// Wait until this instance holds the lease.
-    pub async fn acquire(&self) {
+    /// Wait until this instance holds the lease, telling `health` whether the Lease can be read.
+    pub async fn acquire(&self, health: &Health) {
         loop {
             match self.try_acquire_or_renew().await {
                 Ok(true) => {
                     tracing::info!(lease = %self.cfg.name, identity = %self.cfg.identity, "became leader");
                     return;
                 }
-                Ok(false) => {}
+                Ok(false) => health.lease_checked(true),
                 Err(e) => {
+                    health.lease_checked(false);
                     tracing::warn!(error = %e, "leader election: could not read or write the lease")
                 }
             }
-            tokio::time::sleep(self.cfg.renew_every).await;
+            tokio::time::sleep(self.standby_poll()).await;
         }
+    }
+
+    /// How often a standby looks at the Lease. A leader that stops releases the Lease, and the
+    /// standby must notice within a second or two rather than a renewal period; one small GET a
+    /// second is what client-go's retry period (2 s) costs too.
+    fn standby_poll(&self) -> Duration {
+        (self.cfg.renew_every / 4).clamp(Duration::from_millis(100), Duration::from_secs(1))
     }
 
     /// Renew until leadership is lost (returns then). The caller must stop writing at once.

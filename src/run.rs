@@ -15,6 +15,7 @@ use crate::controllers;
 use crate::lease::{LeaderElector, LeaseConfig};
 use crate::reconcile::metrics::Metrics;
 use crate::reconcile::Settings;
+use crate::server::{Health, Role};
 
 /// A Kubernetes client from a kubeconfig (or the usual inference), counting its requests by verb
 /// in `metrics` so benchmarks and dashboards see the operator's load on the API server.
@@ -145,15 +146,34 @@ pub async fn settings(client: &Client, args: &OperatorArgs) -> anyhow::Result<Se
     })
 }
 
+/// How the shutdown bound is shared out: the controllers' reconciles get this part of it, the
+/// revocation of Connection logins a third of that, the Lease release what is left, and the
+/// process exits at the bound whatever happens.
+const CONTROLLERS_SHARE: f64 = 0.6;
+const RELEASE_SHARE: f64 = 0.15;
+
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::default());
+    let health = Arc::new(Health::default());
     let client = client_from(args.kubeconfig.as_deref(), metrics.clone()).await?;
     let shutdown = CancellationToken::new();
-    tokio::spawn(controllers::cancel_on_signal(shutdown.clone()));
+    let within = args.shutdown_timeout;
+    {
+        let health = health.clone();
+        tokio::spawn(controllers::shutdown_on_signal(
+            shutdown.clone(),
+            within,
+            move || health.set_role(Role::Stopping),
+        ));
+    }
+    // Health is served until the process exits, so a probe sees "shutting down", not a refusal.
+    let serving = CancellationToken::new();
+    let _stop_serving = serving.clone().drop_guard();
     let addr = crate::server::serve(
         args.operator.metrics_addr,
         metrics.clone(),
-        shutdown.clone(),
+        health.clone(),
+        serving,
     )
     .await?;
     tracing::info!(%addr, "serving metrics and health");
@@ -174,13 +194,31 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         )
     });
     if let Some(e) = &elector {
+        health.set_role(Role::Standby);
         tokio::select! {
-            _ = e.acquire() => {}
+            _ = e.acquire(&health) => {}
             _ = shutdown.cancelled() => return Ok(()),
         }
     }
-    let settings = settings(&client, &args.operator).await?;
-    let controllers = controllers::run(client, settings, args.namespace, metrics, shutdown.clone());
+    health.set_role(Role::Leader);
+    let settings = tokio::select! {
+        s = settings(&client, &args.operator) => s?,
+        _ = shutdown.cancelled() => {
+            if let Some(e) = &elector {
+                release(e, within).await;
+            }
+            return Ok(());
+        }
+    };
+    let controllers = controllers::run(
+        client,
+        settings,
+        args.namespace,
+        metrics,
+        health,
+        within.mul_f64(CONTROLLERS_SHARE),
+        shutdown.clone(),
+    );
     match &elector {
         Some(e) => {
             let lost = tokio::select! {
@@ -191,9 +229,24 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 // Another replica leads now; exit so that nothing of ours writes any more.
                 anyhow::bail!("lost leadership");
             }
-            e.release().await;
+            release(e, within).await;
         }
         None => controllers.await?,
     }
+    tracing::info!("stopped");
     Ok(())
+}
+
+/// Give the Lease up so a standby takes over at once, within a bounded time (if the API server
+/// does not answer, the standby waits for the Lease to expire instead).
+async fn release(e: &LeaderElector, within: std::time::Duration) {
+    let bound = within
+        .mul_f64(RELEASE_SHARE)
+        .max(std::time::Duration::from_millis(500));
+    if tokio::time::timeout(bound, e.release()).await.is_err() {
+        tracing::warn!(
+            "leader election: the Lease was not released within {:.1}s; a standby takes over when it expires",
+            bound.as_secs_f64()
+        );
+    }
 }

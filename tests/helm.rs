@@ -208,8 +208,14 @@ fn helm_template_with_default_values_renders_the_operator_and_its_least_privileg
             "--resync-interval=5m",
             "--concurrency=8",
             "--metrics-addr=0.0.0.0:8080",
+            "--shutdown-timeout=10s",
             "--leader-elect"
         ]
+    );
+    // Kubernetes must not kill the operator before it has stopped and released its Lease.
+    assert_eq!(
+        deploy["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
+        30
     );
     assert_eq!(
         deploy["spec"]["template"]["spec"]["containers"][0]["image"],
@@ -271,6 +277,7 @@ fn helm_template_with_non_default_values_renders_them() {
         "image: {repository: registry.example.com/quartet, tag: \"1.2.3\", pullPolicy: Always}\n\
          replicaCount: 1\nleaderElection: false\nwatchNamespace: team-a\nresyncInterval: 30s\n\
          concurrency: 4\nmetrics: {port: 9090}\n\
+         shutdownTimeoutSeconds: 20\nterminationGracePeriodSeconds: 45\n\
          podDisruptionBudget: {enabled: false}\n\
          serviceMonitor: {enabled: true, interval: 15s, labels: {release: prometheus}}\n\
          networkPolicy:\n  enabled: true\n  metricsFrom:\n    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}\n",
@@ -300,8 +307,13 @@ fn helm_template_with_non_default_values_renders_them() {
             "--resync-interval=30s",
             "--concurrency=4",
             "--metrics-addr=0.0.0.0:9090",
+            "--shutdown-timeout=20s",
             "--namespace=team-a"
         ]
+    );
+    assert_eq!(
+        deploy["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
+        45
     );
     let sm = find(&d, "ServiceMonitor").expect("ServiceMonitor");
     assert_eq!(sm["apiVersion"], "monitoring.coreos.com/v1");
@@ -337,6 +349,7 @@ fn helm_refuses_bad_values_with_a_message_naming_the_value() {
             "/podDisruptionBudget/maxUnavailable",
         ),
         ("replicas=3", "additional properties 'replicas' not allowed"),
+        ("shutdownTimeoutSeconds=0", "/shutdownTimeoutSeconds"),
     ] {
         let err = helm.fails(&["template", "quartet", &chart(), "--set", set]);
         assert!(
@@ -345,6 +358,24 @@ fn helm_refuses_bad_values_with_a_message_naming_the_value() {
             "--set {set}: {err}"
         );
     }
+}
+
+#[test]
+fn helm_refuses_a_grace_period_not_longer_than_the_shutdown_timeout() {
+    let helm = Helm::new(None);
+    let err = helm.fails(&[
+        "template",
+        "quartet",
+        &chart(),
+        "--set",
+        "shutdownTimeoutSeconds=30,terminationGracePeriodSeconds=30",
+    ]);
+    assert!(
+        err.contains(
+            "terminationGracePeriodSeconds (30) must be longer than shutdownTimeoutSeconds (30)"
+        ),
+        "{err}"
+    );
 }
 
 /// The kinds the chart creates on install, as `kubectl get ... -o name` prints them.

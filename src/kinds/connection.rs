@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -218,7 +218,7 @@ fn error_policy(_conn: Arc<Connection>, err: &Error, _ctx: Arc<Context>) -> Acti
 pub async fn run(
     ctx: Arc<Context>,
     namespace: Option<String>,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    life: crate::reconcile::driver::Lifetime,
 ) {
     let api: Api<Connection> = match &namespace {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
@@ -228,7 +228,11 @@ pub async fn run(
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    let controller = Controller::new(api.clone(), watcher::Config::default());
+    let (reader, writer) = reflector::store();
+    let controller = Controller::for_stream(
+        crate::reconcile::driver::lean_watch(api.clone(), writer, life.clone()),
+        reader,
+    );
     let store = controller.store();
     // A changed token, password or seed Secret is read at once (a new password logs in again).
     let controller = controller
@@ -250,7 +254,7 @@ pub async fn run(
             },
         )
         .with_config(controller::Config::default().concurrency(2))
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(life.stopped())
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
     tokio::select! {

@@ -185,17 +185,13 @@ pub fn field_manager<K: Resource<DynamicType = ()>>() -> String {
     format!("quartet/{}", K::kind(&()).to_lowercase())
 }
 
-/// Run the controller of kind `K` until `shutdown` resolves.
-pub async fn run<K: Reconciled>(
-    ctx: Arc<Context>,
-    namespace: Option<String>,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
+/// Run the controller of kind `K` until `life` says stop.
+pub async fn run<K: Reconciled>(ctx: Arc<Context>, namespace: Option<String>, life: Lifetime) {
     let kind = K::kind(&()).to_string();
     tracing::info!(%kind, "controller started");
-    controller_for::<K>(&ctx, namespace.as_deref())
+    controller_for::<K>(&ctx, namespace.as_deref(), &life)
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(life.stopped())
         .run(reconcile::<K>, error_policy::<K>, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
@@ -206,9 +202,59 @@ pub async fn run<K: Reconciled>(
     tracing::info!(%kind, "controller stopped");
 }
 
+/// How the supervisor (`controllers::run`) runs one kind's controller: the token that stops it
+/// (gracefully: no new reconcile starts, those under way may finish), and what to call once its
+/// cache is filled (`/readyz` waits for that).
+#[derive(Clone)]
+pub struct Lifetime {
+    stop: tokio_util::sync::CancellationToken,
+    synced: Arc<dyn Fn() + Send + Sync>,
+    listed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Lifetime {
+    pub fn new(
+        stop: tokio_util::sync::CancellationToken,
+        synced: impl Fn() + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            stop,
+            synced: Arc::new(synced),
+            listed: Default::default(),
+        }
+    }
+
+    /// Whether the controller's cache has had a first complete list. Until then no reconcile
+    /// has started, and kube's controller, once told to stop, would wait for that list forever
+    /// (it stops polling the watch that would bring it): a stopping supervisor drops it at once.
+    pub fn has_listed(&self) -> bool {
+        self.listed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Resolves when the controller is to stop (for `Controller::graceful_shutdown_on`).
+    pub fn stopped(&self) -> tokio_util::sync::WaitForCancellationFutureOwned {
+        self.stop.clone().cancelled_owned()
+    }
+
+    /// The stop token itself (a child of the process's shutdown token).
+    pub fn token(&self) -> &tokio_util::sync::CancellationToken {
+        &self.stop
+    }
+
+    /// Say that the controller's cache has its first complete list.
+    pub fn synced(&self) {
+        self.listed.store(true, std::sync::atomic::Ordering::SeqCst);
+        (self.synced)()
+    }
+}
+
 /// The controller of kind `K`, also woken by a change of the Connection a resource uses (fixed
 /// token, new address, Ready again) and, for kinds that read Secrets, of such a Secret.
-pub fn controller_for<K: Managed>(ctx: &Arc<Context>, namespace: Option<&str>) -> Controller<K> {
+pub fn controller_for<K: Managed>(
+    ctx: &Arc<Context>,
+    namespace: Option<&str>,
+    life: &Lifetime,
+) -> Controller<K> {
     let api: Api<K> = match namespace {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
@@ -219,7 +265,7 @@ pub fn controller_for<K: Managed>(ctx: &Arc<Context>, namespace: Option<&str>) -
     };
     let (reader, writer) = reflector::store();
     // No generation predicate: it would swallow finalizer-add and deletion events.
-    let mut controller = Controller::for_stream(lean_watch(api, writer), reader);
+    let mut controller = Controller::for_stream(lean_watch(api, writer, life.clone()), reader);
     let store = controller.store();
     if K::WATCHES_SECRETS {
         controller = watch_secrets(controller, ctx, namespace);
@@ -244,15 +290,26 @@ pub fn controller_for<K: Managed>(ctx: &Arc<Context>, namespace: Option<&str>) -
 
 /// The watch of a kind's own objects, feeding the controller's cache without `managedFields`:
 /// nothing here reads them, and at 10,000 objects they were the largest part of the cache (the
-/// server keeps them; server-side apply does not need the client's copy).
-fn lean_watch<K: Managed>(
+/// server keeps them; server-side apply does not need the client's copy). Each complete list
+/// is reported to `life` (kube's `Store::wait_until_ready` wakes only one waiter, the
+/// controller's own, so readiness is read from the stream instead).
+pub(crate) fn lean_watch<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
-) -> impl futures::Stream<Item = std::result::Result<K, watcher::Error>> + Send + 'static {
+    life: Lifetime,
+) -> impl futures::Stream<Item = std::result::Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
     watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(|obj| obj.managed_fields_mut().clear())
         .reflect(writer)
+        .inspect(move |ev| {
+            if let Ok(watcher::Event::InitDone) = ev {
+                life.synced();
+            }
+        })
         .applied_objects()
 }
 

@@ -30,6 +30,7 @@ pub struct Metrics {
     dr_connected: Family<Labels, Gauge>,
     irrevocable: Family<Labels, Gauge>,
     logins: Family<Labels, Counter>,
+    kind_served: Family<Labels, Gauge>,
 }
 
 fn histogram() -> Histogram {
@@ -123,8 +124,16 @@ impl Default for Metrics {
             "Logins of Connections with spec.auth, by Connection and result (ok, error)",
             logins.clone(),
         );
+        let kind_served = Family::<Labels, Gauge>::default();
+        registry.register(
+            "kind_served",
+            "1 when the cluster serves the kind's CustomResourceDefinition and its controller runs, \
+             0 when the CRD is missing (the kind's resources are not reconciled)",
+            kind_served.clone(),
+        );
         Self {
             registry,
+            kind_served,
             logins,
             irrevocable,
             acl_replication,
@@ -275,6 +284,13 @@ impl Metrics {
                 ("result", if ok { "ok" } else { "error" }.to_string()),
             ])
             .inc();
+    }
+
+    /// Whether the kind `kind` is served (its CRD installed and its controller running).
+    pub fn kind_served(&self, kind: &str, served: bool) {
+        self.kind_served
+            .get_or_create(&vec![("kind", kind.to_string())])
+            .set(i64::from(served));
     }
 
     /// The Prometheus text exposition.

@@ -40,7 +40,7 @@ use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
 use super::driver::{
     controller_for, finalizer_name, kind_status_fields, namespace_terminating, object_key, publish,
-    record_failure, write_status, Managed,
+    record_failure, write_status, Lifetime, Managed,
 };
 use super::error::{jitter, Category, Error, Result};
 use crate::api::DeletionPolicy;
@@ -158,17 +158,17 @@ impl Step {
     }
 }
 
-/// Run the controller of the operation kind `K` until `shutdown` resolves.
+/// Run the controller of the operation kind `K` until `life` says stop.
 pub async fn run_operation<K: Operated>(
     ctx: Arc<Context>,
     namespace: Option<String>,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    life: Lifetime,
 ) {
     let kind = K::kind(&()).to_string();
     tracing::info!(%kind, "controller started");
-    controller_for::<K>(&ctx, namespace.as_deref())
+    controller_for::<K>(&ctx, namespace.as_deref(), &life)
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(life.stopped())
         .run(reconcile::<K>, error_policy::<K>, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {

@@ -4,7 +4,6 @@
 //! version), instead of leaving them to their resync.
 
 use std::fmt::Debug;
-use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -16,7 +15,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
 use super::context::Context;
-use super::driver::controller_for;
+use super::driver::{controller_for, Lifetime};
 use super::operation::{error_policy, reconcile, Operated};
 
 /// Run the controller of `K`, also woken when an `R` changes: `map` names the `K`s (from the
@@ -24,7 +23,7 @@ use super::operation::{error_policy, reconcile, Operated};
 pub async fn run_operation_related<K, R, F>(
     ctx: Arc<Context>,
     namespace: Option<String>,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    life: Lifetime,
     map: F,
 ) where
     K: Operated,
@@ -43,7 +42,7 @@ pub async fn run_operation_related<K, R, F>(
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    let c = controller_for::<K>(&ctx, namespace.as_deref());
+    let c = controller_for::<K>(&ctx, namespace.as_deref(), &life);
     let store: Store<K> = c.store();
     c.watches(related, watcher::Config::default(), move |r: R| {
         map(&r, &store.state())
@@ -52,7 +51,7 @@ pub async fn run_operation_related<K, R, F>(
             .collect::<Vec<_>>()
     })
     .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
-    .graceful_shutdown_on(shutdown)
+    .graceful_shutdown_on(life.stopped())
     .run(reconcile::<K>, error_policy::<K>, ctx)
     .for_each(|res| async move {
         if let Err(e) = res {

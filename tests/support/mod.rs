@@ -320,6 +320,27 @@ impl Operator {
         self.log()
     }
 
+    /// SIGTERM, then wait up to `limit` for the process to exit: how long it took (`None`: it
+    /// was still running at `limit`, and is killed), and its log.
+    pub fn terminate(mut self, limit: Duration) -> (Option<Duration>, String) {
+        let sent = Instant::now();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let mut took = None;
+        while sent.elapsed() < limit {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                took = Some(sent.elapsed());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        (took, self.log())
+    }
+
     /// Kill without warning (a crash).
     pub fn kill(mut self) -> String {
         let _ = self.child.kill();
