@@ -96,7 +96,9 @@ mod http;
 mod ops;
 mod patch;
 mod protobuf;
+mod rbac;
 mod registry;
+mod reviews;
 pub mod schema;
 mod selector;
 mod store;
@@ -178,6 +180,7 @@ impl ApiServer {
                 ops::create_default_service_account(&mut state, ns);
             }
         }
+        rbac::bootstrap(&mut state);
 
         let listener = TcpListener::bind(opts.addr)
             .await

@@ -132,6 +132,45 @@ const TOKEN_REVIEW: &[F] = &[
     (2, "spec", Kind::Msg(TOKEN_REVIEW_SPEC)),
 ];
 
+const RESOURCE_ATTRIBUTES: &[F] = &[
+    (1, "namespace", Kind::Str),
+    (2, "verb", Kind::Str),
+    (3, "group", Kind::Str),
+    (4, "version", Kind::Str),
+    (5, "resource", Kind::Str),
+    (6, "subresource", Kind::Str),
+    (7, "name", Kind::Str),
+];
+
+const NON_RESOURCE_ATTRIBUTES: &[F] = &[(1, "path", Kind::Str), (2, "verb", Kind::Str)];
+
+/// `SubjectAccessReviewSpec` (fields 1 and 2 are also the whole `SelfSubjectAccessReviewSpec`);
+/// `extra` (a map of string lists) is not decoded.
+const ACCESS_REVIEW_SPEC: &[F] = &[
+    (1, "resourceAttributes", Kind::Msg(RESOURCE_ATTRIBUTES)),
+    (
+        2,
+        "nonResourceAttributes",
+        Kind::Msg(NON_RESOURCE_ATTRIBUTES),
+    ),
+    (3, "user", Kind::Str),
+    (4, "groups", Kind::RepStr),
+    (6, "uid", Kind::Str),
+];
+
+/// SelfSubjectAccessReview, SubjectAccessReview and LocalSubjectAccessReview share a layout.
+const ACCESS_REVIEW: &[F] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "spec", Kind::Msg(ACCESS_REVIEW_SPEC)),
+];
+
+const RULES_REVIEW: &[F] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "spec", Kind::Msg(&[(1, "namespace", Kind::Str)])),
+];
+
+const SELF_SUBJECT_REVIEW: &[F] = &[(1, "metadata", Kind::Msg(OBJECT_META))];
+
 const PRECONDITIONS: &[F] = &[(1, "uid", Kind::Str), (2, "resourceVersion", Kind::Str)];
 
 /// `DeleteOptions`: typed clients send it as the protobuf body of a DELETE (Helm's release
@@ -326,6 +365,11 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
         "DeleteOptions" => DELETE_OPTIONS,
         "TokenRequest" => TOKEN_REQUEST,
         "TokenReview" => TOKEN_REVIEW,
+        "SelfSubjectAccessReview" | "SubjectAccessReview" | "LocalSubjectAccessReview" => {
+            ACCESS_REVIEW
+        }
+        "SelfSubjectRulesReview" => RULES_REVIEW,
+        "SelfSubjectReview" => SELF_SUBJECT_REVIEW,
         other => {
             return Err(ApiError::unsupported_media_type(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is not supported for {other})"
