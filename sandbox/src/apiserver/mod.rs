@@ -1,13 +1,23 @@
 //! A development Kubernetes API server, in the spirit of controller-runtime's envtest.
 //!
 //! **It is a development and test server, never a production one**: a throwaway self-signed
-//! CA, one bearer token, no RBAC, no admission or conversion webhooks, state in memory
-//! (optionally snapshotted to a directory). It exists so Quartet's controllers and manifests
+//! CA, one admin bearer token (plus the ServiceAccount tokens it issues, authorized by RBAC), no
+//! admission or conversion webhooks, state in memory (optionally snapshotted to a directory). It exists so Quartet's controllers and manifests
 //! can be tested the way they run, with the real `kubectl` and kube-rs.
 //!
 //! # What is implemented
 //! * HTTPS on loopback with bearer-token auth (401 `Status` when the token is missing or
-//!   wrong; `/version`, `/healthz`, `/livez`, `/readyz` are public as on a real cluster). HTTPS
+//!   wrong; `/version`, `/healthz`, `/livez`, `/readyz` are public as on a real cluster). The
+//!   admin token is a member of `system:masters` and may do everything; a ServiceAccount token
+//!   from TokenRequest (`kubectl create token`) is that ServiceAccount
+//!   (`system:serviceaccount:NS:NAME`, groups `system:serviceaccounts`,
+//!   `system:serviceaccounts:NS`, `system:authenticated`) and is authorized by the stored Roles,
+//!   ClusterRoles, RoleBindings and ClusterRoleBindings with the real semantics, including
+//!   `create` for an apply that creates, and the bootstrap policy (discovery, `/version`,
+//!   `/openapi`, self-reviews); a denial is the real 403 (see `rbac.rs`). `Impersonate-*` headers,
+//!   SelfSubjectAccessReview, SubjectAccessReview, LocalSubjectAccessReview,
+//!   SelfSubjectRulesReview and SelfSubjectReview are served, so `kubectl auth can-i --as
+//!   system:serviceaccount:NS:NAME ...` and `kubectl auth whoami` answer. HTTPS
 //!   because kubectl (client-go) never sends a token over plain HTTP; the CA is generated at
 //!   start and embedded in the kubeconfig ([`ApiServer::ca_pem`] for other clients).
 //! * Discovery: `/version` (v1.33, so Google's kubectl dispatcher picks kubectl 1.33), `/api`,
@@ -49,7 +59,8 @@
 //!   (kubectl's typed clients send them: `kubectl create secret generic ...`).
 //! * Service-account tokens: the `serviceaccounts/token` subresource (TokenRequest, what
 //!   `kubectl create token` calls), TokenReview, and the issuer discovery documents
-//!   (`/.well-known/openid-configuration`, `/openid/v1/jwks`); see [`tokens`].
+//!   (`/.well-known/openid-configuration`, `/openid/v1/jwks`); see [`tokens`]. The review APIs
+//!   are in discovery with the one verb `create`, as on a real server.
 //! * Status subresource semantics: writes to the main resource ignore `status`, writes to
 //!   `/status` change only `status`; `metadata.generation` is bumped only by changes outside
 //!   metadata and status. No-op writes do not bump the resourceVersion.
@@ -67,7 +78,11 @@
 //!   built-in kinds know only the metadata list types (`ownerReferences` keyed by uid,
 //!   `finalizers` a set) and their string maps; other built-in lists are atomic. Strategic
 //!   merge patch knows the merge keys of our built-in kinds only.
-//! * No authorization (the one token may do everything), no pods or other kinds, no
+//! * RBAC without `aggregationRule`, without the escalation check on writing Roles and bindings,
+//!   and with only the bootstrap roles `cluster-admin`, `system:discovery`, `system:basic-user`,
+//!   `system:public-info-viewer` and `system:service-account-issuer-discovery` (no `admin`,
+//!   `edit`, `view` or controller roles); only the admin token and ServiceAccount tokens
+//!   authenticate (no client certificates, no anonymous requests). No pods or other kinds, no
 //!   controllers (Deployments get no Pods and no status), no protobuf or CBOR responses
 //!   (JSON only, except `/openapi/v2` which kubectl reads as protobuf), no HTTP/2, no `/scale`.
 //!
