@@ -444,17 +444,44 @@ async fn kubectl_auth_can_i_as_a_service_account_answers_from_the_stored_rbac() 
     };
     let (ok, out, err) = can(&["create", "secrets", "-n", "default"]);
     assert_eq!((ok, out.as_str()), (false, "no"), "{err}");
-    let f = k.write(
-        "rbac.yaml",
-        &format!(
-            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: op}}\n\
-             rules:\n- apiGroups: ['']\n  resources: [secrets]\n  verbs: [create, patch]\n---\n\
-             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: op}}\n\
-             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: op}}\n\
-             subjects: [{{kind: ServiceAccount, name: {SA}, namespace: {NS}}}]\n"
-        ),
-    );
-    k.ok(&["apply", "-f", &f]);
+    // Granted as a user would, with kubectl's typed clients (protobuf bodies).
+    let sa_ref = format!("--serviceaccount={NS}:{SA}");
+    k.ok(&[
+        "create",
+        "clusterrole",
+        "op",
+        "--verb=create,patch",
+        "--resource=secrets",
+    ]);
+    k.ok(&[
+        "create",
+        "clusterrolebinding",
+        "op",
+        "--clusterrole=op",
+        &sa_ref,
+    ]);
+    k.ok(&[
+        "create",
+        "role",
+        "lease",
+        "--verb=get,update",
+        "--resource=leases.coordination.k8s.io",
+        "-n",
+        NS,
+    ]);
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "lease",
+        "--role=lease",
+        &sa_ref,
+        "-n",
+        NS,
+    ]);
+    let (ok, out, err) = can(&["update", "leases", "-n", NS]);
+    assert_eq!((ok, out.as_str()), (true, "yes"), "{err}");
+    let (ok, out, err) = can(&["update", "leases", "-n", "default"]);
+    assert_eq!((ok, out.as_str()), (false, "no"), "{err}");
     let (ok, out, err) = can(&["create", "secrets", "-n", "default"]);
     assert_eq!((ok, out.as_str()), (true, "yes"), "{err}");
     let (ok, out, err) = can(&["list", "secrets", "--all-namespaces"]);

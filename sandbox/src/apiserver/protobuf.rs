@@ -1,6 +1,6 @@
 //! Decoding of Kubernetes protobuf request bodies for the built-in kinds kubectl creates with
 //! its typed clients (and the `DeleteOptions` of their deletes) (`kubectl create
-//! secret|configmap|namespace|serviceaccount` send
+//! secret|configmap|namespace|serviceaccount|role|rolebinding|...`, `kubectl auth can-i` send
 //! `application/vnd.kubernetes.protobuf` and never fall back to JSON). Responses are always
 //! JSON (those clients also accept it). Only the fields of the kinds we serve are known;
 //! unknown fields are skipped.
@@ -170,6 +170,60 @@ const RULES_REVIEW: &[F] = &[
 ];
 
 const SELF_SUBJECT_REVIEW: &[F] = &[(1, "metadata", Kind::Msg(OBJECT_META))];
+
+const POLICY_RULE: &[F] = &[
+    (1, "verbs", Kind::RepStr),
+    (2, "apiGroups", Kind::RepStr),
+    (3, "resources", Kind::RepStr),
+    (4, "resourceNames", Kind::RepStr),
+    (5, "nonResourceURLs", Kind::RepStr),
+];
+
+const LABEL_SELECTOR_REQUIREMENT: &[F] = &[
+    (1, "key", Kind::Str),
+    (2, "operator", Kind::Str),
+    (3, "values", Kind::RepStr),
+];
+
+const LABEL_SELECTOR: &[F] = &[
+    (1, "matchLabels", Kind::MapStr),
+    (
+        2,
+        "matchExpressions",
+        Kind::RepMsg(LABEL_SELECTOR_REQUIREMENT),
+    ),
+];
+
+/// Role and ClusterRole (`kubectl create role|clusterrole` send them as protobuf).
+const ROLE: &[F] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "rules", Kind::RepMsg(POLICY_RULE)),
+    (
+        3,
+        "aggregationRule",
+        Kind::Msg(&[(1, "clusterRoleSelectors", Kind::RepMsg(LABEL_SELECTOR))]),
+    ),
+];
+
+const SUBJECT: &[F] = &[
+    (1, "kind", Kind::Str),
+    (2, "apiGroup", Kind::Str),
+    (3, "name", Kind::Str),
+    (4, "namespace", Kind::Str),
+];
+
+const ROLE_REF: &[F] = &[
+    (1, "apiGroup", Kind::Str),
+    (2, "kind", Kind::Str),
+    (3, "name", Kind::Str),
+];
+
+/// RoleBinding and ClusterRoleBinding (`kubectl create rolebinding|clusterrolebinding`).
+const BINDING: &[F] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "subjects", Kind::RepMsg(SUBJECT)),
+    (3, "roleRef", Kind::Msg(ROLE_REF)),
+];
 
 const PRECONDITIONS: &[F] = &[(1, "uid", Kind::Str), (2, "resourceVersion", Kind::Str)];
 
@@ -369,6 +423,8 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
             ACCESS_REVIEW
         }
         "SelfSubjectRulesReview" => RULES_REVIEW,
+        "Role" | "ClusterRole" => ROLE,
+        "RoleBinding" | "ClusterRoleBinding" => BINDING,
         "SelfSubjectReview" => SELF_SUBJECT_REVIEW,
         other => {
             return Err(ApiError::unsupported_media_type(format!(
