@@ -418,6 +418,26 @@ async fn access_reviews_and_impersonation_answer_for_a_service_account() {
         rules.contains(&json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]})),
         "{b}"
     );
+    // Impersonating a user and a group: the group's bindings apply to that user.
+    create(&admin, "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "read-ns"},
+               "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}]})).await;
+    create(&admin, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "devs-read-ns"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "read-ns"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"}]})).await;
+    let alice = || {
+        admin
+            .req(reqwest::Method::GET, "/api/v1/namespaces/default")
+            .header("Impersonate-User", "alice")
+    };
+    let (c, b) = admin.send(alice()).await;
+    // A namespace is addressed inside itself: the message says "in the namespace".
+    assert_forbidden(c, &b, "namespaces \"default\" is forbidden: User \"alice\" cannot get resource \"namespaces\" in API group \"\" in the namespace \"default\"");
+    let (c, b) = admin
+        .send(alice().header("Impersonate-Group", "devs"))
+        .await;
+    assert_eq!(c, 200, "{b}");
     // A ServiceAccount may not impersonate without the `impersonate` verb.
     let (c, b) = sa
         .send(
