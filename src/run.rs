@@ -33,17 +33,8 @@ pub async fn client_from(
         }
         None => Config::infer().await?,
     };
-    let count = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
-        let (verb, resource) = classify(
-            req.method().as_str(),
-            req.uri().path(),
-            req.uri().query().unwrap_or(""),
-        );
-        metrics.kube_call(verb, &resource);
-        req
-    });
     Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&count)
+        .with_layer(&CountCalls(metrics))
         .build())
 }
 
@@ -92,6 +83,67 @@ pub fn classify(method: &str, path: &str, query: &str) -> (&'static str, String)
         name = format!("{name}/{sub}");
     }
     (verb, name)
+}
+
+/// The second RBAC verb a request needed, known from its answer: a PATCH (server-side apply)
+/// or PUT answered `201 Created` made the object, which the API server authorizes as `create`
+/// as well.
+pub fn implied_verb(verb: &str, status: u16) -> Option<&'static str> {
+    (matches!(verb, "patch" | "update") && status == 201).then_some("create")
+}
+
+/// Counts every request of the client in `quartet_kube_api_calls_total` by [`classify`], and
+/// once more by [`implied_verb`] when the answer shows it needed another verb.
+struct CountCalls(Arc<Metrics>);
+
+impl<S> tower::Layer<S> for CountCalls {
+    type Service = Counted<S>;
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            metrics: self.0.clone(),
+        }
+    }
+}
+
+struct Counted<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S, B> tower::Service<http::Request<kube::client::Body>> for Counted<S>
+where
+    S: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
+        let (verb, resource) = classify(
+            req.method().as_str(),
+            req.uri().path(),
+            req.uri().query().unwrap_or(""),
+        );
+        self.metrics.kube_call(verb, &resource);
+        let metrics = self.metrics.clone();
+        let answer = self.inner.call(req);
+        Box::pin(async move {
+            let res = answer.await?;
+            if let Some(also) = implied_verb(verb, res.status().as_u16()) {
+                metrics.kube_call(also, &resource);
+            }
+            Ok(res)
+        })
+    }
 }
 
 /// The key of the keyed hashes of write-only inputs: the `quartet-hash-key` Secret in the

@@ -1,13 +1,23 @@
 //! A development Kubernetes API server, in the spirit of controller-runtime's envtest.
 //!
 //! **It is a development and test server, never a production one**: a throwaway self-signed
-//! CA, one bearer token, no RBAC, no admission or conversion webhooks, state in memory
-//! (optionally snapshotted to a directory). It exists so Quartet's controllers and manifests
+//! CA, one admin bearer token (plus the ServiceAccount tokens it issues, authorized by RBAC), no
+//! admission or conversion webhooks, state in memory (optionally snapshotted to a directory). It exists so Quartet's controllers and manifests
 //! can be tested the way they run, with the real `kubectl` and kube-rs.
 //!
 //! # What is implemented
 //! * HTTPS on loopback with bearer-token auth (401 `Status` when the token is missing or
-//!   wrong; `/version`, `/healthz`, `/livez`, `/readyz` are public as on a real cluster). HTTPS
+//!   wrong; `/version`, `/healthz`, `/livez`, `/readyz` are public as on a real cluster). The
+//!   admin token is a member of `system:masters` and may do everything; a ServiceAccount token
+//!   from TokenRequest (`kubectl create token`) is that ServiceAccount
+//!   (`system:serviceaccount:NS:NAME`, groups `system:serviceaccounts`,
+//!   `system:serviceaccounts:NS`, `system:authenticated`) and is authorized by the stored Roles,
+//!   ClusterRoles, RoleBindings and ClusterRoleBindings with the real semantics, including
+//!   `create` for an apply that creates, and the bootstrap policy (discovery, `/version`,
+//!   `/openapi`, self-reviews); a denial is the real 403 (see `rbac.rs`). `Impersonate-*` headers,
+//!   SelfSubjectAccessReview, SubjectAccessReview, LocalSubjectAccessReview,
+//!   SelfSubjectRulesReview and SelfSubjectReview are served, so `kubectl auth can-i --as
+//!   system:serviceaccount:NS:NAME ...` and `kubectl auth whoami` answer. HTTPS
 //!   because kubectl (client-go) never sends a token over plain HTTP; the CA is generated at
 //!   start and embedded in the kubeconfig ([`ApiServer::ca_pem`] for other clients).
 //! * Discovery: `/version` (v1.33, so Google's kubectl dispatcher picks kubectl 1.33), `/api`,
@@ -54,7 +64,8 @@
 //!   (kubectl's typed clients send them: `kubectl create secret generic ...`).
 //! * Service-account tokens: the `serviceaccounts/token` subresource (TokenRequest, what
 //!   `kubectl create token` calls), TokenReview, and the issuer discovery documents
-//!   (`/.well-known/openid-configuration`, `/openid/v1/jwks`); see [`tokens`].
+//!   (`/.well-known/openid-configuration`, `/openid/v1/jwks`); see [`tokens`]. The review APIs
+//!   are in discovery with the one verb `create`, as on a real server.
 //! * Status subresource semantics: writes to the main resource ignore `status`, writes to
 //!   `/status` change only `status`; `metadata.generation` is bumped only by changes outside
 //!   metadata and status. No-op writes do not bump the resourceVersion.
@@ -78,7 +89,11 @@
 //!   real server gave for the old workspaces CRD), but the type checker is only as deep as
 //!   the estimator needs, and a function it does not know is priced at cel-go's default (1
 //!   plus its arguments) where Kubernetes may know better.
-//! * No authorization (the one token may do everything), no pods or other kinds, no
+//! * RBAC without `aggregationRule`, without the escalation check on writing Roles and bindings,
+//!   and with only the bootstrap roles `cluster-admin`, `system:discovery`, `system:basic-user`,
+//!   `system:public-info-viewer` and `system:service-account-issuer-discovery` (no `admin`,
+//!   `edit`, `view` or controller roles); only the admin token and ServiceAccount tokens
+//!   authenticate (no client certificates, no anonymous requests). No pods or other kinds, no
 //!   controllers (Deployments get no Pods and no status), no protobuf or CBOR responses
 //!   (JSON only, except `/openapi/v2` which kubectl reads as protobuf), no HTTP/2, no `/scale`.
 //!
@@ -107,7 +122,9 @@ mod http;
 mod ops;
 mod patch;
 mod protobuf;
+mod rbac;
 mod registry;
+mod reviews;
 pub mod schema;
 mod selector;
 mod store;
@@ -189,6 +206,7 @@ impl ApiServer {
                 ops::create_default_service_account(&mut state, ns);
             }
         }
+        rbac::bootstrap(&mut state);
 
         let listener = TcpListener::bind(opts.addr)
             .await

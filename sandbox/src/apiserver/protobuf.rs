@@ -1,6 +1,6 @@
 //! Decoding of Kubernetes protobuf request bodies for the built-in kinds kubectl creates with
 //! its typed clients (and the `DeleteOptions` of their deletes) (`kubectl create
-//! secret|configmap|namespace|serviceaccount` send
+//! secret|configmap|namespace|serviceaccount|role|rolebinding|...`, `kubectl auth can-i` send
 //! `application/vnd.kubernetes.protobuf` and never fall back to JSON). Responses are always
 //! JSON (those clients also accept it). Only the fields of the kinds we serve are known;
 //! unknown fields are skipped.
@@ -130,6 +130,99 @@ const TOKEN_REVIEW_SPEC: &[F] = &[(1, "token", Kind::Str), (2, "audiences", Kind
 const TOKEN_REVIEW: &[F] = &[
     (1, "metadata", Kind::Msg(OBJECT_META)),
     (2, "spec", Kind::Msg(TOKEN_REVIEW_SPEC)),
+];
+
+const RESOURCE_ATTRIBUTES: &[F] = &[
+    (1, "namespace", Kind::Str),
+    (2, "verb", Kind::Str),
+    (3, "group", Kind::Str),
+    (4, "version", Kind::Str),
+    (5, "resource", Kind::Str),
+    (6, "subresource", Kind::Str),
+    (7, "name", Kind::Str),
+];
+
+const NON_RESOURCE_ATTRIBUTES: &[F] = &[(1, "path", Kind::Str), (2, "verb", Kind::Str)];
+
+/// `SubjectAccessReviewSpec` (fields 1 and 2 are also the whole `SelfSubjectAccessReviewSpec`);
+/// `extra` (a map of string lists) is not decoded.
+const ACCESS_REVIEW_SPEC: &[F] = &[
+    (1, "resourceAttributes", Kind::Msg(RESOURCE_ATTRIBUTES)),
+    (
+        2,
+        "nonResourceAttributes",
+        Kind::Msg(NON_RESOURCE_ATTRIBUTES),
+    ),
+    (3, "user", Kind::Str),
+    (4, "groups", Kind::RepStr),
+    (6, "uid", Kind::Str),
+];
+
+/// SelfSubjectAccessReview, SubjectAccessReview and LocalSubjectAccessReview share a layout.
+const ACCESS_REVIEW: &[F] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "spec", Kind::Msg(ACCESS_REVIEW_SPEC)),
+];
+
+const RULES_REVIEW: &[F] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "spec", Kind::Msg(&[(1, "namespace", Kind::Str)])),
+];
+
+const SELF_SUBJECT_REVIEW: &[F] = &[(1, "metadata", Kind::Msg(OBJECT_META))];
+
+const POLICY_RULE: &[F] = &[
+    (1, "verbs", Kind::RepStr),
+    (2, "apiGroups", Kind::RepStr),
+    (3, "resources", Kind::RepStr),
+    (4, "resourceNames", Kind::RepStr),
+    (5, "nonResourceURLs", Kind::RepStr),
+];
+
+const LABEL_SELECTOR_REQUIREMENT: &[F] = &[
+    (1, "key", Kind::Str),
+    (2, "operator", Kind::Str),
+    (3, "values", Kind::RepStr),
+];
+
+const LABEL_SELECTOR: &[F] = &[
+    (1, "matchLabels", Kind::MapStr),
+    (
+        2,
+        "matchExpressions",
+        Kind::RepMsg(LABEL_SELECTOR_REQUIREMENT),
+    ),
+];
+
+/// Role and ClusterRole (`kubectl create role|clusterrole` send them as protobuf).
+const ROLE: &[F] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "rules", Kind::RepMsg(POLICY_RULE)),
+    (
+        3,
+        "aggregationRule",
+        Kind::Msg(&[(1, "clusterRoleSelectors", Kind::RepMsg(LABEL_SELECTOR))]),
+    ),
+];
+
+const SUBJECT: &[F] = &[
+    (1, "kind", Kind::Str),
+    (2, "apiGroup", Kind::Str),
+    (3, "name", Kind::Str),
+    (4, "namespace", Kind::Str),
+];
+
+const ROLE_REF: &[F] = &[
+    (1, "apiGroup", Kind::Str),
+    (2, "kind", Kind::Str),
+    (3, "name", Kind::Str),
+];
+
+/// RoleBinding and ClusterRoleBinding (`kubectl create rolebinding|clusterrolebinding`).
+const BINDING: &[F] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "subjects", Kind::RepMsg(SUBJECT)),
+    (3, "roleRef", Kind::Msg(ROLE_REF)),
 ];
 
 const PRECONDITIONS: &[F] = &[(1, "uid", Kind::Str), (2, "resourceVersion", Kind::Str)];
@@ -326,6 +419,13 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
         "DeleteOptions" => DELETE_OPTIONS,
         "TokenRequest" => TOKEN_REQUEST,
         "TokenReview" => TOKEN_REVIEW,
+        "SelfSubjectAccessReview" | "SubjectAccessReview" | "LocalSubjectAccessReview" => {
+            ACCESS_REVIEW
+        }
+        "SelfSubjectRulesReview" => RULES_REVIEW,
+        "Role" | "ClusterRole" => ROLE,
+        "RoleBinding" | "ClusterRoleBinding" => BINDING,
+        "SelfSubjectReview" => SELF_SUBJECT_REVIEW,
         other => {
             return Err(ApiError::unsupported_media_type(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is not supported for {other})"

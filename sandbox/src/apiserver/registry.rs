@@ -31,6 +31,8 @@ pub struct ResourceInfo {
     pub storage: Option<ResKey>,
     /// Extra field-selector paths (a CRD's `selectableFields`, without the leading dot).
     pub selectable: Vec<String>,
+    /// A review API (TokenReview, SubjectAccessReview, ...): only `create`, nothing stored.
+    pub create_only: bool,
 }
 
 /// Storage key of a resource: `(group, plural)`.
@@ -61,6 +63,9 @@ impl ResourceInfo {
     }
 
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.create_only {
+            return vec!["create"];
+        }
         vec![
             "create",
             "delete",
@@ -115,6 +120,29 @@ fn builtin(
         return_deleted_object: matches!(kind, "Namespace" | "CustomResourceDefinition"),
         storage: (group == "events.k8s.io").then(|| (String::new(), "events".to_string())),
         selectable: Vec::new(),
+        create_only: false,
+    }
+}
+
+/// A review API: served in discovery with the one verb `create`, answered by
+/// `tokens` and `reviews` without storage.
+fn review(group: &str, plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
+    ResourceInfo {
+        create_only: true,
+        return_deleted_object: false,
+        has_generation: false,
+        storage: None,
+        ..builtin(
+            group,
+            "v1",
+            plural,
+            &kind.to_lowercase(),
+            kind,
+            namespaced,
+            &[],
+            &[],
+            false,
+        )
     }
 }
 
@@ -288,6 +316,42 @@ pub fn builtins() -> Vec<ResourceInfo> {
             &[],
             true,
         ),
+        review(
+            "authentication.k8s.io",
+            "tokenreviews",
+            "TokenReview",
+            false,
+        ),
+        review(
+            "authentication.k8s.io",
+            "selfsubjectreviews",
+            "SelfSubjectReview",
+            false,
+        ),
+        review(
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            false,
+        ),
+        review(
+            "authorization.k8s.io",
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+            false,
+        ),
+        review(
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+            false,
+        ),
+        review(
+            "authorization.k8s.io",
+            "localsubjectaccessreviews",
+            "LocalSubjectAccessReview",
+            true,
+        ),
     ]
 }
 
@@ -384,6 +448,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
         return_deleted_object: true,
         storage: None,
         selectable,
+        create_only: false,
     })
 }
 

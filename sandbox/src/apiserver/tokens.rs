@@ -14,8 +14,10 @@
 //! Differences: only Secrets can be bound objects (this server stores no Pods or Nodes, so a
 //! Pod or Node binding is 404 as for a missing object); the discovery documents are public
 //! (as on clusters that bind `system:service-account-issuer-discovery` to unauthenticated
-//! users, the usual setup for external token verifiers); tokens are not accepted as bearer
-//! tokens by this server itself (it has one token and no RBAC).
+//! users, the usual setup for external token verifiers).
+//!
+//! The tokens are also bearer tokens of this server ([`authenticate`]): a request with one is
+//! the ServiceAccount's user, authorized by RBAC (see [`super::rbac`]).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -31,6 +33,7 @@ use serde_json::{json, Value};
 use sha2::Digest;
 
 use super::error::{json_response, ApiError};
+use super::rbac::UserInfo;
 use super::store::State;
 
 /// The issuer (`--service-account-issuer`) of a default cluster.
@@ -45,6 +48,8 @@ struct Key {
     public_pem: String,
     kid: String,
     jwk: Value,
+    /// Parsed once: every request with a service-account token is verified with it.
+    decoding: jsonwebtoken::DecodingKey,
 }
 
 /// The service-account signing key, made on first use.
@@ -92,14 +97,17 @@ impl Signer {
                 "use": "sig", "kty": "RSA", "kid": kid, "alg": "RS256",
                 "n": b64url(&public.n().to_bytes_be()), "e": b64url(&public.e().to_bytes_be()),
             });
+            let public_pem = public
+                .to_public_key_pem(LineEnding::LF)
+                .expect("an RSA public key encodes as PEM");
             Key {
+                decoding: jsonwebtoken::DecodingKey::from_rsa_pem(public_pem.as_bytes())
+                    .expect("the PEM just made parses"),
                 private_pem: private
                     .to_pkcs8_pem(LineEnding::LF)
                     .expect("an RSA key encodes as PKCS#8")
                     .to_string(),
-                public_pem: public
-                    .to_public_key_pem(LineEnding::LF)
-                    .expect("an RSA public key encodes as PEM"),
+                public_pem,
                 kid,
                 jwk,
             }
@@ -123,12 +131,11 @@ impl Signer {
 
     /// Claims of a token this server signed, if the signature and times hold.
     fn verify(&self, token: &str) -> Option<serde_json::Map<String, Value>> {
-        let dec = jsonwebtoken::DecodingKey::from_rsa_pem(self.key().public_pem.as_bytes()).ok()?;
         let mut v = jsonwebtoken::Validation::new(Algorithm::RS256);
         v.validate_aud = false;
         v.validate_nbf = true;
         v.set_issuer(&[ISSUER]);
-        jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &dec, &v)
+        jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &self.key().decoding, &v)
             .ok()
             .map(|d| d.claims)
     }
@@ -321,6 +328,76 @@ fn token_request(
     ))
 }
 
+/// Validate a bearer token as the service-account token authenticator does: signed by this
+/// server, not expired, meant for one of `audiences` (the API server's own when empty), and
+/// naming a ServiceAccount (and bound Secret) that still exist as the same objects. Returns the
+/// user and the audiences that matched, or why the token is refused.
+pub fn authenticate(
+    signer: &Signer,
+    st: &State,
+    token: &str,
+    audiences: &[String],
+) -> Result<(UserInfo, Vec<String>), String> {
+    let claims = signer
+        .verify(token)
+        .ok_or_else(|| "token could not be validated".to_string())?;
+    let token_aud: Vec<String> = match &claims["aud"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|s| s.as_str().map(String::from))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let target = if audiences.is_empty() {
+        vec![ISSUER.to_string()]
+    } else {
+        audiences.to_vec()
+    };
+    let matched: Vec<String> = target
+        .iter()
+        .filter(|a| token_aud.contains(a))
+        .cloned()
+        .collect();
+    if matched.is_empty() {
+        return Err(format!(
+            "token audiences {token_aud:?} is invalid for the target audiences {target:?}"
+        ));
+    }
+    let k8s = &claims["kubernetes.io"];
+    let ns = k8s["namespace"].as_str().unwrap_or_default();
+    let name = k8s["serviceaccount"]["name"].as_str().unwrap_or_default();
+    let uid = k8s["serviceaccount"]["uid"].as_str().unwrap_or_default();
+    // A token outlives nothing it names: the ServiceAccount (and a bound Secret) must still be
+    // the same objects.
+    let sa_key = (String::new(), "serviceaccounts".to_string());
+    let sa_ok = st
+        .get(&sa_key, ns, name)
+        .is_some_and(|sa| sa["metadata"]["uid"].as_str() == Some(uid));
+    if !sa_ok {
+        return Err(format!(
+            "service account {ns}/{name} has been deleted or recreated"
+        ));
+    }
+    if let Some(s) = k8s.get("secret") {
+        let key = (String::new(), "secrets".to_string());
+        let sname = s["name"].as_str().unwrap_or_default();
+        let ok = st
+            .get(&key, ns, sname)
+            .is_some_and(|o| o["metadata"]["uid"] == s["uid"]);
+        if !ok {
+            return Err(format!("secret {ns}/{sname} has been deleted or recreated"));
+        }
+    }
+    let jti = claims["jti"].as_str().unwrap_or_default();
+    let mut user = UserInfo::service_account(ns, name, uid);
+    user.extra.insert(
+        "authentication.kubernetes.io/credential-id".into(),
+        vec![format!("JTI={jti}")],
+    );
+    Ok((user, matched))
+}
+
 fn token_review(signer: &Signer, st: &State, body: &[u8]) -> Result<Response, ApiError> {
     let req = parse(body)?;
     let token = req["spec"]["token"].as_str().unwrap_or_default();
@@ -339,70 +416,14 @@ fn token_review(signer: &Signer, st: &State, body: &[u8]) -> Result<Response, Ap
                 "metadata": {"creationTimestamp": null}, "spec": req["spec"].clone(), "status": status}),
         )
     };
-    let refuse =
-        |why: &str| respond(json!({"user": {}, "error": format!("[invalid bearer token, {why}]")}));
-    let Some(claims) = signer.verify(token) else {
-        return Ok(refuse("token could not be validated"));
-    };
-    let token_aud: Vec<String> = match &claims["aud"] {
-        Value::String(s) => vec![s.clone()],
-        Value::Array(a) => a
-            .iter()
-            .filter_map(|s| s.as_str().map(String::from))
-            .collect(),
-        _ => Vec::new(),
-    };
-    // Without audiences in the review, the API server's own audiences are the target.
-    let target = if wanted.is_empty() {
-        vec![ISSUER.to_string()]
-    } else {
-        wanted.clone()
-    };
-    let matched: Vec<String> = target
-        .iter()
-        .filter(|a| token_aud.contains(a))
-        .cloned()
-        .collect();
-    if matched.is_empty() {
-        return Ok(refuse(&format!(
-            "token audiences {token_aud:?} is invalid for the target audiences {target:?}"
-        )));
+    match authenticate(signer, st, token, &wanted) {
+        Ok((user, matched)) => Ok(respond(json!({
+            "authenticated": true,
+            "user": user.to_json(),
+            "audiences": matched,
+        }))),
+        Err(why) => Ok(respond(
+            json!({"user": {}, "error": format!("[invalid bearer token, {why}]")}),
+        )),
     }
-    let k8s = &claims["kubernetes.io"];
-    let ns = k8s["namespace"].as_str().unwrap_or_default();
-    let name = k8s["serviceaccount"]["name"].as_str().unwrap_or_default();
-    let uid = k8s["serviceaccount"]["uid"].as_str().unwrap_or_default();
-    // A token outlives nothing it names: the ServiceAccount (and a bound Secret) must still be
-    // the same objects.
-    let sa_key = (String::new(), "serviceaccounts".to_string());
-    let sa_ok = st
-        .get(&sa_key, ns, name)
-        .is_some_and(|sa| sa["metadata"]["uid"].as_str() == Some(uid));
-    if !sa_ok {
-        return Ok(refuse(&format!(
-            "service account {ns}/{name} has been deleted or recreated"
-        )));
-    }
-    if let Some(s) = k8s.get("secret") {
-        let key = (String::new(), "secrets".to_string());
-        let sname = s["name"].as_str().unwrap_or_default();
-        let ok = st
-            .get(&key, ns, sname)
-            .is_some_and(|o| o["metadata"]["uid"] == s["uid"]);
-        if !ok {
-            return Ok(refuse(&format!(
-                "secret {ns}/{sname} has been deleted or recreated"
-            )));
-        }
-    }
-    let jti = claims["jti"].as_str().unwrap_or_default();
-    Ok(respond(json!({
-        "authenticated": true,
-        "user": {
-            "username": format!("system:serviceaccount:{ns}:{name}"), "uid": uid,
-            "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
-            "extra": {"authentication.kubernetes.io/credential-id": [format!("JTI={jti}")]},
-        },
-        "audiences": matched,
-    })))
 }
