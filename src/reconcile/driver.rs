@@ -456,7 +456,6 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
 
     match sync(obj.as_ref(), ctx, &mut status, &mut written).await {
         Ok((done, again, pending)) => {
-            ctx.succeeded(&key);
             let id = status.remote_id.clone().unwrap_or_default();
             let changed_remote = !matches!(done, Done::InSync);
             let (reason, note) = match &done {
@@ -506,6 +505,9 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 status.last_sync_time = Some(conditions::now());
             }
             let rv = write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            // Only now is the pass a success: a refused status write is a failure that backs off
+            // like any other, not a 1-second loop.
+            ctx.succeeded(&key);
             if let Some(rv) = &rv {
                 // Our own status write comes back as a watch event: that pass has nothing to do,
                 // unless more work was asked for (an incomplete create observes again at once).

@@ -243,7 +243,6 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     .await;
     match result {
         Ok(step) => {
-            ctx.succeeded(&key);
             if !step.fields.is_empty() {
                 status.fields = step.fields.clone();
             }
@@ -284,7 +283,10 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             if changed || !step.events.is_empty() {
                 status.last_sync_time = Some(conditions::now());
             }
-            if let Some(rv) = write_status(obj.as_ref(), ctx, &status, &mut written).await? {
+            let rv = write_status(obj.as_ref(), ctx, &status, &mut written).await?;
+            // Only now is the step a success (see the driver's twin).
+            ctx.succeeded(&key);
+            if let Some(rv) = rv {
                 ctx.set_written(&key, &rv);
                 ctx.mark_fresh(&key, rv);
             }
