@@ -132,9 +132,9 @@ pub struct ManagedStatus {
     pub drifted_fields: Vec<String>,
     /// Keyed hash (HMAC-SHA256 with an operator-held key) of the write-only inputs last sent,
     /// so a change of a referenced Secret is detected without storing or reading it back.
-    /// At most 128 characters.
+    /// One or a few such hashes, labelled; at most 1024 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 128))]
+    #[schemars(length(max = 1024))]
     pub write_only_hash: Option<String>,
     /// Kind-specific status fields (a workspace's `locked`, a library set's `accounts`), read
     /// from the remote object by [`crate::reconcile::Reconciled::status_fields`] and written
