@@ -132,7 +132,7 @@ pub struct ManagedStatus {
     pub drifted_fields: Vec<String>,
     /// Keyed hash (HMAC-SHA256 with an operator-held key) of the write-only inputs last sent,
     /// so a change of a referenced Secret is detected without storing or reading it back.
-    /// Several hashes when a kind has several inputs. At most 4096 characters.
+    /// One or a few such hashes, labelled; at most 4096 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
     pub write_only_hash: Option<String>,
