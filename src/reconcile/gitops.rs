@@ -24,7 +24,7 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::conditions::{self, DELETION_BLOCKED, READY};
+use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
 use super::driver::{publish, write_status, Managed};
 use super::error::{Category, Error, Result};
@@ -153,6 +153,16 @@ pub(crate) async fn suspended_pass<K: Managed>(
         false,
         SUSPENDED,
         "spec.suspend is true: no call is made to the service until it is set back to false",
+        generation,
+    );
+    // Nothing is compared while suspended: the spec of this generation is not known to be in
+    // the service.
+    conditions::set(
+        &mut status.conditions,
+        SYNCED,
+        false,
+        SUSPENDED,
+        "not reconciled while suspended",
         generation,
     );
     set_progress(&mut status.conditions, Progress::Suspended, generation);
