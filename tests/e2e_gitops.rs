@@ -64,6 +64,16 @@ fn wait_ready(sb: &Sandbox, kind: &str, name: &str) -> Value {
     })
 }
 
+/// With `QUARTET_CAPTURE_DIR` set, write `obj` there as `<Kind>-<label>.json`: the statuses the
+/// Argo CD health checks are tested on (`argocd/`) are captured from these runs.
+fn capture(obj: &Value, label: &str) {
+    if let Some(dir) = std::env::var_os("QUARTET_CAPTURE_DIR") {
+        let kind = obj["kind"].as_str().unwrap_or("");
+        let file = std::path::Path::new(&dir).join(format!("{kind}-{label}.json"));
+        std::fs::write(file, serde_json::to_string_pretty(obj).unwrap()).unwrap();
+    }
+}
+
 fn events(sb: &Sandbox) -> String {
     sb.kubectl_ok(&["get", "events", "-o", "json"])
 }
@@ -98,6 +108,7 @@ fn a_policy_is_reconciling_through_a_503_stalled_on_a_rejection_and_ready_after_
         ],
     );
     assert_generation_observed(&obj);
+    capture(&obj, "progressing_serviceUnavailable");
 
     sb.clear_faults("secrets");
     sb.fault(
@@ -123,6 +134,7 @@ fn a_policy_is_reconciling_through_a_503_stalled_on_a_rejection_and_ready_after_
         "{stalled}"
     );
     assert_generation_observed(&obj);
+    capture(&obj, "degraded_rejected");
 
     // The fix: the service accepts again and the spec changes (a new generation).
     sb.clear_faults("secrets");
@@ -145,6 +157,7 @@ fn a_policy_is_reconciling_through_a_503_stalled_on_a_rejection_and_ready_after_
     assert_eq!(obj["metadata"]["generation"], 2);
     let obj = wait_ready(&sb, "secretspolicy", "kstatus");
     assert_generation_observed(&obj);
+    capture(&obj, "healthy_afterFix");
 }
 
 #[test]
@@ -175,6 +188,7 @@ fn kubectl_wait_for_ready_does_not_take_the_ready_of_an_older_generation() {
     assert_eq!(obj["metadata"]["generation"], 2);
     assert_eq!(condition(&obj, "Ready").unwrap()["status"], "True");
     assert_eq!(condition(&obj, "Ready").unwrap()["observedGeneration"], 1);
+    capture(&obj, "progressing_generationNotObserved");
     let out = sb.kubectl(&[
         "wait",
         "--for=condition=Ready",
@@ -270,6 +284,7 @@ fn a_suspended_policy_makes_no_call_its_deletion_waits_and_resume_catches_up() {
         &[("Ready", "False", Some("Suspended"))],
     );
     assert_generation_observed(&obj);
+    capture(&obj, "suspended");
     let path = format!("{POLICY}/paused");
     let (_, since) = sb.requests("secrets", 0);
     sb.secrets(
@@ -374,6 +389,7 @@ fn drift_policy_report_leaves_a_remote_edit_in_place_and_names_the_fields() {
         ],
     );
     assert_eq!(obj["status"]["driftedFields"], json!(["policy"]));
+    capture(&obj, "healthy_driftReported");
     assert!(condition(&obj, "Drifted").unwrap()["message"]
         .as_str()
         .unwrap()
@@ -438,6 +454,7 @@ fn an_enrollment_is_stalled_without_its_entity_reconciling_through_a_503_and_rea
         ],
     );
     assert_generation_observed(&obj);
+    capture(&obj, "degraded_referenceMissing");
     sb.fault(
         "secrets",
         json!({"method": "POST", "path": format!("{TOTP}/admin-generate"), "status": 503, "count": 0}),
@@ -454,6 +471,7 @@ fn an_enrollment_is_stalled_without_its_entity_reconciling_through_a_503_and_rea
             ("Ready", "False", None),
         ],
     );
+    capture(&obj, "progressing_serviceUnavailable");
     assert_generation_observed(&obj);
     sb.clear_faults("secrets");
     let obj = wait_conditions(
@@ -481,12 +499,13 @@ fn a_suspended_enrollment_makes_no_call_and_resumes_with_the_annotation_echoed()
     assert!(s < 300, "{body}");
     let (_, since) = sb.requests("secrets", 0);
     sb.apply_ok(&enrollment("carol", ", suspend: true"));
-    wait_conditions(
+    let obj = wait_conditions(
         &sb,
         "totpenrollment",
         "carol",
         &[("Ready", "False", Some("Suspended"))],
     );
+    capture(&obj, "suspended");
     sb.kubectl_ok(&[
         "annotate",
         "totpenrollment/carol",
