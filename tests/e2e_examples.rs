@@ -130,7 +130,28 @@ fn every_example_for_quartet_dev_becomes_ready_under_quartet_dev() {
         }
         std::thread::sleep(Duration::from_secs(1));
     };
+    // `kubectl wait --for=condition=Ready` agrees, kind by kind.
+    let out = kubectl(&kubeconfig, &["get", "quartet", "-A", "-o", "name"], None);
+    let mut waited = Vec::new();
+    for name in String::from_utf8_lossy(&out.stdout).lines() {
+        if name.starts_with("connection.") {
+            continue;
+        }
+        let out = kubectl(
+            &kubeconfig,
+            &["wait", "--for=condition=Ready", "--timeout=20s", name],
+            None,
+        );
+        if !out.status.success() {
+            waited.push(format!("{name}: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+    }
     let _ = child.kill();
     let _ = child.wait();
     assert!(not_ready.is_empty(), "not Ready:\n{}", not_ready.join("\n"));
+    assert!(
+        waited.is_empty(),
+        "kubectl wait failed:\n{}",
+        waited.join("\n")
+    );
 }
