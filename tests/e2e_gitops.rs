@@ -538,3 +538,22 @@ fn a_suspended_enrollment_makes_no_call_and_resumes_with_the_annotation_echoed()
         "totpenrollment/carol",
     ]);
 }
+
+#[test]
+fn kubectl_explain_shows_the_flattened_gitops_fields_of_every_kind() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    let out = sb.kubectl_ok(&["explain", "secretspolicy.spec.suspend"]);
+    assert!(out.contains("stops every call to the service"), "{out}");
+    let out = sb.kubectl_ok(&["explain", "secretspolicy.spec.driftPolicy"]);
+    assert!(out.contains("Report"), "{out}");
+    let out = sb.kubectl_ok(&["explain", "workspacerun.spec.suspend"]);
+    assert!(out.contains("resumes where it stopped"), "{out}");
+    let out = sb.kubectl_ok(&["explain", "secretspolicy.status.lastHandledReconcileAt"]);
+    assert!(out.contains("requestedAt"), "{out}");
+    // Operations have no driftPolicy.
+    assert!(!sb
+        .kubectl(&["explain", "workspacerun.spec.driftPolicy"])
+        .status
+        .success());
+}
