@@ -345,3 +345,156 @@ fn every_example_applied_suspended_makes_no_call_and_becomes_ready_when_resumed(
         "{after:?}"
     );
 }
+
+/// Wait until `name` (kind/name) has conditions `want` (type, status, reason when given), each
+/// for the current generation.
+fn wait_conditions(
+    kubeconfig: &std::path::Path,
+    name: &str,
+    want: &[(&str, &str, Option<&str>)],
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = kubectl(kubeconfig, &["get", name, "-o", "json"], None);
+        let o: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let generation = o["metadata"]["generation"].clone();
+        let met = want.iter().all(|(t, s, r)| {
+            condition(&o, t).is_some_and(|c| {
+                c["status"] == *s
+                    && r.is_none_or(|r| c["reason"] == r)
+                    && c["observedGeneration"] == generation
+            })
+        });
+        if met {
+            return o;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: no {want:?} in {}",
+            o["status"]
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn reconciling_and_stalled_follow_a_503_a_rejection_and_a_fix_on_kinds_of_each_service() {
+    let (mut child, dir, urls) = start_dev("30s");
+    let kubeconfig = dir.path().join("kubeconfig");
+    // (example, resource, service listener, the create call, a spec change that is the fix)
+    let cases = [
+        (
+            "workspace.yaml",
+            "workspace/example-app",
+            "workspaces",
+            "/api/v2/organizations/quartet/workspaces",
+            r#"{"spec":{"description":"fixed"}}"#,
+        ),
+        (
+            "totp-method.yaml",
+            "totpmethod/corp-totp",
+            "secrets[0]",
+            "/v1/identity/mfa/method/totp",
+            r#"{"spec":{"issuer":"Fixed Corp"}}"#,
+        ),
+        (
+            "catalog-acl-token.yaml",
+            "catalogacltoken/app-catalog-token",
+            "catalog",
+            "/v1/acl/login",
+            r#"{"spec":{"meta":{"team":"fixed"}}}"#,
+        ),
+    ];
+    for (example, name, service, create, fix) in cases {
+        let url = &urls[service];
+        let fault = |status: u16| {
+            let (s, b) = http(
+                "POST",
+                &format!("{url}/_sandbox/faults"),
+                None,
+                Some(
+                    serde_json::json!({"method": "POST", "path": create, "status": status, "count": 0}),
+                ),
+            );
+            assert!(s < 300, "{b}");
+        };
+        let clear = || {
+            http("DELETE", &format!("{url}/_sandbox/faults"), None, None);
+        };
+        fault(503);
+        let path = repo_root().join("examples").join(example);
+        let out = kubectl(&kubeconfig, &["apply", "-f", path.to_str().unwrap()], None);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        wait_conditions(
+            &kubeconfig,
+            name,
+            &[
+                ("Reconciling", "True", None),
+                ("Stalled", "False", None),
+                ("Ready", "False", None),
+            ],
+        );
+        clear();
+        fault(400);
+        // Reconcile now, instead of waiting out the transient failures' backoff; echoed once
+        // handled.
+        let requested = format!("reject-{service}");
+        let out = kubectl(
+            &kubeconfig,
+            &[
+                "annotate",
+                "--overwrite",
+                name,
+                &format!("reconcile.quartet.dev/requestedAt={requested}"),
+            ],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let o = wait_conditions(
+            &kubeconfig,
+            name,
+            &[
+                ("Stalled", "True", None),
+                ("Reconciling", "False", None),
+                ("Ready", "False", None),
+            ],
+        );
+        assert_eq!(
+            o["status"]["lastHandledReconcileAt"],
+            requested.as_str(),
+            "{name}"
+        );
+        clear();
+        let out = kubectl(
+            &kubeconfig,
+            &["patch", name, "--type=merge", "-p", fix],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let o = wait_conditions(
+            &kubeconfig,
+            name,
+            &[
+                ("Ready", "True", None),
+                ("Synced", "True", None),
+                ("Reconciling", "False", None),
+                ("Stalled", "False", None),
+            ],
+        );
+        assert_eq!(o["metadata"]["generation"], 2, "{name}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

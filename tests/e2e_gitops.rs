@@ -74,6 +74,16 @@ fn capture(obj: &Value, label: &str) {
     }
 }
 
+/// Ask for a pass now (the reconcile annotation) rather than wait out a retry's backoff.
+fn poke(sb: &Sandbox, resource: &str, value: &str) {
+    sb.kubectl_ok(&[
+        "annotate",
+        "--overwrite",
+        resource,
+        &format!("reconcile.quartet.dev/requestedAt={value}"),
+    ]);
+}
+
 fn events(sb: &Sandbox) -> String {
     sb.kubectl_ok(&["get", "events", "-o", "json"])
 }
@@ -115,6 +125,7 @@ fn a_policy_is_reconciling_through_a_503_stalled_on_a_rejection_and_ready_after_
         "secrets",
         json!({"path": path, "status": 400, "count": 0, "body": {"errors": ["policy refused by the test"]}}),
     );
+    poke(&sb, "secretspolicy/kstatus", "rejected");
     let obj = wait_conditions(
         &sb,
         "secretspolicy",
@@ -461,6 +472,7 @@ fn an_enrollment_is_stalled_without_its_entity_reconciling_through_a_503_and_rea
     );
     let (s, body) = sb.secrets("POST", "/v1/identity/entity", Some(json!({"name": "bob"})));
     assert!(s < 300, "{body}");
+    poke(&sb, "totpenrollment/bob", "entity-created");
     let obj = wait_conditions(
         &sb,
         "totpenrollment",
@@ -474,6 +486,7 @@ fn an_enrollment_is_stalled_without_its_entity_reconciling_through_a_503_and_rea
     capture(&obj, "progressing_serviceUnavailable");
     assert_generation_observed(&obj);
     sb.clear_faults("secrets");
+    poke(&sb, "totpenrollment/bob", "after-fault");
     let obj = wait_conditions(
         &sb,
         "totpenrollment",
