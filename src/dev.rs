@@ -109,6 +109,8 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     )
     .await?;
     seed_example_module(&sandbox, &args.services.organization).await?;
+    seed_example_vcs(&sandbox, &args.services.organization).await?;
+    seed_example_entity(sandbox.secrets_url(), &args.services.root_token).await?;
     seed_directory(sandbox.secrets_url()).await?;
     trust_cluster_in_catalog(&sandbox, &api).await?;
     seed_demo_job(&sandbox).await?;
@@ -286,6 +288,52 @@ async fn seed_example_module(sandbox: &Sandbox, org: &str) -> anyhow::Result<()>
     anyhow::ensure!(
         resp.status().is_success(),
         "seeding the example registry module failed: {}",
+        resp.status()
+    );
+    Ok(())
+}
+
+/// The VCS connection `examples/workspace.yaml` names (`ot-quartetexample`): a VCS-backed
+/// workspace gets its configuration from the repository, so the run of
+/// `examples/workspace-run.yaml` has something to plan.
+async fn seed_example_vcs(sandbox: &Sandbox, org: &str) -> anyhow::Result<()> {
+    let resp = reqwest::Client::new()
+        .post(format!(
+            "{}/_sandbox/workspaces/oauth-tokens",
+            sandbox.workspaces_url
+        ))
+        .body(json!({"organization": org, "id": "ot-quartetexample"}).to_string())
+        .send()
+        .await?;
+    anyhow::ensure!(
+        resp.status().is_success(),
+        "seeding the example VCS connection failed: {}",
+        resp.status()
+    );
+    Ok(())
+}
+
+/// The identity entity `examples/totp-enrollment.yaml` enrolls (`alice`), unless it exists
+/// (with `--state-dir`, a restart keeps it and its TOTP secret).
+async fn seed_example_entity(secrets_url: &str, root_token: &str) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let found = http
+        .get(format!("{secrets_url}/v1/identity/entity/name/alice"))
+        .header("X-Secrets-Token", root_token)
+        .send()
+        .await?;
+    if found.status().is_success() {
+        return Ok(());
+    }
+    let resp = http
+        .post(format!("{secrets_url}/v1/identity/entity"))
+        .header("X-Secrets-Token", root_token)
+        .body(json!({"name": "alice"}).to_string())
+        .send()
+        .await?;
+    anyhow::ensure!(
+        resp.status().is_success(),
+        "seeding the example identity entity failed: {}",
         resp.status()
     );
     Ok(())

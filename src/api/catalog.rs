@@ -55,6 +55,8 @@ use super::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogAclBootstrapSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// Name of the Secret (in this namespace) holding the management token: keys `token` (the
     /// SecretID) and `accessorId`. Defaults to `metadata.name`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,6 +196,8 @@ impl CatalogAclBootstrap {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogAclTokenSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// Name of the catalog auth method to log in with (a `kubernetes` method).
     #[schemars(length(min = 1, max = 128))]
     pub auth_method: String,

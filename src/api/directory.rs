@@ -58,6 +58,8 @@ pub const DURATION_PATTERN: &str = r"^([0-9]+|([0-9]+[hms])+)$";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AdEngineSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path the directory engine is mounted at (default `ad`). Immutable.
     #[serde(default = "default_mount")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("mount is immutable"))]
@@ -242,6 +244,8 @@ pub struct AdEngineStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AdRoleSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path the directory engine is mounted at (default `ad`). Immutable.
     #[serde(default = "default_mount")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("mount is immutable"))]
@@ -344,6 +348,8 @@ pub struct AdRoleStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AdLibrarySetSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path the directory engine is mounted at (default `ad`). Immutable.
     #[serde(default = "default_mount")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("mount is immutable"))]
@@ -453,6 +459,8 @@ pub struct AdLibrarySetStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AdCheckoutSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// Path the directory engine is mounted at (default `ad`). Immutable.
     #[serde(default = "default_mount")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("mount is immutable"))]

@@ -50,6 +50,8 @@ use super::{ConnectionRef, ManagedStatus, SecretKeyRef};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DrReplicationSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// The cluster that is the DR primary (until a failover promotes another).
     pub primary: DrPrimary,
     /// The clusters that follow the primary. Each id is the activation token id the primary

@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod connection;
 pub mod directory;
 pub mod dr_replication;
+pub mod gitops;
 pub mod scheduler;
 pub mod secrets;
 pub mod secrets_policy;
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use catalog::{CatalogAclBootstrap, CatalogAclToken};
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
+pub use gitops::{DriftPolicy, GitOps, Suspend};
 pub use scheduler::DeploymentGate;
 pub use secrets::idp::{IdpAuthMethod, IdpGroup, IdpUser};
 pub use secrets::totp::{TotpEnrollment, TotpMethod};
@@ -136,6 +138,10 @@ pub struct ManagedStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
     pub write_only_hash: Option<String>,
+    /// The last value of the annotation `reconcile.quartet.dev/requestedAt` (or Flux's
+    /// `reconcile.fluxcd.io/requestedAt`) a pass handled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
     /// Kind-specific status fields (a workspace's `locked`, a library set's `accounts`), read
     /// from the remote object by [`crate::reconcile::Reconciled::status_fields`] and written
     /// next to the fields above. Not part of this type's schema: each kind declares its own.
@@ -147,12 +153,13 @@ pub struct ManagedStatus {
 impl ManagedStatus {
     /// The JSON keys of the fields every managed kind carries (everything else in a status is
     /// kind-specific).
-    pub const KEYS: [&'static str; 6] = [
+    pub const KEYS: [&'static str; 7] = [
         "observedGeneration",
         "conditions",
         "remoteId",
         "lastSyncTime",
         "driftedFields",
         "writeOnlyHash",
+        "lastHandledReconcileAt",
     ];
 }

@@ -54,6 +54,8 @@ pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentGateSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// ID of the scheduler job whose deployments this gate drives. Immutable.
     #[schemars(length(min = 1, max = 128))]
     pub job_id: String,

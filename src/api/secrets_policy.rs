@@ -36,6 +36,8 @@ use super::{ConnectionRef, DeletionPolicy, ManagedStatus};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SecretsPolicySpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Policy type: `acl`, `rgp` or `egp`. Immutable.
     #[serde(rename = "type")]
     pub type_: PolicyType,

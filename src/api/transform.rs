@@ -73,6 +73,8 @@ fn default_password_key() -> String {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TransformRoleSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path of the transform engine's mount (default `transform`). Immutable.
     #[serde(default = "default_mount")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("mount is immutable"))]
@@ -149,6 +151,8 @@ pub struct TransformRoleStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TransformAlphabetSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path of the transform engine's mount (default `transform`). Immutable.
     #[serde(default = "default_mount")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("mount is immutable"))]
@@ -229,6 +233,8 @@ pub enum TemplateType {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TransformTemplateSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path of the transform engine's mount (default `transform`). Immutable.
     #[serde(default = "default_mount")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("mount is immutable"))]
@@ -430,6 +436,8 @@ pub struct KeyImport {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TransformationSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path of the transform engine's mount (default `transform`). Immutable.
     #[serde(default = "default_mount")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("mount is immutable"))]
@@ -602,6 +610,8 @@ pub struct SchemaInit {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TransformStoreSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path of the transform engine's mount (default `transform`). Immutable.
     #[serde(default = "default_mount")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("mount is immutable"))]

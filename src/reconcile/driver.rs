@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
 use super::error::{jitter, Category, Error, Result};
+use super::gitops::{self, Intent, Progress, DRIFTED, DRIFT_REPORTED};
 use crate::api::{Connection, ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::Http;
 
@@ -432,6 +433,8 @@ enum Done {
     Adopted,
     Updated(Vec<&'static str>),
     DriftCorrected(Vec<&'static str>),
+    /// `driftPolicy: Report`: these fields differ in the service and were left as they are.
+    DriftReported(Vec<&'static str>),
 }
 
 async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
@@ -442,6 +445,15 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let mut status = before.clone();
     status.observed_generation = generation;
     let mut written = before.clone();
+    let intent = Intent::of(obj.as_ref(), before.last_handled_reconcile_at.as_deref());
+    if intent.suspend {
+        // Before anything that could reach the service (even the resync budget's Connection).
+        let (action, _) = gitops::suspended_pass(obj.as_ref(), ctx, status, written).await?;
+        return Ok(action);
+    }
+    if intent.requested_at.is_some() {
+        status.last_handled_reconcile_at = intent.requested_at.clone();
+    }
     if pending_free::<K>(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref()) {
         return Ok(Action::requeue(jitter(ctx.settings.resync)));
     }
@@ -454,10 +466,18 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         return Ok(Action::requeue(spread(ctx.settings.resync)));
     }
 
-    match sync(obj.as_ref(), ctx, &mut status, &mut written).await {
+    match sync(
+        obj.as_ref(),
+        ctx,
+        &mut status,
+        &mut written,
+        intent.report_drift,
+    )
+    .await
+    {
         Ok((done, again, pending)) => {
             let id = status.remote_id.clone().unwrap_or_default();
-            let changed_remote = !matches!(done, Done::InSync);
+            let changed_remote = !matches!(done, Done::InSync | Done::DriftReported(_));
             let (reason, note) = match &done {
                 Done::InSync => (None, String::new()),
                 Done::Created => (Some("Created"), format!("created {id}")),
@@ -473,7 +493,32 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                         ),
                     )
                 }
+                Done::DriftReported(_) => (None, String::new()),
             };
+            if let Done::DriftReported(fields) = &done {
+                let (reported, drift_changed) = report_drift(&mut status, &id, fields, generation);
+                if drift_changed {
+                    publish(
+                        ctx,
+                        obj.as_ref(),
+                        EventType::Warning,
+                        "DriftDetected",
+                        "Reconcile",
+                        reported,
+                    )
+                    .await;
+                }
+                if let Some(rv) = write_status(obj.as_ref(), ctx, &status, &mut written).await? {
+                    ctx.mark_fresh(&key, rv.clone());
+                    ctx.settle(&key, Some(rv));
+                } else {
+                    ctx.settle(&key, obj.resource_version());
+                }
+                return Ok(Action::requeue(jitter(ctx.settings.resync)));
+            }
+            if conditions::remove(&mut status.conditions, DRIFTED) {
+                status.drifted_fields.clear();
+            }
             let mut conds_changed = match &pending {
                 Some(progress) => conditions::set(
                     &mut status.conditions,
@@ -501,6 +546,14 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 generation,
             );
             conds_changed |= conditions::remove(&mut status.conditions, DELETION_BLOCKED);
+            let progress = match (&pending, again) {
+                (Some(p), _) => Progress::Working(K::PENDING_REASON, p.as_str()),
+                (None, Some(_)) => {
+                    Progress::Working("Creating", "the create is completed by the next pass")
+                }
+                (None, None) => Progress::Done,
+            };
+            conds_changed |= gitops::set_progress(&mut status.conditions, progress, generation);
             if changed_remote || conds_changed {
                 status.last_sync_time = Some(conditions::now());
             }
@@ -599,6 +652,11 @@ pub(crate) async fn record_failure<K: Managed>(
             generation,
         );
     }
+    gitops::set_progress(
+        &mut status.conditions,
+        gitops::failure_progress(err, &message),
+        generation,
+    );
     if newly {
         status.last_sync_time = Some(conditions::now());
     }
@@ -618,7 +676,13 @@ async fn sync<K: Reconciled>(
     ctx: &Context,
     status: &mut ManagedStatus,
     written: &mut ManagedStatus,
+    report_drift: bool,
 ) -> Result<(Done, Option<Duration>, Option<String>)> {
+    // The spec has not changed since the last successful pass: a difference is an edit in the
+    // service, not a spec change.
+    let unchanged_spec = before_was_ready(status)
+        && conditions::get(&status.conditions, READY).and_then(|c| c.observed_generation)
+            == obj.meta().generation;
     let ns = obj.namespace().unwrap_or_default();
     let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
     let client = K::Client::from(http);
@@ -629,6 +693,9 @@ async fn sync<K: Reconciled>(
         .await?;
     let Some(observed) = observed else {
         let existed = status.remote_id.is_some();
+        if existed && unchanged_spec && report_drift {
+            return Ok((Done::DriftReported(vec![DELETED_REMOTELY]), None, None));
+        }
         let created = obj.create(&client, &desired).await?;
         status.remote_id = Some(created.remote_id);
         status.write_only_hash = hash;
@@ -637,7 +704,7 @@ async fn sync<K: Reconciled>(
         }
         let again = (!created.complete).then_some(Duration::from_millis(200));
         let done = if existed {
-            Done::DriftCorrected(vec!["(deleted remotely)"])
+            Done::DriftCorrected(vec![DELETED_REMOTELY])
         } else {
             Done::Created
         };
@@ -662,11 +729,10 @@ async fn sync<K: Reconciled>(
             pending,
         ));
     }
-    // The spec has not changed since the last successful pass: the service was edited.
-    let drift = !adopted
-        && before_was_ready(status)
-        && conditions::get(&status.conditions, READY).and_then(|c| c.observed_generation)
-            == obj.meta().generation;
+    let drift = !adopted && unchanged_spec;
+    if drift && report_drift {
+        return Ok((Done::DriftReported(changed), recheck, pending));
+    }
     obj.update(&client, &desired, &observed, &changed).await?;
     status.write_only_hash = hash;
     Ok((
@@ -680,6 +746,64 @@ async fn sync<K: Reconciled>(
         recheck,
         pending,
     ))
+}
+
+/// The drift field name of a remote object deleted in the service.
+const DELETED_REMOTELY: &str = "(deleted remotely)";
+
+/// Record fields left drifted under `driftPolicy: Report`: `Drifted=True` naming them,
+/// `status.driftedFields`, `Synced=False`, and `Ready` kept `True` while the object exists.
+/// Returns the report and whether it is new (an Event is due).
+fn report_drift(
+    status: &mut ManagedStatus,
+    id: &str,
+    fields: &[&'static str],
+    generation: Option<i64>,
+) -> (String, bool) {
+    let list = fields.join(", ");
+    let report = format!("{id} differs from the spec in the service: {list} (driftPolicy Report leaves it; set driftPolicy: Correct to restore the spec)");
+    status.drifted_fields = fields.iter().map(|s| s.to_string()).collect();
+    let newly = conditions::set(
+        &mut status.conditions,
+        DRIFTED,
+        true,
+        DRIFT_REPORTED,
+        &report,
+        generation,
+    );
+    conditions::set(
+        &mut status.conditions,
+        SYNCED,
+        false,
+        DRIFT_REPORTED,
+        &report,
+        generation,
+    );
+    let gone = fields == [DELETED_REMOTELY];
+    let ready_msg = if gone {
+        report.clone()
+    } else {
+        format!("{id} exists; {list} drifted in the service (driftPolicy Report)")
+    };
+    conditions::set(
+        &mut status.conditions,
+        READY,
+        !gone,
+        DRIFT_REPORTED,
+        ready_msg,
+        generation,
+    );
+    let progress = if gone {
+        Progress::Stalled(DRIFT_REPORTED, &report)
+    } else {
+        Progress::Done
+    };
+    gitops::set_progress(&mut status.conditions, progress, generation);
+    conditions::remove(&mut status.conditions, DELETION_BLOCKED);
+    if newly {
+        status.last_sync_time = Some(conditions::now());
+    }
+    (report, newly)
 }
 
 /// Whether a periodic resync of `obj` may run now (within the resync share of its Connection's
@@ -813,6 +937,9 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     // or by the kind's marker) and delete what is found; otherwise deleting the resource would
     // orphan it (found by `cargo bench --bench chaos`).
     let mut remote_id = recorded.clone().unwrap_or_default();
+    if obj.deletion_policy() == DeletionPolicy::Delete && Intent::of(obj.as_ref(), None).suspend {
+        return gitops::deletion_suspended(obj.as_ref(), ctx).await;
+    }
     if obj.deletion_policy() == DeletionPolicy::Retain {
         publish(
             ctx,

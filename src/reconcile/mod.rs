@@ -9,6 +9,7 @@ pub mod context;
 pub mod driver;
 pub mod error;
 pub mod features;
+pub mod gitops;
 pub mod hash;
 pub mod metrics;
 pub mod operation;

@@ -43,6 +43,7 @@ use super::driver::{
     record_failure, write_status, Lifetime, Managed,
 };
 use super::error::{jitter, Category, Error, Result};
+use super::gitops::{self, Intent, Progress};
 use crate::api::DeletionPolicy;
 use crate::clients::Http;
 
@@ -92,6 +93,9 @@ pub struct Step {
     pub events: Vec<(bool, String, String)>,
     /// Run again after this long; `None` waits for the drift resync (or a change).
     pub again: Option<Duration>,
+    /// Whether a `Ready=False` step waits for someone's change (`Stalled`) rather than going
+    /// on by itself (`Reconciling`). `None`: stalled exactly when no next run was asked for.
+    pub stalls: Option<bool>,
 }
 
 impl Step {
@@ -148,6 +152,25 @@ impl Step {
     pub fn event(mut self, warning: bool, reason: &str, note: impl Into<String>) -> Self {
         self.events.push((warning, reason.into(), note.into()));
         self
+    }
+
+    /// A `Ready=False` step that waits for someone's change although it polls (a final failure
+    /// of the operation): `Stalled=True` instead of `Reconciling=True`.
+    pub fn stalls(mut self) -> Self {
+        self.stalls = Some(true);
+        self
+    }
+
+    /// The kstatus progress this step leaves.
+    pub fn progress(&self) -> Progress<'_> {
+        let (ready, reason, message) = &self.ready;
+        if *ready {
+            Progress::Done
+        } else if self.stalls.unwrap_or(self.again.is_none()) {
+            Progress::Stalled(reason, message)
+        } else {
+            Progress::Working(reason, message)
+        }
     }
 
     /// Run again after `after` (a step was taken and the next one follows, or the operation is
@@ -223,6 +246,18 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let mut status = before.clone();
     status.observed_generation = generation;
     let mut written = before.clone();
+    let intent = Intent::of(obj.as_ref(), before.last_handled_reconcile_at.as_deref());
+    if intent.suspend {
+        // No step, not even the Connection (a login is a call to the service).
+        let (action, rv) = gitops::suspended_pass(obj.as_ref(), ctx, status, written).await?;
+        if let Some(rv) = rv {
+            ctx.set_written(&key, &rv);
+        }
+        return Ok(action);
+    }
+    if intent.requested_at.is_some() {
+        status.last_handled_reconcile_at = intent.requested_at.clone();
+    }
     if ctx.is_stale(&key, obj.resource_version().as_deref()) {
         // Each step decides from the status the previous one wrote: never from an older copy.
         return Ok(Action::requeue(Duration::from_millis(50)));
@@ -267,6 +302,7 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 generation,
             );
             changed |= conditions::remove(&mut status.conditions, DELETION_BLOCKED);
+            changed |= gitops::set_progress(&mut status.conditions, step.progress(), generation);
             for (type_, value, reason, message) in &step.conditions {
                 changed |= match value {
                     Some(v) => conditions::set(
@@ -317,6 +353,9 @@ async fn cleanup<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
     if !obj.holds_remote() {
         return Ok(Action::await_change());
+    }
+    if obj.deletion_policy() == DeletionPolicy::Delete && Intent::of(obj.as_ref(), None).suspend {
+        return gitops::deletion_suspended(obj.as_ref(), ctx).await;
     }
     if obj.deletion_policy() == DeletionPolicy::Retain {
         publish(

@@ -10,7 +10,7 @@
 //! | POST | /_sandbox/workspaces/users | `{"username", "teams"?: ["team-…"], "token"?}` | `{"id", "token"}` (a user token) |
 //! | POST | /_sandbox/workspaces/tokens | `{"kind": "user"\|"team"\|"organization", "user"\|"team"\|"organization": id-or-name, "token"?}` | `{"id", "token"}` |
 //! | POST | /_sandbox/workspaces/agent-pools | `{"organization", "name"?}` | `{"id"}` (`apool-…`) |
-//! | POST | /_sandbox/workspaces/oauth-tokens | `{"organization"}` | `{"id"}` (`ot-…`, a VCS connection) |
+//! | POST | /_sandbox/workspaces/oauth-tokens | `{"organization", "id"?: "ot-…"}` | `{"id"}` (`ot-…`, a VCS connection; a given `id` is kept) |
 //! | GET, PUT | /_sandbox/workspaces/settings | `{"step_ms"?, "force_cancel_cooloff_ms"?, "engine_versions"?}` | the settings |
 //! | POST | /_sandbox/workspaces/scripts | `{"workspace": "ws-…", "plan"?: "changes"\|"no-changes"\|"errored", "apply"?: "ok"\|"errored", "cancel"?: "ok"\|"ignore", "count"?: 1}` | 204; the next `count` runs (0 = all) of the workspace follow the script |
 //! | POST | /_sandbox/workspaces/registry-modules | `{"organization", "name", "provider", "namespace"?, "no_code_ready"?: true, "versions": [{"version", "variables": [{"name", "type"?, "required"?, "default"?}]}], "id"?: "mod-…"}` | `{"id"}` (`mod-…`; a given `id` is kept, so examples can name a seeded module; an existing one with that id is replaced) |
@@ -435,14 +435,24 @@ async fn add_agent_pool(AxState(svc): AxState<Svc>, body: Bytes) -> Response {
     })())
 }
 
+#[derive(Deserialize)]
+struct OauthTokenBody {
+    organization: String,
+    #[serde(default)]
+    id: Option<String>,
+}
+
 async fn add_oauth_token(AxState(svc): AxState<Svc>, body: Bytes) -> Response {
     respond((|| {
-        let b: OrgRef = parse(&body)?;
+        let b: OauthTokenBody = parse(&body)?;
         let mut state = svc.lock();
         if !state.organizations.contains_key(&b.organization) {
             return Err(missing("no such organization"));
         }
-        let id = new_id("ot-");
+        // A given id is kept, so an example can name the VCS connection `quartet dev` seeds.
+        let id =
+            b.id.filter(|i| i.starts_with("ot-"))
+                .unwrap_or_else(|| new_id("ot-"));
         state.oauth_tokens.insert(id.clone(), b.organization);
         Ok(json_ok(json!({"id": id})))
     })())

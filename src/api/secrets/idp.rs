@@ -49,6 +49,8 @@ fn default_mount() -> String {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct IdpUserSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path the auth method is mounted at (default `idp`). Immutable.
     #[serde(default = "default_mount")]
     #[schemars(length(min = 1, max = 256), regex(pattern = r"^[^\s]+$"))]
@@ -123,6 +125,8 @@ pub struct IdpUserStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct IdpGroupSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path the auth method is mounted at (default `idp`). Immutable.
     #[serde(default = "default_mount")]
     #[schemars(length(min = 1, max = 256), regex(pattern = r"^[^\s]+$"))]
@@ -195,6 +199,8 @@ pub struct IdpGroupStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct IdpAuthMethodSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Path the auth method is mounted at (default `idp`). Immutable.
     #[serde(default = "default_mount")]
     #[schemars(length(min = 1, max = 256), regex(pattern = r"^[^\s]+$"))]

@@ -46,6 +46,8 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TotpMethodSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Name of the issuing organisation, shown by authenticator apps. Required.
     #[x_kube(validation = Rule::new("self.size() > 0").message("issuer must not be empty"))]
     #[schemars(length(max = 256))]
@@ -159,6 +161,8 @@ pub struct TotpMethodRef {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TotpEnrollmentSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// The TotpMethod (in this namespace) whose method the secret is for. The enrollment waits,
     /// with a `Waiting` condition, until that TotpMethod has a method id. Exactly one of
     /// `methodRef` and `methodId`. Immutable.

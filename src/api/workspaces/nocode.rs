@@ -52,6 +52,8 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef};
     validation = Rule::new("has(self.organization) == has(oldSelf.organization) && (!has(self.organization) || self.organization == oldSelf.organization)").message("organization is immutable"))]
 #[serde(rename_all = "camelCase")]
 pub struct NoCodeModuleSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// Organization of the module; defaults to the Connection's `spec.organization`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
@@ -171,6 +173,8 @@ pub struct NoCodeModuleStatus {
     validation = Rule::new("has(self.sourceUrl) == has(oldSelf.sourceUrl) && (!has(self.sourceUrl) || self.sourceUrl == oldSelf.sourceUrl)").message("sourceUrl is set at creation only (immutable)"))]
 #[serde(rename_all = "camelCase")]
 pub struct NoCodeWorkspaceSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// A NoCodeModule in this namespace to provision from (the resource waits until it has an
     /// id). Exactly one of `moduleRef` and `noCodeModuleId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -55,6 +55,8 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceRunSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// A Workspace resource in this namespace; the run waits (condition `Ready=False`, reason
     /// `ReferenceMissing`) until it has a workspace id. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]

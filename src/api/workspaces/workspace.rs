@@ -47,6 +47,8 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceSpec {
+    #[serde(flatten)]
+    pub gitops: crate::api::GitOps,
     /// Organization of the workspace; defaults to the Connection's `spec.organization`.
     /// Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -596,12 +596,15 @@ impl Operated for DeploymentGate {
                         "DeploymentFailed",
                         description.clone(),
                     )
-                    .condition("Failed", true, "DeploymentFailed", description.clone()),
+                    .condition("Failed", true, "DeploymentFailed", description.clone())
+                    .stalls(),
                 other => Step::not_ready(
                     "DeploymentCancelled",
                     format!("the latest deployment is {other}: {description}"),
                 )
-                .condition("Progressing", false, "Cancelled", description.clone()),
+                .condition("Progressing", false, "Cancelled", description.clone())
+                // Final: only a new deployment (or a spec change) moves it on.
+                .stalls(),
             };
             return Ok(with_fields(step.remote_id(id), &next).again(IDLE_AGAIN));
         }

@@ -1,0 +1,3 @@
+-- Pause the active deployment (spec.paused).
+obj.spec.paused = true
+return obj

@@ -1,0 +1,3 @@
+-- Resume the paused deployment (spec.paused).
+obj.spec.paused = false
+return obj

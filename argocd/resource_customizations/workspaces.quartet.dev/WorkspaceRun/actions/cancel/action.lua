@@ -1,0 +1,3 @@
+-- Cancel the run (spec.cancel).
+obj.spec.cancel = true
+return obj

@@ -1,0 +1,3 @@
+-- Confirm (apply) the run once it is confirmable (spec.confirm).
+obj.spec.confirm = true
+return obj

@@ -1,0 +1,3 @@
+-- Discard the run (spec.discard).
+obj.spec.discard = true
+return obj
