@@ -144,6 +144,12 @@ fn seed(sb: &Sandbox) {
         json!({"id": "mod-quartetexample", "organization": ORGANIZATION, "name": "network", "provider": "aws",
                "versions": [{"version": "1.0.0", "variables": [{"name": "region", "type": "string", "required": true}]}]}),
     );
+    // The VCS connection examples/workspace.yaml names: its repository gives the workspace a
+    // configuration, so the example run has something to plan.
+    post(
+        &format!("{}/_sandbox/workspaces/oauth-tokens", sb.url("workspaces")),
+        json!({"organization": ORGANIZATION, "id": "ot-quartetexample"}),
+    );
 
     // The catalog verifies the API server's service-account JWTs with its published key.
     let kc: serde_yaml::Value =
@@ -319,18 +325,9 @@ fn the_chart_installed_by_helm_runs_every_kind_to_ready_as_its_service_account()
         })
         .collect();
     files.sort();
-    // The run needs a configuration version in its workspace (what a user's CI uploads).
-    let run = examples.join("workspace-run.yaml");
-    files.retain(|f| *f != run);
     for f in &files {
         sb.kubectl_ok(&["apply", "-f", f.to_str().unwrap()]);
     }
-    let ws = wait_for("Workspace example-app Ready", WAIT, || {
-        sb.get_json("workspace", "example-app")
-            .filter(|o| condition_is(o, "Ready", "True"))
-    });
-    sb.upload_configuration(ws["status"]["workspaceId"].as_str().unwrap());
-    sb.kubectl_ok(&["apply", "-f", run.to_str().unwrap()]);
     // Once the catalog is bootstrapped, the `catalog` Connection uses the management token
     // the CatalogAclBootstrap kept (the sandbox's root token is no catalog token).
     wait_for("CatalogAclBootstrap Ready", WAIT, || {
