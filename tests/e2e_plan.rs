@@ -271,10 +271,18 @@ fn a_plan_shows_creates_no_change_drift_edits_and_prunes_without_ever_writing() 
     let (_, out, _) = read_only_plan(&sb, &["-f", &d]);
     assert!(!out.contains("delete IdpUser"), "{out}");
 
-    // A reference that does not exist blocks the resource (exit 1), from stdin too.
-    let missing = WORKSPACE
-        .replace("name: app,", "name: other,")
-        .replace("description: the app", "connectionRef: {name: nowhere}");
+    // A reference that does not exist blocks the resource (exit 1), read from stdin; a new
+    // WorkspaceRun is a create that starts a run.
+    let other = format!(
+        "{}---\n{}",
+        WORKSPACE
+            .replace("name: app,", "name: other,")
+            .replace("description: the app", "connectionRef: {name: nowhere}"),
+        "apiVersion: workspaces.quartet.dev/v1alpha1\nkind: WorkspaceRun\n\
+         metadata: {name: deploy, namespace: default}\n\
+         spec: {workspaceRef: {name: app}, message: from the plan test}\n"
+    );
+    let m = marks(&sb);
     let out = Command::new(BIN)
         .args([
             "plan",
@@ -289,7 +297,7 @@ fn a_plan_shows_creates_no_change_drift_edits_and_prunes_without_ever_writing() 
         .spawn()
         .and_then(|mut c| {
             use std::io::Write;
-            c.stdin.take().unwrap().write_all(missing.as_bytes())?;
+            c.stdin.take().unwrap().write_all(other.as_bytes())?;
             c.wait_with_output()
         })
         .expect("plan from stdin");
@@ -299,4 +307,26 @@ fn a_plan_shows_creates_no_change_drift_edits_and_prunes_without_ever_writing() 
         text.contains("! blocked Workspace default/other") && text.contains("nowhere"),
         "{text}"
     );
+    assert!(
+        text.contains("+ create WorkspaceRun default/deploy")
+            && text.contains("triggers: would start the WorkspaceRun's operation"),
+        "{text}"
+    );
+    assert_eq!(writes_since(&sb, &m), Vec::<String>::new());
+    assert!(sb.get_json("workspacerun", "deploy").is_none());
+
+    // --connection puts every resource on one Connection, whatever its connectionRef.
+    let file = sb.dir.path().join("other.yaml");
+    std::fs::write(&file, &other).unwrap();
+    let (code, out, err) = read_only_plan(
+        &sb,
+        &[
+            "-f",
+            file.to_str().unwrap(),
+            "--connection",
+            "default/workspaces",
+        ],
+    );
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.contains("+ create Workspace default/other"), "{out}");
 }

@@ -971,7 +971,7 @@ mod tests {
             "kind: A\n---\n---\nkind: List\nitems:\n- kind: B\n- kind: C\n",
         )
         .unwrap();
-        let docs = load(&[dir.clone()]).unwrap();
+        let docs = load(std::slice::from_ref(&dir)).unwrap();
         let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
         assert_eq!(kinds, ["A", "B", "C"]);
         std::fs::remove_dir_all(dir).unwrap();
