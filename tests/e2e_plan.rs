@@ -267,6 +267,29 @@ fn a_plan_shows_creates_no_change_drift_edits_and_prunes_without_ever_writing() 
     for secret in [&password, &rotated] {
         assert!(!out.contains(secret.as_str()) && !err.contains(secret.as_str()));
     }
+    // One resource of the cluster as it stands: the drift its next reconcile would correct.
+    let (code, out, err) = read_only_plan(&sb, &["--resource", "secretspolicy/app-read"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        out.contains("~ update SecretsPolicy default/app-read"),
+        "{out}"
+    );
+    assert!(out.contains("Plan: 0 to create, 1 to update"), "{out}");
+
+    // An object that already exists in the service, not yet recorded: adopted.
+    let (status, _) = sb.secrets(
+        "PUT",
+        "/v1/sys/policies/acl/pre",
+        Some(json!({"policy": "path \"pre/*\" { capabilities = [\"read\"] }"})),
+    );
+    assert!(status < 300);
+    let pre = sb.dir.path().join("pre.yaml");
+    std::fs::write(&pre, POLICY.replace("name: app-read", "name: pre")).unwrap();
+    let (code, out, err) = read_only_plan(&sb, &["-f", pre.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.contains("> adopt SecretsPolicy default/pre"), "{out}");
+    assert!(out.contains("policy: "), "{out}");
+
     // Without the selector, nothing is pruned.
     let (_, out, _) = read_only_plan(&sb, &["-f", &d]);
     assert!(!out.contains("delete IdpUser"), "{out}");

@@ -47,8 +47,12 @@ const MANAGER: &str = "quartet-plan";
 pub struct PlanArgs {
     /// Manifests: files, directories (every `.yaml`, `.yml` and `.json` file below), or `-`
     /// for stdin; multi-document YAML.
-    #[arg(short = 'f', long = "filename", required = true)]
+    #[arg(short = 'f', long = "filename", required_unless_present = "resource")]
     pub files: Vec<PathBuf>,
+    /// Plan one resource of the cluster as it stands (`KIND/NAME`, in `-n`): the diff its next
+    /// reconcile would apply.
+    #[arg(long, conflicts_with = "files")]
+    pub resource: Option<String>,
     /// Kubeconfig to use; default: $KUBECONFIG or ~/.kube/config.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
@@ -91,6 +95,10 @@ pub enum PlanError {
     Kubeconfig(String),
     #[error("the Kubernetes API server refused a read: {0}")]
     Kube(#[from] kube::Error),
+    #[error("--resource takes KIND/NAME with a Quartet kind, not {0:?}")]
+    ResourceArg(String),
+    #[error("{0} does not exist")]
+    NotFound(String),
     #[error("--connection takes NAMESPACE/NAME, not {0:?}")]
     ConnectionArg(String),
     /// A write the Kubernetes client refused (never sent).
@@ -231,8 +239,11 @@ impl Plan {
 /// `quartet plan`: prints the plan; the exit code is 0 when nothing would change, 2 when
 /// something would, 1 when a resource is blocked or the plan failed.
 pub async fn run(args: PlanArgs) -> anyhow::Result<std::process::ExitCode> {
-    let docs = load(&args.files)?;
     let client = client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let docs = match &args.resource {
+        Some(r) => vec![live_doc(&client, r, &args.namespace).await?],
+        None => load(&args.files)?,
+    };
     let override_conn = match &args.connection {
         Some(c) => Some(
             c.split_once('/')
@@ -345,6 +356,38 @@ fn collect_dir(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), PlanError> {
         }
     }
     Ok(())
+}
+
+/// The manifest of the live resource `KIND/NAME` in `ns` (its metadata name, namespace and
+/// labels, and its spec), so its plan is what its next reconcile would do.
+async fn live_doc(client: &Client, resource: &str, ns: &str) -> Result<Value, PlanError> {
+    let bad = || PlanError::ResourceArg(resource.to_string());
+    let (kind, name) = resource.split_once('/').ok_or_else(bad)?;
+    let r = crate::controllers::registry()
+        .into_iter()
+        .find(|r| {
+            r.kind.eq_ignore_ascii_case(kind)
+                || r.plural.eq_ignore_ascii_case(kind)
+                || r.crd_name.eq_ignore_ascii_case(kind)
+        })
+        .ok_or_else(bad)?;
+    let ar = ApiResource {
+        group: r.group.clone(),
+        version: r.version.clone(),
+        api_version: format!("{}/{}", r.group, r.version),
+        kind: r.kind.clone(),
+        plural: r.plural.clone(),
+    };
+    let obj = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
+        .get_opt(name)
+        .await?
+        .ok_or_else(|| PlanError::NotFound(format!("{} {ns}/{name}", r.kind)))?;
+    Ok(serde_json::json!({
+        "apiVersion": ar.api_version,
+        "kind": r.kind,
+        "metadata": {"name": name, "namespace": ns, "labels": obj.labels()},
+        "spec": obj.data.get("spec").cloned().unwrap_or_default(),
+    }))
 }
 
 /// A Kubernetes client that can only read and dry-run.
@@ -948,6 +991,52 @@ mod tests {
         assert!(!kube_request_allowed("PATCH", "fieldManager=quartet-plan"));
         assert!(!kube_request_allowed("POST", ""));
         assert!(!kube_request_allowed("DELETE", "dryRun=None"));
+    }
+
+    #[test]
+    fn a_pruned_force_workspace_and_transformation_are_flagged_destructive() {
+        let obj = |kind: &str, spec: Value| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "x/v1", "kind": kind,
+                "metadata": {"name": "n", "namespace": "default"},
+                "spec": spec,
+            }))
+            .unwrap()
+        };
+        let ws = deletion(
+            "Workspace",
+            &obj("Workspace", serde_json::json!({"deletionMode": "Force"})),
+        );
+        assert_eq!(ws.deletion_policy.as_deref(), Some("Delete"));
+        assert!(ws.destructive[0].starts_with("workspace force-delete"));
+        let kept = deletion(
+            "Workspace",
+            &obj(
+                "Workspace",
+                serde_json::json!({"deletionMode": "Force", "deletionPolicy": "Retain"}),
+            ),
+        );
+        assert!(kept.destructive.is_empty());
+        let t = deletion(
+            "Transformation",
+            &obj("Transformation", serde_json::json!({})),
+        );
+        assert!(t.destructive[0].starts_with("transformation key deletion"));
+    }
+
+    #[test]
+    fn a_secondary_wipe_and_a_root_rotation_are_flagged_destructive() {
+        let mut e = Entry::new("DrReplication", "default", "dr", Outcome::Update);
+        flag(
+            "DrReplication",
+            &serde_json::json!({"spec": {"allowSecondaryWipe": true}}),
+            &mut e,
+        );
+        assert!(e.destructive[0].starts_with("allowSecondaryWipe"));
+        let mut e = Entry::new("AdEngine", "default", "ad", Outcome::Update);
+        e.triggers.push("spec.rotateRootRequest = 2".into());
+        flag("AdEngine", &serde_json::json!({"spec": {}}), &mut e);
+        assert!(e.destructive[0].starts_with("root rotation"));
     }
 
     #[test]
