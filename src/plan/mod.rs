@@ -993,6 +993,60 @@ mod tests {
         assert!(!kube_request_allowed("DELETE", "dryRun=None"));
     }
 
+    /// The layer in front of a counting service: a write without `dryRun=All` fails with the
+    /// plan's sentence and never reaches the service; reads and dry runs do.
+    #[tokio::test]
+    async fn the_kubernetes_client_layer_refuses_writes_without_sending_them() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tower::{Layer, Service, ServiceExt};
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = seen.clone();
+        let inner = tower::service_fn(move |_req: http::Request<()>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, std::convert::Infallible>(http::Response::new(())) }
+        });
+        let mut svc = ReadOnlyKube.layer(inner);
+        let req = |method: &str, uri: &str| {
+            http::Request::builder()
+                .method(method)
+                .uri(uri)
+                .body(())
+                .unwrap()
+        };
+        let err = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(req(
+                "PATCH",
+                "/apis/x/v1/namespaces/default/things/a?fieldManager=m",
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "plan is read-only: refused PATCH /apis/x/v1/namespaces/default/things/a"
+        );
+        assert!(svc
+            .ready()
+            .await
+            .unwrap()
+            .call(req("POST", "/api/v1/namespaces/default/secrets"))
+            .await
+            .is_err());
+        assert_eq!(seen.load(Ordering::SeqCst), 0);
+        for (m, u) in [
+            ("GET", "/api/v1/namespaces/default/secrets/s"),
+            (
+                "PATCH",
+                "/apis/x/v1/namespaces/default/things/a?fieldManager=m&dryRun=All",
+            ),
+        ] {
+            svc.ready().await.unwrap().call(req(m, u)).await.unwrap();
+        }
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+
     #[test]
     fn a_pruned_force_workspace_and_transformation_are_flagged_destructive() {
         let obj = |kind: &str, spec: Value| -> DynamicObject {
