@@ -353,3 +353,114 @@ fn a_plan_shows_creates_no_change_drift_edits_and_prunes_without_ever_writing() 
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(out.contains("+ create Workspace default/other"), "{out}");
 }
+
+/// `quartet plan --address` with the token in `QUARTET_TOKEN`: one service, no cluster.
+fn plan_direct(address: &str, token: &str, extra: &[&str], file: &Path) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(["plan", "--address", address, "-f", file.to_str().unwrap()])
+        .args(extra)
+        .env("QUARTET_TOKEN", token)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run quartet plan");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn a_plan_by_address_reads_one_service_without_a_cluster_and_never_writes() {
+    let sb = Sandbox::start(&[]);
+    let file = sb.dir.path().join("policy.yaml");
+    std::fs::write(&file, POLICY).unwrap();
+    let m = marks(&sb);
+    let (code, out, err) = plan_direct(sb.url("secrets"), &sb.root_token, &[], &file);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        out.contains("+ create SecretsPolicy default/app-read"),
+        "{out}"
+    );
+    let (status, _) = sb.secrets(
+        "PUT",
+        "/v1/sys/policies/acl/app-read",
+        Some(json!({"policy": "path \"old/*\" { capabilities = [\"read\"] }"})),
+    );
+    assert!(status < 300);
+    let m2 = marks(&sb);
+    let (code, out, err) = plan_direct(sb.url("secrets"), &sb.root_token, &[], &file);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        out.contains("> adopt SecretsPolicy default/app-read"),
+        "{out}"
+    );
+    assert!(out.contains(r#"policy: "path \"old/*\""#), "{out}");
+    assert_eq!(writes_since(&sb, &m2), Vec::<String>::new());
+    assert_eq!(
+        writes_since(&sb, &m),
+        vec!["secrets: PUT /v1/sys/policies/acl/app-read".to_string()],
+        "only the test's own edit"
+    );
+    assert!(!out.contains(&sb.root_token) && !err.contains(&sb.root_token));
+
+    // Without a token, a sentence and exit 1.
+    let out = Command::new(BIN)
+        .args([
+            "plan",
+            "--address",
+            sb.url("secrets"),
+            "-f",
+            file.to_str().unwrap(),
+        ])
+        .env_remove("QUARTET_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("QUARTET_TOKEN"));
+}
+
+#[test]
+fn a_plan_by_address_works_against_a_real_openbao() {
+    let bao = support::openbao::OpenBao::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.yaml");
+    std::fs::write(&file, POLICY).unwrap();
+    let header = ["--token-header", "X-Vault-Token"];
+    let (code, out, err) = plan_direct(&bao.addr, &bao.root_token, &header, &file);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        out.contains("+ create SecretsPolicy default/app-read"),
+        "{out}"
+    );
+    let (status, _) = bao.call(
+        "PUT",
+        "/v1/sys/policies/acl/app-read",
+        Some(json!({"policy": "path \"secret/app/*\" { capabilities = [\"read\"] }"})),
+    );
+    assert!(status < 300);
+    let (code, out, err) = plan_direct(&bao.addr, &bao.root_token, &header, &file);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        out.contains("> adopt SecretsPolicy default/app-read"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("policy:"),
+        "the same text is no change: {out}"
+    );
+    let writes: Vec<_> = bao
+        .requests()
+        .into_iter()
+        .filter(|(op, p)| !matches!(op.as_str(), "read" | "list") && p.starts_with("sys/policies"))
+        .collect();
+    assert_eq!(
+        writes,
+        vec![(
+            "update".to_string(),
+            "sys/policies/acl/app-read".to_string()
+        )],
+        "only the test's own write"
+    );
+}

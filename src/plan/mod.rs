@@ -30,13 +30,16 @@ use serde_json::Value;
 
 use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
+use crate::api::Service;
 use crate::api::{CatalogAclBootstrap, CatalogAclToken, Connection, DeploymentGate, SecretsPolicy};
 use crate::api::{
     IdpAuthMethod, IdpGroup, IdpUser, TotpEnrollment, TotpMethod, TransformAlphabet, TransformRole,
     TransformStore, TransformTemplate, Transformation,
 };
 use crate::api::{NoCodeModule, NoCodeWorkspace, Workspace, WorkspaceRun};
-use crate::clients::SecretString;
+use crate::clients::http::Auth;
+use crate::clients::{Http, HttpConfig, SecretString};
+use crate::reconcile::driver::Managed;
 use crate::reconcile::metrics::Metrics;
 use crate::reconcile::{Context, Operated, Reconciled, Settings};
 
@@ -69,6 +72,16 @@ pub struct PlanArgs {
     /// Use this Connection (`NAMESPACE/NAME`) for every resource, whatever its connectionRef.
     #[arg(long)]
     pub connection: Option<String>,
+    /// Plan against one service at this address, without a cluster: the token comes from
+    /// `QUARTET_TOKEN`, every resource of the service's kinds uses it, and nothing is read from
+    /// Kubernetes (no status: objects are created or adopted; Secrets cannot be read).
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context", "resource", "prune_selector", "connection"])]
+    pub address: Option<String>,
+    /// With `--address`: the header that carries the token (default: the service's own,
+    /// e.g. `X-Secrets-Token`; `X-Vault-Token` for OpenBao). The workspace service takes
+    /// `Authorization: Bearer`.
+    #[arg(long, requires = "address")]
+    pub token_header: Option<String>,
     /// Namespace of the operator (where its `quartet-hash-key` Secret is).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub operator_namespace: String,
@@ -99,6 +112,8 @@ pub enum PlanError {
     ResourceArg(String),
     #[error("{0} does not exist")]
     NotFound(String),
+    #[error("--address needs the token in the QUARTET_TOKEN environment variable")]
+    NoToken,
     #[error("--connection takes NAMESPACE/NAME, not {0:?}")]
     ConnectionArg(String),
     /// A write the Kubernetes client refused (never sent).
@@ -239,7 +254,31 @@ impl Plan {
 /// `quartet plan`: prints the plan; the exit code is 0 when nothing would change, 2 when
 /// something would, 1 when a resource is blocked or the plan failed.
 pub async fn run(args: PlanArgs) -> anyhow::Result<std::process::ExitCode> {
-    let client = client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let direct = match &args.address {
+        Some(a) => Some(Direct {
+            address: a.trim_end_matches('/').to_string(),
+            token: SecretString::new(
+                std::env::var("QUARTET_TOKEN")
+                    .ok()
+                    .filter(|t| !t.is_empty())
+                    .ok_or(PlanError::NoToken)?,
+            ),
+            header: args.token_header.clone(),
+        }),
+        None => None,
+    };
+    let client = match &direct {
+        // No cluster: a client to an address nothing listens on, so any Kubernetes read fails
+        // (and says so) instead of reaching a cluster the user did not name.
+        Some(_) => {
+            let url: http::Uri = "http://127.0.0.1:1".parse().expect("a valid URI");
+            kube::client::ClientBuilder::try_from(Config::new(url))
+                .map_err(|e| PlanError::Kubeconfig(e.to_string()))?
+                .with_layer(&ReadOnlyKube)
+                .build()
+        }
+        None => client(args.kubeconfig.as_deref(), args.context.as_deref()).await?,
+    };
     let docs = match &args.resource {
         Some(r) => vec![live_doc(&client, r, &args.namespace).await?],
         None => load(&args.files)?,
@@ -260,6 +299,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<std::process::ExitCode> {
         &args.operator_namespace,
         args.prune_selector.as_deref(),
         override_conn,
+        direct,
     )
     .await?;
     let out = match args.output {
@@ -482,12 +522,55 @@ async fn hash_key(client: &Client, namespace: &str) -> Result<SecretString, Plan
     })))
 }
 
+/// One service reached directly (`--address`), without a cluster.
+pub struct Direct {
+    pub address: String,
+    pub token: SecretString,
+    pub header: Option<String>,
+}
+
 /// What every resource's plan shares.
 struct Env {
     client: Client,
     ctx: Context,
     default_ns: String,
     connection: Option<(String, String)>,
+    direct: Option<Direct>,
+}
+
+impl Env {
+    /// The read-only client of the service `obj` uses: its Connection's, or the direct one.
+    async fn http<K: Managed>(&self, obj: &K) -> crate::reconcile::Result<Arc<Http>> {
+        let Some(d) = &self.direct else {
+            let ns = obj.namespace().unwrap_or_default();
+            return self
+                .ctx
+                .http_for(&ns, obj.connection_ref(), K::SERVICE)
+                .await;
+        };
+        let service = K::SERVICE;
+        let header = |default: &str| d.header.clone().unwrap_or_else(|| default.to_string());
+        let auth = match service {
+            Service::Workspaces => Auth::Bearer(d.token.clone()),
+            Service::Secrets => Auth::Header(header("X-Secrets-Token"), d.token.clone()),
+            Service::Catalog => Auth::Header(header("X-Catalog-Token"), d.token.clone()),
+            Service::Scheduler => Auth::Header(header("X-Scheduler-Token"), d.token.clone()),
+        };
+        let cfg = HttpConfig {
+            service,
+            base_url: d.address.clone(),
+            auth,
+            timeout: std::time::Duration::from_secs(10),
+            requests_per_second: 50,
+            ca_pem: None,
+            extra_headers: Vec::new(),
+            max_retries: 1,
+            read_only: true,
+        };
+        Http::new(cfg, self.ctx.metrics.clone())
+            .map(Arc::new)
+            .map_err(crate::reconcile::Error::Remote)
+    }
 }
 
 /// Plan `docs` against the cluster of `client`.
@@ -498,9 +581,14 @@ pub async fn plan(
     operator_ns: &str,
     prune_selector: Option<&str>,
     connection: Option<(String, String)>,
+    direct: Option<Direct>,
 ) -> Result<Plan, PlanError> {
+    let key = match direct {
+        Some(_) => SecretString::new(hex::encode(rand::random::<[u8; 32]>())),
+        None => hash_key(&client, operator_ns).await?,
+    };
     let settings = Settings {
-        hash_key: hash_key(&client, operator_ns).await?,
+        hash_key: key,
         max_retries: 1,
         read_only: true,
         ..Settings::default()
@@ -508,25 +596,46 @@ pub async fn plan(
     // The Connections the resources resolve: the cluster's, overridden by those in the
     // manifests (a new Connection planned with the resources that use it).
     let (store, mut writer) = reflector::store::<Connection>();
-    let listed = match Api::<Connection>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(l) => l.items,
-        Err(_) => {
-            let mut items = Vec::new();
-            let namespaces: BTreeSet<String> =
-                docs.iter().map(|d| namespace_of(d, default_ns)).collect();
-            for ns in namespaces {
-                if let Ok(l) = Api::<Connection>::namespaced(client.clone(), &ns)
-                    .list(&ListParams::default())
-                    .await
-                {
-                    items.extend(l.items);
+    if let Some(d) = &direct {
+        // The Connection each resource resolves (named after its service, in its namespace),
+        // for what kinds read from it; the calls go to the direct client.
+        let namespaces: BTreeSet<String> =
+            docs.iter().map(|d| namespace_of(d, default_ns)).collect();
+        for ns in namespaces {
+            for service in ["secrets", "workspaces", "catalog", "scheduler"] {
+                let c = serde_json::json!({
+                    "apiVersion": "quartet.dev/v1alpha1", "kind": "Connection",
+                    "metadata": {"name": service, "namespace": ns},
+                    "spec": {"service": service, "address": d.address},
+                });
+                if let Ok(c) = serde_json::from_value::<Connection>(c) {
+                    writer.apply_watcher_event(&watcher::Event::Apply(c));
                 }
             }
-            items
         }
+    }
+    let listed = match direct {
+        Some(_) => Vec::new(),
+        None => match Api::<Connection>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(l) => l.items,
+            Err(_) => {
+                let mut items = Vec::new();
+                let namespaces: BTreeSet<String> =
+                    docs.iter().map(|d| namespace_of(d, default_ns)).collect();
+                for ns in namespaces {
+                    if let Ok(l) = Api::<Connection>::namespaced(client.clone(), &ns)
+                        .list(&ListParams::default())
+                        .await
+                    {
+                        items.extend(l.items);
+                    }
+                }
+                items
+            }
+        },
     };
     for c in listed {
         writer.apply_watcher_event(&watcher::Event::Apply(c));
@@ -551,6 +660,7 @@ pub async fn plan(
         ctx,
         default_ns: default_ns.to_string(),
         connection,
+        direct,
     };
     let registry = crate::controllers::registry();
     let mut entries = Vec::new();
@@ -669,6 +779,22 @@ where
             }
         }
     }
+    if env.direct.is_some() {
+        // No cluster: the manifest as the typed object (serde defaults only), never a live one.
+        if let Some(spec) = d.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("connectionRef");
+        }
+        return serde_json::from_value::<K>(d)
+            .map(|o| (o, None))
+            .map_err(|e| {
+                Box::new(Entry::blocked(
+                    &kind,
+                    &ns,
+                    &name,
+                    format!("not a valid {kind}: {e}"),
+                ))
+            });
+    }
     let api: Api<K> = Api::namespaced(env.client.clone(), &ns);
     let live = match api.get_opt(&name).await {
         Ok(l) => l,
@@ -717,7 +843,7 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
     let name = obj.name_any();
     let ctx = &env.ctx;
     let status = obj.managed_status().cloned().unwrap_or_default();
-    let http = match ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await {
+    let http = match env.http(&obj).await {
         Ok(h) => h,
         Err(e) => return Entry::blocked(&kind, &ns, &name, e.to_string()),
     };
@@ -795,11 +921,7 @@ async fn operated<K: Operated>(env: &Env, d: Value) -> Entry {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     if obj.holds_remote() {
-        if let Err(e) = env
-            .ctx
-            .http_for(&ns, obj.connection_ref(), K::SERVICE)
-            .await
-        {
+        if let Err(e) = env.http(&obj).await {
             return Entry::blocked(&kind, &ns, &name, e.to_string());
         }
     }
