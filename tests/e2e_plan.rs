@@ -487,6 +487,7 @@ fn a_plan_of_every_example_on_a_fresh_cluster_creates_each_kind_without_a_write(
     // Secrets they reference are in the cluster, as a plan expects them.
     let dir = sb.dir.path().join("examples");
     std::fs::create_dir_all(&dir).unwrap();
+    let mut secret_values = Vec::new();
     for e in std::fs::read_dir(repo_root().join("examples")).unwrap() {
         let path = e.unwrap().path();
         let file = path.file_name().unwrap().to_str().unwrap().to_string();
@@ -497,6 +498,14 @@ fn a_plan_of_every_example_on_a_fresh_cluster_creates_each_kind_without_a_write(
         for doc in text.split("\n---") {
             if doc.lines().any(|l| l.trim_end() == "kind: Secret") {
                 sb.apply_ok(doc);
+                let secret: Value = serde_yaml::from_str(doc).unwrap();
+                for v in secret["stringData"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|m| m.values())
+                {
+                    secret_values.push(v.as_str().unwrap().to_string());
+                }
             }
         }
         std::fs::copy(&path, dir.join(&file)).unwrap();
