@@ -858,6 +858,20 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
         .await
     {
         Ok(o) => o,
+        // The kind's observe writes on its own at times (a rotation that is due): that is what
+        // the apply would trigger, refused here before it was sent.
+        Err(crate::reconcile::Error::Remote(crate::clients::ClientError::ReadOnly {
+            verb,
+            path,
+        })) => {
+            let mut e = Entry::new(&kind, &ns, &name, Outcome::Update);
+            e.remote_id = status.remote_id.clone();
+            e.triggers.push(format!(
+                "{verb} {path} (the kind's own step when it observes)"
+            ));
+            flag(&kind, &obj, &mut e);
+            return e;
+        }
         Err(e) => return Entry::blocked(&kind, &ns, &name, e.to_string()),
     };
     let sensitive = |recorded: Option<&String>| {
