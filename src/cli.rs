@@ -1,4 +1,4 @@
-//! Command line: `quartet run | crd | sandbox | dev | leases | login | catalog`.
+//! Command line: `quartet run | crd | plan | sandbox | dev | leases | login | catalog`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,6 +32,10 @@ pub enum Command {
     Run(RunArgs),
     /// Print the CustomResourceDefinitions as YAML, or write one file per kind.
     Crd(CrdArgs),
+    /// What applying manifests would do to the services, without changing anything: exit 0
+    /// when nothing would change, 2 when something would, 1 when a resource is blocked or on
+    /// error.
+    Plan(crate::plan::PlanArgs),
     /// Start the emulated services only (and, with --kubeconfig, the dev Kubernetes API server).
     /// For development and tests, never production.
     #[cfg(feature = "sandbox")]
@@ -230,7 +234,10 @@ pub fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        match cli.command {
+        if let Command::Plan(args) = cli.command {
+            return crate::plan::run(args).await;
+        }
+        let done = match cli.command {
             Command::Run(args) => crate::run::run(args).await,
             Command::Crd(args) => crate::crdgen::crd(args),
             #[cfg(feature = "sandbox")]
@@ -244,10 +251,12 @@ pub fn main() -> ExitCode {
             Command::Dev(_) => not_built("dev"),
             Command::Login(args) => crate::login::run(args).await.map_err(Into::into),
             Command::Catalog(args) => crate::catalog_login::run(args).await.map_err(Into::into),
-        }
+            Command::Plan(_) => unreachable!("handled above"),
+        };
+        done.map(|()| ExitCode::SUCCESS)
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

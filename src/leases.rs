@@ -471,6 +471,7 @@ async fn client(args: &LeasesArgs) -> Result<Http, LeasesError> {
             ca_pem,
             extra_headers,
             max_retries: 2,
+            read_only: false,
         },
         metrics,
     )

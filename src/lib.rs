@@ -12,6 +12,7 @@ pub mod kinds;
 pub mod lease;
 pub mod leases;
 pub mod login;
+pub mod plan;
 pub mod reconcile;
 pub mod run;
 pub mod server;

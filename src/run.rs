@@ -195,6 +195,7 @@ pub async fn settings(client: &Client, args: &OperatorArgs) -> anyhow::Result<Se
         concurrency: args.concurrency.max(1),
         hash_key: hash_key(client, &args.operator_namespace).await?,
         max_retries: args.max_retries,
+        read_only: false,
     })
 }
 

@@ -68,6 +68,9 @@ pub struct HttpConfig {
     pub extra_headers: Vec<(&'static str, String)>,
     /// Retries after the first attempt for retryable failures.
     pub max_retries: u32,
+    /// Refuse every call but reads (GET, HEAD, LIST) before anything is sent: the client of
+    /// `quartet plan`, which must never change a service, whatever a kind's code asks of it.
+    pub read_only: bool,
 }
 
 /// Errors of a call. Messages carry the service's error text, never tokens or bodies we sent.
@@ -90,6 +93,9 @@ pub enum ClientError {
     /// The Connection's login (`spec.auth`) was refused: the service's message.
     #[error("{service} refused the Connection's login: {message}")]
     Login { service: Service, message: String },
+    /// A write through a read-only client ([`HttpConfig::read_only`]); nothing was sent.
+    #[error("plan is read-only: refused {verb} {path}")]
+    ReadOnly { verb: String, path: String },
 }
 
 impl ClientError {
@@ -105,9 +111,10 @@ impl ClientError {
         match self {
             ClientError::Unreachable { .. } => true,
             ClientError::Status { status, .. } => *status == 429 || *status >= 500,
-            ClientError::Decode { .. } | ClientError::Config(_) | ClientError::Login { .. } => {
-                false
-            }
+            ClientError::Decode { .. }
+            | ClientError::Config(_)
+            | ClientError::Login { .. }
+            | ClientError::ReadOnly { .. } => false,
         }
     }
 
@@ -278,6 +285,13 @@ impl Http {
         body: Option<&Value>,
         cred: Cred<'_>,
     ) -> Result<Response, ClientError> {
+        if self.cfg.read_only && !is_read(verb) {
+            return Err(ClientError::ReadOnly {
+                verb: verb.to_ascii_uppercase(),
+                // The query is left out: some APIs carry values in it.
+                path: path.split('?').next().unwrap_or_default().to_string(),
+            });
+        }
         let idempotent = !verb.eq_ignore_ascii_case("POST") && !verb.eq_ignore_ascii_case("PATCH");
         let mut attempt = 0u32;
         loop {
@@ -390,6 +404,13 @@ impl Http {
             retry_after,
         })
     }
+}
+
+/// Whether `verb` only reads (the verbs a read-only client lets through).
+pub fn is_read(verb: &str) -> bool {
+    ["GET", "HEAD", "LIST"]
+        .iter()
+        .any(|r| verb.eq_ignore_ascii_case(r))
 }
 
 /// The token one request carries.
@@ -523,6 +544,75 @@ mod tests {
             error_message(br#"{"errors":[]}"#, StatusCode::NOT_FOUND),
             "not found"
         );
+    }
+
+    /// A read-only client against a local listener that counts connections: writes fail with
+    /// the plan's sentence and never reach the socket; reads do.
+    #[tokio::test]
+    async fn a_read_only_client_refuses_writes_without_sending_them() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                let _ = sock
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+                    )
+                    .await;
+            }
+        });
+        let http = Http::new(
+            HttpConfig {
+                service: Service::Secrets,
+                base_url: format!("http://{addr}"),
+                auth: Auth::Header("X-Secrets-Token".into(), SecretString::new("t0ken")),
+                timeout: Duration::from_secs(5),
+                requests_per_second: 100,
+                ca_pem: None,
+                extra_headers: Vec::new(),
+                max_retries: 0,
+                read_only: true,
+            },
+            Arc::new(Metrics::default()),
+        )
+        .unwrap();
+        for verb in ["POST", "put", "PATCH", "DELETE"] {
+            let err = http
+                .call(
+                    verb,
+                    "/v1/sys/policies/acl/p?x=1",
+                    Some(&serde_json::json!({})),
+                )
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "plan is read-only: refused {} /v1/sys/policies/acl/p",
+                    verb.to_uppercase()
+                )
+            );
+            assert!(!err.is_transient());
+        }
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            0,
+            "a refused write reached the service"
+        );
+        http.call("GET", "/v1/sys/policies/acl/p", None)
+            .await
+            .unwrap();
+        http.call("LIST", "/v1/sys/policies/acl", None)
+            .await
+            .unwrap();
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
     }
 
     #[test]

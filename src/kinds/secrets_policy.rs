@@ -95,6 +95,20 @@ impl Reconciled for SecretsPolicy {
         diff(desired, observed)
     }
 
+    fn shown(desired: &Policy, observed: &Policy, field: &str) -> Option<(String, String)> {
+        let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+        let list = |v: &Option<Vec<String>>| v.clone().unwrap_or_default().join(", ");
+        match field {
+            "policy" => Some((observed.policy.clone(), desired.policy.clone())),
+            "enforcementLevel" => Some((
+                opt(&observed.enforcement_level),
+                opt(&desired.enforcement_level),
+            )),
+            "paths" => Some((list(&observed.paths), list(&desired.paths))),
+            _ => None,
+        }
+    }
+
     async fn create(&self, client: &SecretsClient, desired: &Policy) -> Result<Created> {
         client
             .write_policy(self.kind_path(), desired)

@@ -32,6 +32,8 @@ pub struct Settings {
     pub hash_key: SecretString,
     /// HTTP retries after the first attempt.
     pub max_retries: u32,
+    /// Service clients refuse every write (`quartet plan`).
+    pub read_only: bool,
 }
 
 impl Default for Settings {
@@ -41,6 +43,7 @@ impl Default for Settings {
             concurrency: 8,
             hash_key: SecretString::new("quartet-default-hash-key"),
             max_retries: 3,
+            read_only: false,
         }
     }
 }
@@ -460,6 +463,7 @@ impl Context {
             ca_pem,
             extra_headers,
             max_retries: self.settings.max_retries,
+            read_only: self.settings.read_only,
         };
         cfg.auth = match (token, &conn.spec.auth) {
             (Some(token), _) => match service {

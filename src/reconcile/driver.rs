@@ -154,6 +154,16 @@ pub trait Reconciled: Managed {
     fn write_only_hash(_desired: &Self::Desired, _ctx: &Context) -> Option<String> {
         None
     }
+    /// The old and new value of one changed field (a name [`Reconciled::diff`] returned), as
+    /// short text for `quartet plan`; `None` shows the field as changed without values. Never
+    /// returns a write-only value (those are compared by [`Reconciled::write_only_hash`]).
+    fn shown(
+        _desired: &Self::Desired,
+        _observed: &Self::Observed,
+        _field: &str,
+    ) -> Option<(String, String)> {
+        None
+    }
     /// Kind-specific status fields read from the remote object (camelCase keys, declared in the
     /// kind's status type so the CRD schema keeps them), written next to the managed fields
     /// only when they change. An empty map leaves the fields as they are.

@@ -116,6 +116,19 @@ macro_rules! idp_entry_kind {
                 diff(desired, observed)
             }
 
+            fn shown(
+                desired: &Desired,
+                observed: &IdpEntry,
+                field: &str,
+            ) -> Option<(String, String)> {
+                let (want, have) = match field {
+                    "policies" => (desired.policies.as_ref()?, &observed.policies),
+                    "groups" => (desired.groups.as_ref()?, &observed.groups),
+                    _ => return None,
+                };
+                Some((normalised(have).join(", "), normalised(want).join(", ")))
+            }
+
             async fn create(
                 &self,
                 client: &SecretsIdpClient,

@@ -234,6 +234,21 @@ pub fn diff(desired: &Desired, ws: &Value) -> Vec<&'static str> {
     changed
 }
 
+/// Old and new value of the plain setting `field` (a camelCase name from [`diff`]), for
+/// `quartet plan`.
+pub fn shown(desired: &Desired, ws: &Value, field: &str) -> Option<(String, String)> {
+    let text = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    let (k, want) = desired
+        .attributes
+        .iter()
+        .find(|(k, _)| camel_of(k) == field)?;
+    Some((text(observed_attr(ws, k)), text(Some(want))))
+}
+
 /// The `data` of the PATCH that sets the `changed` settings (names from [`diff`]).
 pub fn update_data(desired: &Desired, changed: &[&str]) -> Value {
     let mut attrs = Map::new();

@@ -486,6 +486,18 @@ impl Reconciled for Workspace {
         diff(desired, observed)
     }
 
+    /// Values of the name and the plain settings only: variables may be sensitive, so they
+    /// are shown as changed without values.
+    fn shown(desired: &Desired, observed: &Observed, field: &str) -> Option<(String, String)> {
+        if field == "name" {
+            return Some((
+                attr_str(&observed.doc, "name").unwrap_or_default(),
+                desired.name.clone(),
+            ));
+        }
+        settings::shown(&desired.settings, &observed.doc, field)
+    }
+
     async fn create(&self, client: &WorkspacesClient, d: &Desired) -> Result<Created> {
         let mut data = settings::create_data(&d.settings, &d.name);
         if let Some(b) = &d.tag_bindings {
