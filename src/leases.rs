@@ -464,6 +464,7 @@ async fn client(args: &LeasesArgs) -> Result<Http, LeasesError> {
     Http::new(
         HttpConfig {
             service: Service::Secrets,
+            connection: String::new(),
             base_url,
             auth: Auth::Header(header, SecretString::new(token)),
             timeout: Duration::from_secs(30),

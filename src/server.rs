@@ -215,6 +215,10 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 async fn render(State(state): State<AppState>) -> impl IntoResponse {
+    // Read at scrape time, so the gauge can never disagree with /readyz.
+    state
+        .metrics
+        .set_leader(state.health.role() == Role::Leader);
     (
         [(
             CONTENT_TYPE,

@@ -57,6 +57,9 @@ pub enum Auth {
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
     pub service: Service,
+    /// The Connection (`namespace/name`) the calls go through, for metrics and the change
+    /// log; empty for calls made outside a Connection (the `leases` command with --address).
+    pub connection: String,
     /// Base URL without trailing slash, e.g. `http://127.0.0.1:8200`.
     pub base_url: String,
     pub auth: Auth,
@@ -192,6 +195,11 @@ impl Http {
         )
         .unwrap_or(NonZeroU32::MIN);
         let resync_limiter = RateLimiter::direct(Quota::per_second(resync_rps));
+        if !cfg.connection.is_empty() {
+            // The series exists from the Connection's first client on, at 0 until a call
+            // waits, so a dashboard shows 0 instead of no data.
+            metrics.budget_wait(&cfg.connection, Duration::ZERO);
+        }
         Ok(Self {
             client,
             cfg,
@@ -328,7 +336,13 @@ impl Http {
         body: Option<&Value>,
         cred: Cred<'_>,
     ) -> Result<Response, ClientError> {
+        let queued = Instant::now();
         self.limiter.until_ready().await;
+        let waited = queued.elapsed();
+        // A call that got its slot at once is not worth a metric update.
+        if waited >= Duration::from_millis(1) {
+            self.metrics.budget_wait(&self.cfg.connection, waited);
+        }
         let service = self.cfg.service;
         let method =
             Method::from_bytes(verb.as_bytes()).map_err(|e| ClientError::Config(e.to_string()))?;

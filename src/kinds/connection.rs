@@ -204,6 +204,12 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
             jitter(Duration::from_secs(10))
         }
     };
+    ctx.metrics.resource_ready(
+        "Connection",
+        &conn.namespace().unwrap_or_default(),
+        &conn.name_any(),
+        conditions::get(&status.conditions, READY).is_some_and(|c| c.status == "True"),
+    );
     if status != before {
         patch_status(conn.as_ref(), &ctx, json!(status)).await?;
     }
@@ -290,6 +296,8 @@ async fn revoke_deleted(ctx: Arc<Context>, api: Api<Connection>) {
         match event {
             Ok(watcher::Event::Delete(conn)) => {
                 let ns = conn.namespace().unwrap_or_default();
+                ctx.metrics
+                    .resource_gone("Connection", &ns, &conn.name_any());
                 ctx.end_session(&ns, &conn.name_any()).await;
             }
             Ok(watcher::Event::Init) => listed.clear(),

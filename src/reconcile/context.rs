@@ -456,6 +456,11 @@ impl Context {
         }
         let mut cfg = HttpConfig {
             service,
+            connection: format!(
+                "{}/{}",
+                conn.namespace().unwrap_or_default(),
+                conn.name_any()
+            ),
             base_url: conn.spec.address.trim_end_matches('/').to_string(),
             auth: Auth::None,
             timeout: Duration::from_secs(conn.spec.timeout_seconds.max(1) as u64),

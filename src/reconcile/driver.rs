@@ -376,6 +376,8 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
     let started = Instant::now();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let obj = with_finalizer(&api, obj).await?;
+    let deleting = obj.meta().deletion_timestamp.is_some();
+    let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
     let result = finalizer(&api, &finalizer_name::<K>(), obj, |event| async {
         match event {
             FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
@@ -396,6 +398,8 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
     );
     if let Err(e) = &result {
         ctx.metrics.error(&kind, e.category().reason());
+    } else if deleting {
+        ctx.metrics.resource_gone(&kind, &namespace, &name);
     }
     result
 }
@@ -863,6 +867,13 @@ pub async fn write_status<K: Managed>(
     status: &ManagedStatus,
     written: &mut ManagedStatus,
 ) -> Result<Option<String>> {
+    // Every pass comes here, written or not, so the gauge is right after a restart too.
+    ctx.metrics.resource_ready(
+        &K::kind(&()),
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+        conditions::get(&status.conditions, READY).is_some_and(|c| c.status == "True"),
+    );
     if status == written {
         return Ok(None);
     }

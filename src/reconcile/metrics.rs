@@ -31,6 +31,9 @@ pub struct Metrics {
     irrevocable: Family<Labels, Gauge>,
     logins: Family<Labels, Counter>,
     kind_served: Family<Labels, Gauge>,
+    resource_ready: Family<Labels, Gauge>,
+    leader: Gauge,
+    budget_wait: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
 }
 
 fn histogram() -> Histogram {
@@ -131,8 +134,32 @@ impl Default for Metrics {
              0 when the CRD is missing (the kind's resources are not reconciled)",
             kind_served.clone(),
         );
+        let resource_ready = Family::<Labels, Gauge>::default();
+        registry.register(
+            "resource_ready",
+            "1 when the resource's Ready condition is True, else 0, as this replica last wrote \
+             its status (the series goes when the resource is deleted)",
+            resource_ready.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica runs the controllers (holds the leader Lease, or runs without \
+             leader election), else 0",
+            leader.clone(),
+        );
+        let budget_wait = Family::<Labels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "connection_budget_wait_seconds",
+            "Seconds calls waited for their Connection's client-side request budget \
+             (spec.requestsPerSecond), by Connection; a rate near 1 means calls queue for it",
+            budget_wait.clone(),
+        );
         Self {
             registry,
+            resource_ready,
+            leader,
+            budget_wait,
             kind_served,
             logins,
             irrevocable,
@@ -293,6 +320,31 @@ impl Metrics {
             .set(i64::from(served));
     }
 
+    /// The Ready condition of `kind` `namespace/name`, as its status was last written.
+    pub fn resource_ready(&self, kind: &str, namespace: &str, name: &str, ready: bool) {
+        self.resource_ready
+            .get_or_create(&resource_labels(kind, namespace, name))
+            .set(i64::from(ready));
+    }
+
+    /// The resource is gone: its Ready series with it (a deleted resource is not "not ready").
+    pub fn resource_gone(&self, kind: &str, namespace: &str, name: &str) {
+        self.resource_ready
+            .remove(&resource_labels(kind, namespace, name));
+    }
+
+    /// Whether this replica runs the controllers.
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// A call of Connection `connection` (`namespace/name`) waited `waited` for its budget.
+    pub fn budget_wait(&self, connection: &str, waited: Duration) {
+        self.budget_wait
+            .get_or_create(&vec![("connection", connection.to_string())])
+            .inc_by(waited.as_secs_f64());
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -300,6 +352,14 @@ impl Metrics {
         let _ = encode(&mut out, &self.registry);
         out
     }
+}
+
+fn resource_labels(kind: &str, namespace: &str, name: &str) -> Labels {
+    vec![
+        ("kind", kind.to_string()),
+        ("namespace", namespace.to_string()),
+        ("name", name.to_string()),
+    ]
 }
 
 #[cfg(test)]

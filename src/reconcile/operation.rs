@@ -207,6 +207,8 @@ pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Re
     let started = Instant::now();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let obj = super::driver::with_finalizer(&api, obj).await?;
+    let deleting = obj.meta().deletion_timestamp.is_some();
+    let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
     let result = finalizer(&api, &finalizer_name::<K>(), obj, |event| async {
         match event {
             FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
@@ -227,6 +229,8 @@ pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Re
     );
     if let Err(e) = &result {
         ctx.metrics.error(&kind, e.category().reason());
+    } else if deleting {
+        ctx.metrics.resource_gone(&kind, &namespace, &name);
     }
     result
 }

@@ -1,0 +1,399 @@
+//! Operations, tested with the real Prometheus tools (Debian's `prometheus` package):
+//! `promtool check rules` and `promtool test rules` on the chart's alerts
+//! (`charts/quartet/files/alerts.yaml`, unit tests in `tests/promtool/alerts_test.yaml`), every
+//! alert's runbook present in `docs/runbooks.md`, the chart rendering the rules and the dashboard
+//! from those same files, and a real Prometheus scraping a running operator answering every
+//! query of the dashboard (`charts/quartet/files/dashboard.json`).
+//!
+//! promtool and prometheus are found in `PATH` (or `QUARTET_PROMTOOL_BIN` /
+//! `QUARTET_PROMETHEUS_BIN`); missing, the tests fail saying how to install them.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::*;
+
+const INSTALL: &str =
+    "install Debian's prometheus package (`apt-get install -y prometheus`, as .ci/run does), \
+                       which provides /usr/bin/promtool and /usr/bin/prometheus";
+
+fn tool(name: &str, env: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} not found ({env}, PATH): {INSTALL}"))
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out: Output = cmd.output().expect("run the tool");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
+    text
+}
+
+fn alerts_file() -> PathBuf {
+    repo_root().join("charts/quartet/files/alerts.yaml")
+}
+
+fn alerts() -> Value {
+    let text = std::fs::read_to_string(alerts_file()).expect("read alerts.yaml");
+    serde_yaml::from_str(&text).expect("alerts.yaml is YAML")
+}
+
+fn rules(alerts: &Value) -> Vec<Value> {
+    alerts["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn promtool_check_rules_accepts_the_charts_alert_rules() {
+    let out = run_ok(
+        Command::new(tool("promtool", "QUARTET_PROMTOOL_BIN"))
+            .args(["check", "rules"])
+            .arg(alerts_file()),
+    );
+    assert!(out.contains("SUCCESS"), "{out}");
+}
+
+#[test]
+fn every_alert_fires_on_its_series_and_not_otherwise_in_promtool_unit_tests() {
+    let tests_file = repo_root().join("tests/promtool/alerts_test.yaml");
+    let out = run_ok(
+        Command::new(tool("promtool", "QUARTET_PROMTOOL_BIN"))
+            .args(["test", "rules"])
+            .arg(&tests_file),
+    );
+    assert!(out.contains("SUCCESS"), "{out}");
+    // Every alert has unit tests, each both firing (an expected alert) and quiet (none).
+    let tests: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&tests_file).unwrap()).unwrap();
+    let mut firing = BTreeSet::new();
+    let mut quiet = BTreeSet::new();
+    for t in tests["tests"].as_array().unwrap() {
+        for a in t["alert_rule_test"].as_array().unwrap() {
+            let name = a["alertname"].as_str().unwrap().to_string();
+            if a["exp_alerts"].as_array().is_some_and(|e| e.is_empty()) {
+                quiet.insert(name);
+            } else {
+                firing.insert(name);
+            }
+        }
+    }
+    for rule in rules(&alerts()) {
+        let name = rule["alert"].as_str().unwrap();
+        assert!(firing.contains(name), "no test in which {name} fires");
+        assert!(quiet.contains(name), "no test in which {name} stays quiet");
+    }
+}
+
+#[test]
+fn every_alert_has_a_for_a_severity_and_a_runbook_section() {
+    let runbooks = std::fs::read_to_string(repo_root().join("docs/runbooks.md")).unwrap();
+    let anchors: BTreeSet<String> = runbooks
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(|h| h.trim().to_lowercase())
+        .collect();
+    let rules = rules(&alerts());
+    assert!(rules.len() >= 9, "{rules:?}");
+    for rule in rules {
+        let name = rule["alert"].as_str().expect("every rule is an alert");
+        assert!(rule["for"].as_str().is_some(), "{name} has no `for`");
+        let severity = rule["labels"]["severity"].as_str().unwrap_or_default();
+        assert!(
+            ["critical", "warning"].contains(&severity),
+            "{name}: severity {severity:?}"
+        );
+        let url = rule["annotations"]["runbook_url"]
+            .as_str()
+            .unwrap_or_default();
+        let (page, anchor) = url.split_once('#').unwrap_or_default();
+        assert!(page.ends_with("docs/runbooks.md"), "{name}: {url}");
+        assert_eq!(anchor, name.to_lowercase(), "{name}: {url}");
+        assert!(
+            anchors.contains(anchor),
+            "docs/runbooks.md has no section `## {name}`"
+        );
+        for part in ["**Means**", "**Confirm**", "**Do**"] {
+            let section = runbooks
+                .split(&format!("## {name}\n"))
+                .nth(1)
+                .and_then(|s| s.split("\n## ").next())
+                .unwrap_or_default();
+            assert!(section.contains(part), "{name}'s runbook lacks {part}");
+        }
+    }
+}
+
+fn helm_template(values: &[&str]) -> Vec<Value> {
+    let helm = std::env::var("QUARTET_HELM_BIN")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/opt/quartet-tools/bin/helm".into());
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(&helm);
+    for (k, d) in [
+        ("HELM_CONFIG_HOME", "config"),
+        ("HELM_CACHE_HOME", "cache"),
+        ("HELM_DATA_HOME", "data"),
+    ] {
+        cmd.env(k, home.path().join(d));
+    }
+    cmd.args([
+        "template",
+        "q",
+        repo_root().join("charts/quartet").to_str().unwrap(),
+    ]);
+    for v in values {
+        cmd.args(["--set", v]);
+    }
+    let out = run_ok(&mut cmd);
+    serde_yaml::Deserializer::from_str(&out)
+        .filter_map(|d| {
+            let v: Value = serde::Deserialize::deserialize(d).ok()?;
+            (!v.is_null()).then_some(v)
+        })
+        .collect()
+}
+
+#[test]
+fn the_chart_renders_its_prometheus_rule_and_dashboard_from_the_tested_files_only_when_enabled() {
+    let docs = helm_template(&[]);
+    for kind in ["PrometheusRule", "ConfigMap"] {
+        assert!(
+            !docs.iter().any(|d| d["kind"] == kind),
+            "{kind} rendered by default"
+        );
+    }
+    let docs = helm_template(&[
+        "prometheusRule.enabled=true",
+        "prometheusRule.labels.release=kps",
+        "prometheusRule.runbookUrl=https://wiki.example.com/quartet",
+        "grafanaDashboard.enabled=true",
+    ]);
+    let rule = docs
+        .iter()
+        .find(|d| d["kind"] == "PrometheusRule")
+        .expect("PrometheusRule");
+    assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(rule["metadata"]["labels"]["release"], "kps");
+    // The same rules as the file promtool tests, but for the runbook address.
+    let mut expected = alerts();
+    for g in expected["groups"].as_array_mut().unwrap() {
+        for r in g["rules"].as_array_mut().unwrap() {
+            let url = r["annotations"]["runbook_url"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let anchor = url.split_once('#').unwrap().1.to_string();
+            r["annotations"]["runbook_url"] =
+                Value::String(format!("https://wiki.example.com/quartet#{anchor}"));
+        }
+    }
+    assert_eq!(rule["spec"], expected);
+    let cm = docs
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap")
+        .expect("dashboard ConfigMap");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json: Value = serde_json::from_str(cm["data"]["quartet.json"].as_str().unwrap()).unwrap();
+    assert_eq!(json, dashboard());
+}
+
+fn dashboard() -> Value {
+    let text = std::fs::read_to_string(repo_root().join("charts/quartet/files/dashboard.json"))
+        .expect("read dashboard.json");
+    serde_json::from_str(&text).expect("dashboard.json is JSON")
+}
+
+/// Every PromQL query of the dashboard: (panel title, expression).
+fn panel_queries() -> Vec<(String, String)> {
+    dashboard()["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| {
+            let title = p["title"].as_str().unwrap_or_default().to_string();
+            p["targets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |t| (title.clone(), t["expr"].as_str().unwrap().to_string()))
+        })
+        .collect()
+}
+
+struct Prometheus {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    /// A real Prometheus on a loopback port scraping `target` every second, with the chart's
+    /// alert rules loaded.
+    fn start(target: &str) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+                 rule_files: [{:?}]\n\
+                 scrape_configs:\n  - job_name: quartet\n    static_configs: [{{targets: [{target:?}]}}]\n",
+                alerts_file().display().to_string()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(tool("prometheus", "QUARTET_PROMETHEUS_BIN"))
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start prometheus: {e}: {INSTALL}"));
+        let url = format!("http://127.0.0.1:{port}");
+        let p = Prometheus {
+            child,
+            url,
+            _dir: dir,
+        };
+        wait_for("Prometheus ready", Duration::from_secs(30), || {
+            let ok = reqwest::blocking::get(format!("{}/-/ready", p.url))
+                .is_ok_and(|r| r.status().is_success());
+            ok.then_some(())
+        });
+        p
+    }
+
+    fn api(&self, path: &str, query: &[(&str, &str)]) -> Value {
+        let resp = reqwest::blocking::Client::new()
+            .get(format!("{}/api/v1/{path}", self.url))
+            .query(query)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .expect("Prometheus API");
+        let body: Value = resp.json().expect("JSON");
+        assert_eq!(body["status"], "success", "{path} {query:?}: {body}");
+        body["data"].clone()
+    }
+
+    /// The number of series `expr` returns now.
+    fn series(&self, expr: &str) -> usize {
+        self.api("query", &[("query", expr)])["result"]
+            .as_array()
+            .map_or(0, Vec::len)
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_real_prometheus_scraping_the_operator_answers_every_dashboard_query_with_a_series() {
+    let started = Instant::now();
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    // A Connection with a small budget (2 calls/s, 1/s for resyncs) and enough policies that
+    // calls queue for it and resyncs are deferred; a Connection whose login is refused; and a
+    // policy naming a Connection that does not exist (a reconcile error, a resource not Ready).
+    let mut yaml = format!(
+        "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: slow, namespace: default}}\n\
+         spec: {{service: secrets, address: \"{url}\", tokenSecretRef: {{name: secrets-token, key: token}}, requestsPerSecond: 2}}\n\
+         ---\napiVersion: v1\nkind: Secret\nmetadata: {{name: login, namespace: default}}\nstringData: {{password: not-the-password}}\n\
+         ---\napiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: login, namespace: default}}\n\
+         spec: {{service: secrets, address: \"{url}\", timeoutSeconds: 5, auth: {{idp: {{username: nobody, passwordSecretRef: {{name: login, key: password}}}}}}}}\n\
+         ---\napiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: orphan, namespace: default}}\n\
+         spec: {{type: acl, policy: \"path \\\"o/*\\\" {{ capabilities = [\\\"read\\\"] }}\", connectionRef: {{name: nowhere}}}}\n",
+        url = sb.url("secrets")
+    );
+    for i in 0..6 {
+        yaml.push_str(&format!(
+            "---\napiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: p{i}, namespace: default}}\n\
+             spec: {{type: acl, policy: \"path \\\"p{i}/*\\\" {{ capabilities = [\\\"read\\\"] }}\", connectionRef: {{name: slow}}}}\n"
+        ));
+    }
+    sb.apply_ok(&yaml);
+    let op = Operator::start(&sb, "2s");
+    let prom = Prometheus::start(&op.metrics_addr());
+    // The alert rules the chart ships load into a real Prometheus.
+    let groups = prom.api("rules", &[]);
+    let loaded = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["rules"].as_array().map_or(0, Vec::len))
+        .sum::<usize>();
+    assert_eq!(loaded, rules(&alerts()).len(), "{groups}");
+
+    let queries = panel_queries();
+    assert!(queries.len() >= 12, "{queries:?}");
+    let mut missing = queries.clone();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !missing.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_secs(2));
+        // Grafana's $__rate_interval is at least four scrape intervals; 30s is plenty at 1s.
+        missing.retain(|(_, expr)| prom.series(&expr.replace("$__rate_interval", "30s")) == 0);
+    }
+    assert!(
+        missing.is_empty(),
+        "dashboard queries without a series after {:?}: {missing:#?}\noperator log tail:\n{}",
+        started.elapsed(),
+        op.log()
+            .lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    eprintln!(
+        "all {} dashboard queries answered after {:.1}s",
+        queries.len(),
+        started.elapsed().as_secs_f64()
+    );
+    // The one replica runs the controllers, and says so.
+    assert_eq!(prom.series("quartet_leader == 1"), 1);
+    assert_eq!(
+        prom.series(r#"quartet_resource_ready{kind="SecretsPolicy", name="orphan"} == 0"#),
+        1
+    );
+    assert_eq!(
+        prom.series(r#"quartet_resource_ready{kind="Connection", name="login"} == 0"#),
+        1
+    );
+    drop(prom);
+    op.stop();
+}
