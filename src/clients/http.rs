@@ -585,6 +585,7 @@ mod tests {
         let http = Http::new(
             HttpConfig {
                 service: Service::Secrets,
+                connection: String::new(),
                 base_url: format!("http://{addr}"),
                 auth: Auth::Header("X-Secrets-Token".into(), SecretString::new("t0ken")),
                 timeout: Duration::from_secs(5),

@@ -558,6 +558,7 @@ impl Env {
         };
         let cfg = HttpConfig {
             service,
+            connection: String::new(),
             base_url: d.address.clone(),
             auth,
             timeout: std::time::Duration::from_secs(10),
