@@ -34,6 +34,9 @@ pub struct Shared {
     /// Set by shutdown: connections kept alive from before answer 503 and close, so clients
     /// reconnect (to a restarted server on the same port).
     pub stopped: std::sync::atomic::AtomicBool,
+    /// Held for a whole snapshot write, so the final one at shutdown waits for a periodic one
+    /// still writing (else a restart can read the old file and miss the last objects).
+    pub saving: std::sync::Mutex<()>,
     /// The service-account token signing key.
     pub signer: super::tokens::Signer,
 }

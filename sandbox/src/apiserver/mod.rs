@@ -220,6 +220,7 @@ impl ApiServer {
             state_dir: opts.state_dir.clone(),
             stop,
             stopped: std::sync::atomic::AtomicBool::new(false),
+            saving: std::sync::Mutex::new(()),
             signer: tokens::Signer::new(opts.state_dir.clone()),
         });
         let admin = Arc::new(Admin::default());
@@ -357,6 +358,7 @@ impl ApiServer {
 /// Write the snapshot if anything changed since the last one.
 fn save(sh: &Shared) {
     let Some(dir) = &sh.state_dir else { return };
+    let _saving = sh.saving.lock().unwrap_or_else(|e| e.into_inner());
     let snap = {
         let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
         if !st.dirty {
