@@ -609,8 +609,20 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             ))
         }
         Err(err) => {
-            let (action, _) =
+            let (action, rv) =
                 record_failure(obj.as_ref(), ctx, &key, &err, status, written).await?;
+            // A failure that waits for a person (a rejected, unsupported or invalid request):
+            // the watch events of this pass's own writes (finalizer, status) must not start
+            // another pass that sends the refused call again.
+            let waits = matches!(
+                err.category(),
+                crate::reconcile::error::Category::Rejected
+                    | crate::reconcile::error::Category::Unsupported
+                    | crate::reconcile::error::Category::InvalidSpec
+            );
+            if let (true, Some(rv)) = (waits, rv) {
+                ctx.mark_fresh(&key, rv);
+            }
             Ok(action)
         }
     }
