@@ -85,6 +85,15 @@ fn read(page: &str) -> String {
         .unwrap_or_else(|e| panic!("{page} cannot be read: {e}"))
 }
 
+/// A fence line (indented or not, as in a list item): its number of backticks and its info
+/// string, which holds no backtick (so an inline code span of backticks is not a fence).
+fn fence(line: &str) -> Option<(usize, &str)> {
+    let l = line.trim();
+    let ticks = l.len() - l.trim_start_matches('`').len();
+    let info = l[ticks..].trim();
+    (ticks >= 3 && !info.contains('`')).then_some((ticks, info))
+}
+
 /// The fenced blocks of a page (CommonMark fences of three or more backticks; a longer fence may
 /// hold shorter ones, which belong to it).
 fn blocks(page: &str) -> Vec<Block> {
@@ -93,10 +102,9 @@ fn blocks(page: &str) -> Vec<Block> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < lines.len() {
-        let l = lines[i];
-        let ticks = l.len() - l.trim_start_matches('`').len();
-        if ticks >= 3 && !l.starts_with(' ') {
-            let lang = l[ticks..].trim().to_string();
+        if let Some((ticks, lang)) = fence(lines[i]) {
+            let lang = lang.to_string();
+            let indent = lines[i].len() - lines[i].trim_start().len();
             let marker = lines[..i]
                 .iter()
                 .rev()
@@ -107,12 +115,12 @@ fn blocks(page: &str) -> Vec<Block> {
             let mut body = Vec::new();
             i += 1;
             while i < lines.len() {
-                let c = lines[i].trim_end();
-                let close = c.len() - c.trim_start_matches('`').len();
-                if close >= ticks && c.trim_start_matches('`').is_empty() {
+                if fence(lines[i]).is_some_and(|(n, info)| n >= ticks && info.is_empty()) {
                     break;
                 }
-                body.push(lines[i]);
+                let l = lines[i];
+                let spaces = (l.len() - l.trim_start().len()).min(indent);
+                body.push(&l[spaces..]);
                 i += 1;
             }
             assert!(
@@ -412,18 +420,17 @@ fn anchors(page: &str) -> BTreeSet<String> {
 /// The lines of a page outside fenced blocks, numbered from 1.
 fn prose_lines(page: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
-    let mut fence = 0;
+    let mut fence_open = 0;
     for (n, l) in read(page).lines().enumerate() {
-        let ticks = l.len() - l.trim_start_matches('`').len();
-        if ticks >= 3 {
-            if fence == 0 {
-                fence = ticks;
-            } else if ticks >= fence && l.trim_start_matches('`').trim().is_empty() {
-                fence = 0;
+        if let Some((ticks, info)) = fence(l) {
+            if fence_open == 0 {
+                fence_open = ticks;
+            } else if ticks >= fence_open && info.is_empty() {
+                fence_open = 0;
             }
             continue;
         }
-        if fence == 0 {
+        if fence_open == 0 {
             out.push((n + 1, l.to_string()));
         }
     }
@@ -551,5 +558,36 @@ fn the_readme_is_short_links_every_docs_page_and_shows_the_command_ci_runs() {
         ci.lines().any(|l| l.trim_start().starts_with(command)),
         "README.md line {}: the test command `{command}` is not the one .ci/run runs",
         block.line
+    );
+}
+
+#[test]
+fn every_kind_of_the_crds_has_a_section_in_the_docs() {
+    // Any page of docs/ may hold it (a kind of the framework, like a ClusterConnection, may live
+    // beside the topic it serves), though a service's kinds belong in docs/kinds/<service>.md.
+    let mut headings = String::new();
+    for page in pages().iter().filter(|p| p.starts_with("docs/")) {
+        for (_, l) in prose_lines(page) {
+            if l.starts_with('#') {
+                headings.push_str(&l);
+                headings.push('\n');
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    for e in std::fs::read_dir(repo_root().join("crds")).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        let crd: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+        let kind = crd["spec"]["names"]["kind"].as_str().unwrap().to_string();
+        let named = headings
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| w == kind);
+        if !named {
+            missing.push(kind);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "no heading of docs/ names these kinds (give each a section in docs/kinds/<service>.md): {missing:?}"
     );
 }
