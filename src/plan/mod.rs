@@ -12,6 +12,7 @@
 //! rotation) is reported with the refusal instead of doing it.
 
 pub mod render;
+pub mod show;
 
 use std::collections::BTreeSet;
 use std::io::Read;
