@@ -12,6 +12,7 @@
 //! rotation) is reported with the refusal instead of doing it.
 
 pub mod render;
+pub mod secrets;
 pub mod show;
 
 use std::collections::BTreeSet;
@@ -75,7 +76,7 @@ pub struct PlanArgs {
     pub connection: Option<String>,
     /// Plan against one service at this address, without a cluster: the token comes from
     /// `QUARTET_TOKEN`, every resource of the service's kinds uses it, and nothing is read from
-    /// Kubernetes (no status: objects are created or adopted; Secrets cannot be read).
+    /// Kubernetes (no status: objects are created or adopted; Secrets only from the manifests).
     #[arg(long, conflicts_with_all = ["kubeconfig", "context", "resource", "prune_selector", "connection"])]
     pub address: Option<String>,
     /// With `--address`: the header that carries the token (default: the service's own,
@@ -268,6 +269,13 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<std::process::ExitCode> {
         }),
         None => None,
     };
+    let files = match &args.resource {
+        Some(_) => Vec::new(),
+        None => load(&args.files)?,
+    };
+    // Secrets of the manifests are what the merge would apply: the plan reads them instead of
+    // the cluster's (which may not have them yet).
+    let secrets = secrets::ManifestSecrets::from_docs(&files, &args.namespace);
     let client = match &direct {
         // No cluster: a client to an address nothing listens on, so any Kubernetes read fails
         // (and says so) instead of reaching a cluster the user did not name.
@@ -276,13 +284,14 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<std::process::ExitCode> {
             kube::client::ClientBuilder::try_from(Config::new(url))
                 .map_err(|e| PlanError::Kubeconfig(e.to_string()))?
                 .with_layer(&ReadOnlyKube)
+                .with_layer(&secrets)
                 .build()
         }
-        None => client(args.kubeconfig.as_deref(), args.context.as_deref()).await?,
+        None => client(args.kubeconfig.as_deref(), args.context.as_deref(), secrets).await?,
     };
     let docs = match &args.resource {
         Some(r) => vec![live_doc(&client, r, &args.namespace).await?],
-        None => load(&args.files)?,
+        None => files,
     };
     let override_conn = match &args.connection {
         Some(c) => Some(
@@ -431,8 +440,12 @@ async fn live_doc(client: &Client, resource: &str, ns: &str) -> Result<Value, Pl
     }))
 }
 
-/// A Kubernetes client that can only read and dry-run.
-pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client, PlanError> {
+/// A Kubernetes client that can only read and dry-run, and reads `secrets` from the manifests.
+pub async fn client(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    secrets: secrets::ManifestSecrets,
+) -> Result<Client, PlanError> {
     let options = KubeConfigOptions {
         context: context.map(str::to_string),
         ..Default::default()
@@ -451,6 +464,7 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
     Ok(kube::client::ClientBuilder::try_from(config)
         .map_err(|e| PlanError::Kubeconfig(e.to_string()))?
         .with_layer(&ReadOnlyKube)
+        .with_layer(&secrets)
         .build())
 }
 
@@ -544,6 +558,21 @@ impl Env {
     async fn http<K: Managed>(&self, obj: &K) -> crate::reconcile::Result<Arc<Http>> {
         let Some(d) = &self.direct else {
             let ns = obj.namespace().unwrap_or_default();
+            let conn = self
+                .ctx
+                .connection_for(&ns, obj.connection_ref(), K::SERVICE)?;
+            if conn.spec.token_secret_ref.is_none() && conn.spec.auth.is_some() {
+                // A login is a write (it creates a token) and may page a person with an MFA
+                // push: a plan never logs in.
+                return Err(crate::reconcile::Error::Connection(format!(
+                    "Connection {}/{} logs in (spec.auth), and a plan never logs in: a login \
+                     creates a token and may send an MFA push to a person. Plan with \
+                     --connection NAMESPACE/NAME naming a Connection with a tokenSecretRef, or \
+                     with --address and QUARTET_TOKEN",
+                    conn.namespace().unwrap_or_default(),
+                    conn.name_any()
+                )));
+            }
             return self
                 .ctx
                 .http_for(&ns, obj.connection_ref(), K::SERVICE)
@@ -834,6 +863,21 @@ fn kube_message(e: &kube::Error) -> String {
     }
 }
 
+/// The write a read-only client refused (`VERB PATH`): to a service, or to Kubernetes (a
+/// Secret the kind writes while it observes, such as an AdRole's credentials).
+fn refused_write(e: &crate::reconcile::Error) -> Option<String> {
+    match e {
+        crate::reconcile::Error::Remote(crate::clients::ClientError::ReadOnly { verb, path }) => {
+            Some(format!("{verb} {path}"))
+        }
+        crate::reconcile::Error::Kube(kube::Error::Service(b)) => match b.downcast_ref() {
+            Some(PlanError::KubeWrite { verb, path }) => Some(format!("{verb} {path}")),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// An owned kind: create, adopt, update field by field, or no change.
 async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
     let (obj, _live) = match dry_run::<K>(env, d).await {
@@ -862,19 +906,17 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
         Ok(o) => o,
         // The kind's observe writes on its own at times (a rotation that is due): that is what
         // the apply would trigger, refused here before it was sent.
-        Err(crate::reconcile::Error::Remote(crate::clients::ClientError::ReadOnly {
-            verb,
-            path,
-        })) => {
+        Err(err) => {
+            let Some(write) = refused_write(&err) else {
+                return Entry::blocked(&kind, &ns, &name, err.to_string());
+            };
             let mut e = Entry::new(&kind, &ns, &name, Outcome::Update);
             e.remote_id = status.remote_id.clone();
-            e.triggers.push(format!(
-                "{verb} {path} (the kind's own step when it observes)"
-            ));
+            e.triggers
+                .push(format!("{write} (the kind's own step when it observes)"));
             flag(&kind, &obj, &mut e);
             return e;
         }
-        Err(e) => return Entry::blocked(&kind, &ns, &name, e.to_string()),
     };
     let sensitive = |recorded: Option<&String>| {
         hash.as_ref().map(|h| Change {
