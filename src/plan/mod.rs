@@ -899,6 +899,15 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
         Err(e) => return Entry::blocked(&kind, &ns, &name, e.to_string()),
     };
     let hash = K::write_only_hash(&desired, ctx);
+    // One-shot requests (an AdEngine's rotateRootRequest, an AdRole's rotateRequest) not yet
+    // handled: what the apply would trigger, whatever the observe below says.
+    let one_shot = {
+        let v = serde_json::to_value(&obj).unwrap_or_default();
+        requests(
+            v.get("spec").unwrap_or(&Value::Null),
+            v.get("status").unwrap_or(&Value::Null),
+        )
+    };
     let observed = match obj
         .observe(&client, &desired, status.remote_id.as_deref())
         .await
@@ -912,6 +921,7 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
             };
             let mut e = Entry::new(&kind, &ns, &name, Outcome::Update);
             e.remote_id = status.remote_id.clone();
+            e.triggers.extend(one_shot);
             e.triggers
                 .push(format!("{write} (the kind's own step when it observes)"));
             flag(&kind, &obj, &mut e);
@@ -930,6 +940,7 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
         })
     };
     let mut entry = Entry::new(&kind, &ns, &name, Outcome::NoChange);
+    entry.triggers = one_shot;
     let Some(observed) = observed else {
         entry.outcome = Outcome::Create;
         if let Some(id) = &status.remote_id {
@@ -960,7 +971,10 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
     entry.changes.extend(secret);
     entry.outcome = if adopted {
         Outcome::Adopt
-    } else if entry.changes.iter().any(|c| c.sensitive.is_none()) || secret_changed {
+    } else if entry.changes.iter().any(|c| c.sensitive.is_none())
+        || secret_changed
+        || !entry.triggers.is_empty()
+    {
         Outcome::Update
     } else {
         Outcome::NoChange
@@ -994,6 +1008,7 @@ async fn operated<K: Operated>(env: &Env, d: Value) -> Entry {
             .push(format!("would start the {kind}'s operation"));
     }
     entry.triggers.extend(requests(&spec, &status));
+    entry.triggers.extend(controls(&kind, &entry, &spec));
     if entry.outcome == Outcome::NoChange && !entry.triggers.is_empty() {
         entry.outcome = Outcome::Update;
     }
@@ -1052,6 +1067,43 @@ fn short(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// What a changed control of a DeploymentGate would do to the job's active deployment.
+fn controls(kind: &str, entry: &Entry, spec: &Value) -> Vec<String> {
+    if kind != "DeploymentGate" {
+        return Vec::new();
+    }
+    let changed =
+        |f: &str| entry.outcome == Outcome::Create || entry.changes.iter().any(|c| c.field == f);
+    let mut out = Vec::new();
+    if changed("paused") {
+        out.push(
+            if spec.get("paused") == Some(&Value::Bool(true)) {
+                "paused: would pause the job's active deployment"
+            } else if entry.outcome == Outcome::Create {
+                return out;
+            } else {
+                "paused: would resume the job's active deployment"
+            }
+            .to_string(),
+        );
+    }
+    if entry.outcome != Outcome::Create && changed("promote") {
+        let policy = spec
+            .pointer("/promote/policy")
+            .and_then(Value::as_str)
+            .unwrap_or("Auto");
+        out.push(format!(
+            "promote: canaries would be promoted {}",
+            if policy == "Manual" {
+                "only by a person (Manual)"
+            } else {
+                "once healthy (Auto)"
+            }
+        ));
+    }
+    out
 }
 
 /// The `...Request` fields of `spec` (anywhere in it) whose value no `handled...Request` of

@@ -134,10 +134,7 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if let Some(body) = self
-            .secrets
-            .lookup(req.method().as_str(), req.uri().path())
-        {
+        if let Some(body) = self.secrets.lookup(req.method().as_str(), req.uri().path()) {
             let mut resp = http::Response::new(Box::new(Once(Some(body))) as Box<DynBody>);
             resp.headers_mut().insert(
                 http::header::CONTENT_TYPE,
@@ -163,13 +160,21 @@ mod tests {
                 "metadata": {"name": "cm"}}),
         ];
         let s = ManifestSecrets::from_docs(&docs, "team");
-        let body = s.lookup("GET", "/api/v1/namespaces/team/secrets/pw").unwrap();
+        let body = s
+            .lookup("GET", "/api/v1/namespaces/team/secrets/pw")
+            .unwrap();
         let v: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["data"]["password"], "czNjcmV0");
         assert!(v.get("stringData").is_none());
         assert_eq!(v["metadata"]["namespace"], "team");
-        assert!(s.lookup("PATCH", "/api/v1/namespaces/team/secrets/pw").is_none());
-        assert!(s.lookup("GET", "/api/v1/namespaces/other/secrets/pw").is_none());
-        assert!(s.lookup("GET", "/api/v1/namespaces/team/configmaps/cm").is_none());
+        assert!(s
+            .lookup("PATCH", "/api/v1/namespaces/team/secrets/pw")
+            .is_none());
+        assert!(s
+            .lookup("GET", "/api/v1/namespaces/other/secrets/pw")
+            .is_none());
+        assert!(s
+            .lookup("GET", "/api/v1/namespaces/team/configmaps/cm")
+            .is_none());
     }
 }

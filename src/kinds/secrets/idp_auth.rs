@@ -256,9 +256,7 @@ impl Reconciled for IdpAuthMethod {
             "bypassIdpMfa" => {
                 return show::pair(o.bypass_idp_mfa.to_string(), show::opt(&d.bypass_idp_mfa))
             }
-            "token.policies" => {
-                return show::pair(show::set(&o.token_policies), list(&d.policies))
-            }
+            "token.policies" => return show::pair(show::set(&o.token_policies), list(&d.policies)),
             "token.boundCidrs" => {
                 return show::pair(show::set(&o.token_bound_cidrs), list(&d.bound_cidrs))
             }
@@ -268,9 +266,7 @@ impl Reconciled for IdpAuthMethod {
                     show::opt(&d.no_default_policy),
                 )
             }
-            "token.type" => {
-                return show::pair(show::text(&o.token_type), show::opt(&d.token_type))
-            }
+            "token.type" => return show::pair(show::text(&o.token_type), show::opt(&d.token_type)),
             "token.ttl" => (o.token_ttl, d.ttl),
             "token.maxTtl" => (o.token_max_ttl, d.max_ttl),
             "token.explicitMaxTtl" => (o.token_explicit_max_ttl, d.explicit_max_ttl),

@@ -69,8 +69,12 @@ impl Reconciled for TransformAlphabet {
 
     fn shown(desired: &Alphabet, observed: &Alphabet, field: &str) -> Option<(String, String)> {
         use crate::plan::show;
-        (field == "alphabet")
-            .then(|| (show::text(&observed.alphabet), show::text(&desired.alphabet)))
+        (field == "alphabet").then(|| {
+            (
+                show::text(&observed.alphabet),
+                show::text(&desired.alphabet),
+            )
+        })
     }
 
     async fn create(&self, client: &TransformClient, desired: &Alphabet) -> Result<Created> {
