@@ -701,3 +701,234 @@ fn flagged_outcomes_triggers_a_login_connection_and_admission_refusals_are_plann
         .collect();
     assert_eq!(sent, vec![], "the plan called the service");
 }
+
+/// An edit of an operated kind's manifest (or a Connection's): (file, from, to, kind, name,
+/// field, new value or "" when it is not a plain value, what it would trigger or "").
+type OperatedEdit = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+const OPERATED_FILES: &[&str] = &[
+    "catalog-acl-token.yaml",
+    "catalog.yaml",
+    "deployment-gate.yaml",
+    "dr-replication.yaml",
+    "no-code.yaml",
+    "totp-enrollment.yaml",
+    "workspace-run.yaml",
+];
+
+const OPERATED_EDITS: &[OperatedEdit] = &[
+    (
+        "catalog-acl-token.yaml",
+        "rotationInterval: 24h",
+        "rotationInterval: 12h",
+        "CatalogAclToken",
+        "app-catalog-token",
+        "rotationInterval",
+        "12h",
+        "",
+    ),
+    (
+        "catalog.yaml",
+        "\n  secretPolicy: Retain",
+        "\n  secretPolicy: Owned",
+        "CatalogAclBootstrap",
+        "catalog-acl",
+        "secretPolicy",
+        "Owned",
+        "",
+    ),
+    (
+        "deployment-gate.yaml",
+        "paused: false",
+        "paused: true",
+        "DeploymentGate",
+        "web",
+        "paused",
+        "true",
+        "paused: would pause the job's active deployment",
+    ),
+    (
+        "no-code.yaml",
+        "description: Production network",
+        "description: Production network, edited",
+        "NoCodeWorkspace",
+        "network-prod",
+        "description",
+        "Production network, edited",
+        "",
+    ),
+    (
+        "no-code.yaml",
+        "options: [eu-west-1, us-east-1]",
+        "options: [eu-west-1]",
+        "NoCodeModule",
+        "network",
+        "variableOptions",
+        "",
+        "",
+    ),
+    (
+        "totp-enrollment.yaml",
+        "entityName: alice",
+        "entityName: alice\n  regenerate: \"1\"",
+        "TotpEnrollment",
+        "alice-totp",
+        "regenerate",
+        "1",
+        "regenerate: would replace the TOTP key: codes of the old one stop working",
+    ),
+    (
+        "workspace-run.yaml",
+        "planOnly: true",
+        "planOnly: true\n  cancel: true",
+        "WorkspaceRun",
+        "example-app-plan",
+        "cancel",
+        "true",
+        "cancel: would cancel the run",
+    ),
+    (
+        "dr-replication.yaml",
+        "allowSecondaryWipe: true",
+        "allowSecondaryWipe: true\n  failover: {promote: dc2}",
+        "DrReplication",
+        "dr",
+        "failover",
+        "",
+        "failover: would make dc2 the primary",
+    ),
+    (
+        "checkout.yaml",
+        "secretName: build-account",
+        "secretName: build-account\n  ttl: 2h",
+        "AdCheckout",
+        "build",
+        "ttl",
+        "2h",
+        "",
+    ),
+    (
+        "connection.yaml",
+        "timeoutSeconds: 5",
+        "timeoutSeconds: 7",
+        "Connection",
+        "secrets",
+        "timeoutSeconds",
+        "7",
+        "",
+    ),
+];
+
+#[test]
+fn every_operated_kind_and_a_connection_plan_create_no_change_and_each_edit_with_what_it_triggers()
+{
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    connect(&sb, &["secrets", "workspaces", "catalog", "scheduler"]);
+    let dir = sb.dir.path().join("operated");
+    let d = dir.to_str().unwrap().to_string();
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in OPERATED_FILES {
+        std::fs::copy(repo_root().join("examples").join(f), dir.join(f)).unwrap();
+    }
+    let directory = std::fs::read_to_string(repo_root().join("examples/directory.yaml")).unwrap();
+    let checkout = directory
+        .split("\n---")
+        .find(|doc| doc.contains("kind: AdCheckout"))
+        .unwrap();
+    std::fs::write(dir.join("checkout.yaml"), checkout).unwrap();
+
+    // Fresh: each a create; a new run would start.
+    let (code, plan, out) = read_only_plan(&sb, &["-f", &d]);
+    assert_eq!(code, 2, "{out}");
+    for (_, _, _, kind, name, ..) in OPERATED_EDITS.iter().filter(|e| e.3 != "Connection") {
+        assert_eq!(entry(&plan, kind, name)["outcome"], "create", "{out}");
+    }
+    assert_eq!(
+        entry(&plan, "WorkspaceRun", "example-app-plan")["triggers"][0],
+        "would start the WorkspaceRun's operation"
+    );
+
+    // Applied (nothing reconciles here): no change, the secondary wipe still flagged.
+    sb.kubectl_ok(&["apply", "-f", &d]);
+    let (code, plan, out) = read_only_plan(&sb, &["-f", &d]);
+    assert_eq!(code, 0, "{out}");
+    assert!(plan["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["outcome"] == "no-change"));
+    assert!(entry(&plan, "DrReplication", "dr")["destructive"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("allowSecondaryWipe"));
+
+    // Each edit: the field, and what the change would trigger.
+    std::fs::write(
+        dir.join("connection.yaml"),
+        format!(
+            "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: secrets, namespace: default}}\n\
+             spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n",
+            sb.url("secrets")
+        ),
+    )
+    .unwrap();
+    for (file, from, to, ..) in OPERATED_EDITS {
+        edit(&dir, file, from, to);
+    }
+    let (code, plan, out) = read_only_plan(&sb, &["-f", &d]);
+    assert_eq!(code, 2, "{out}");
+    for (_, _, _, kind, name, field, new, trigger) in OPERATED_EDITS {
+        let e = entry(&plan, kind, name);
+        assert_eq!(e["outcome"], "update", "{kind} {name}: {e:#}");
+        let change = e["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["field"] == *field)
+            .unwrap_or_else(|| panic!("{kind} {name}: no change of {field} in {e:#}"));
+        if !new.is_empty() {
+            assert_eq!(change["new"], *new, "{kind} {name}: {e:#}");
+        }
+        if !trigger.is_empty() {
+            assert!(
+                e["triggers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|t| t == trigger),
+                "{kind} {name}: {e:#}"
+            );
+        }
+    }
+
+    // An immutable field changed: what admission would refuse, with its message.
+    let bad = sb.dir.path().join("immutable.yaml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(dir.join("catalog.yaml"))
+            .unwrap()
+            .replace("catalog-management-token", "another-token"),
+    )
+    .unwrap();
+    let (code, plan, out) = read_only_plan(&sb, &["-f", bad.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    let e = entry(&plan, "CatalogAclBootstrap", "catalog-acl");
+    assert_eq!(e["outcome"], "blocked");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("secretName is immutable"),
+        "{e:#}"
+    );
+}

@@ -1008,7 +1008,8 @@ async fn operated<K: Operated>(env: &Env, d: Value) -> Entry {
             .push(format!("would start the {kind}'s operation"));
     }
     entry.triggers.extend(requests(&spec, &status));
-    entry.triggers.extend(controls(&kind, &entry, &spec));
+    let controlled = controls(&kind, &entry, &spec, &status);
+    entry.triggers.extend(controlled);
     if entry.outcome == Outcome::NoChange && !entry.triggers.is_empty() {
         entry.outcome = Outcome::Update;
     }
@@ -1069,14 +1070,58 @@ fn short(v: &Value) -> String {
     }
 }
 
-/// What a changed control of a DeploymentGate would do to the job's active deployment.
-fn controls(kind: &str, entry: &Entry, spec: &Value) -> Vec<String> {
-    if kind != "DeploymentGate" {
-        return Vec::new();
-    }
+/// What a changed control would do: a DeploymentGate's to the job's active deployment, a
+/// WorkspaceRun's to its run, a TotpEnrollment's `regenerate`, a DrReplication's `failover`.
+fn controls(kind: &str, entry: &Entry, spec: &Value, status: &Value) -> Vec<String> {
     let changed =
         |f: &str| entry.outcome == Outcome::Create || entry.changes.iter().any(|c| c.field == f);
     let mut out = Vec::new();
+    match kind {
+        "WorkspaceRun" => {
+            for (field, what) in [
+                (
+                    "confirm",
+                    "would apply the run once it waits for confirmation",
+                ),
+                ("discard", "would discard the run"),
+                ("cancel", "would cancel the run"),
+                ("forceCancel", "would force-cancel the run"),
+            ] {
+                if changed(field) && spec.get(field) == Some(&Value::Bool(true)) {
+                    out.push(format!("{field}: {what}"));
+                }
+            }
+            return out;
+        }
+        "TotpEnrollment" => {
+            let want = spec.get("regenerate").filter(|v| !v.is_null());
+            if want.is_some() && want != status.get("handledRegenerate") {
+                out.push(
+                    "regenerate: would replace the TOTP key: codes of the old one stop working"
+                        .into(),
+                );
+            }
+            return out;
+        }
+        "DrReplication" => {
+            if let Some(f) = spec.get("failover").filter(|v| !v.is_null()) {
+                if changed("failover") {
+                    out.push(format!(
+                        "failover: would make {} the primary{}",
+                        f.get("promote").map(short).unwrap_or_default(),
+                        if f.get("force") == Some(&Value::Bool(true)) {
+                            " (forced, while the old primary may still answer)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+            }
+            return out;
+        }
+        "DeploymentGate" => {}
+        _ => return out,
+    }
     if changed("paused") {
         out.push(
             if spec.get("paused") == Some(&Value::Bool(true)) {
@@ -1323,6 +1368,35 @@ mod tests {
         e.triggers.push("spec.rotateRootRequest = 2".into());
         flag("AdEngine", &serde_json::json!({"spec": {}}), &mut e);
         assert!(e.destructive[0].starts_with("root rotation"));
+    }
+
+    #[test]
+    fn changed_controls_say_what_they_would_do() {
+        let mut e = Entry::new("WorkspaceRun", "default", "r", Outcome::Update);
+        e.changes.push(Change {
+            field: "cancel".into(),
+            ..Default::default()
+        });
+        let spec = serde_json::json!({"cancel": true, "confirm": true});
+        assert_eq!(
+            controls("WorkspaceRun", &e, &spec, &Value::Null),
+            vec!["cancel: would cancel the run".to_string()]
+        );
+        let e = Entry::new("TotpEnrollment", "default", "t", Outcome::NoChange);
+        let spec = serde_json::json!({"regenerate": "2"});
+        let handled = serde_json::json!({"handledRegenerate": "2"});
+        assert!(controls("TotpEnrollment", &e, &spec, &handled).is_empty());
+        assert_eq!(controls("TotpEnrollment", &e, &spec, &Value::Null).len(), 1);
+        let mut e = Entry::new("DeploymentGate", "default", "g", Outcome::Update);
+        e.changes.push(Change {
+            field: "paused".into(),
+            ..Default::default()
+        });
+        let spec = serde_json::json!({"paused": false});
+        assert_eq!(
+            controls("DeploymentGate", &e, &spec, &Value::Null),
+            vec!["paused: would resume the job's active deployment".to_string()]
+        );
     }
 
     #[test]
