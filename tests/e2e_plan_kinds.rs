@@ -450,6 +450,29 @@ fn every_owned_kind_plans_create_no_change_each_edited_field_old_to_new_and_adop
         assert!(e["remoteId"].is_string(), "{kind} {name}: {out}");
     }
 
+    // The role's credentials Secret gone: the apply would read the credentials again (a read
+    // that may rotate them), which the plan reports and does not do.
+    sb.kubectl_ok(&["delete", "secret", "app-ad-credentials"]);
+    let before = sb.requests("secrets", u64::MAX).1;
+    let (code, plan, out) = read_only_plan(&sb, &["-f", &d]);
+    assert_eq!(code, 2, "{out}");
+    let role = entry(&plan, "AdRole", "app");
+    assert_eq!(role["outcome"], "update", "{role:#}");
+    assert!(
+        role["triggers"][0]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("GET /v1/ad/creds/app"),
+        "{role:#}"
+    );
+    assert!(
+        !sb.requests("secrets", before)
+            .0
+            .iter()
+            .any(|(_, p, _)| p.contains("/creds/")),
+        "the plan read the credentials"
+    );
+
     // Each edited field, old → new, in one plan of the edited manifests; a changed Secret is
     // would be sent, never shown.
     for (file, from, to, ..) in EDITS {
