@@ -520,10 +520,26 @@ fn every_owned_kind_plans_create_no_change_each_edited_field_old_to_new_and_adop
         .filter(|f| **f != "workspace.yaml" && **f != "totp-method.yaml")
         .map(|f| dir.join(f).to_str().unwrap().to_string())
         .collect();
+    // A TOTP method is known by its id: adopted through spec.methodId.
+    let method_id = sb.get_json("totpmethod", "corp-totp").unwrap()["status"]["remoteId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let adopt = dir.join("totp-adopt.yaml");
+    std::fs::write(
+        &adopt,
+        format!(
+            "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\n\
+             metadata: {{name: corp-totp-adopted, namespace: default}}\n\
+             spec: {{issuer: Example Inc, methodId: {method_id}}}\n"
+        ),
+    )
+    .unwrap();
     let mut args = vec!["--address", sb.url("secrets"), "-o", "json"];
     for f in &secrets_files {
         args.extend(["-f", f.as_str()]);
     }
+    args.extend(["-f", adopt.to_str().unwrap()]);
     let (_, out, err) = run_plan(&args, &[("QUARTET_TOKEN", sb.root_token.as_str())]);
     assert_eq!(writes_since(&sb, &m), Vec::<String>::new());
     let plan: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
@@ -534,6 +550,9 @@ fn every_owned_kind_plans_create_no_change_each_edited_field_old_to_new_and_adop
         let e = entry(&plan, kind, name);
         assert_eq!(e["outcome"], "adopt", "{kind} {name}: {out}");
     }
+    let totp = entry(&plan, "TotpMethod", "corp-totp-adopted");
+    assert_eq!(totp["outcome"], "adopt", "{totp:#}");
+    assert_eq!(totp["remoteId"], method_id.as_str());
     // The edits show on the adopted objects too.
     let e = entry(&plan, "AdEngine", "ad");
     assert!(
