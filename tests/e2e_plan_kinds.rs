@@ -550,6 +550,39 @@ fn every_owned_kind_plans_create_no_change_each_edited_field_old_to_new_and_adop
         let e = entry(&plan, kind, name);
         assert_eq!(e["outcome"], "adopt", "{kind} {name}: {out}");
     }
+    // The workspace service by address (the organization in the spec: no Connection names
+    // one): the workspace is adopted, its edited description shown.
+    edit(
+        &dir,
+        "workspace.yaml",
+        "spec:\n",
+        "spec:\n  organization: quartet\n",
+    );
+    let ws = dir.join("workspace.yaml");
+    let (_, ws_out, ws_err) = run_plan(
+        &[
+            "--address",
+            sb.url("workspaces"),
+            "-o",
+            "json",
+            "-f",
+            ws.to_str().unwrap(),
+        ],
+        &[("QUARTET_TOKEN", sb.root_token.as_str())],
+    );
+    assert_eq!(writes_since(&sb, &m), Vec::<String>::new());
+    let ws_plan: Value =
+        serde_json::from_str(&ws_out).unwrap_or_else(|e| panic!("{e}: {ws_out}\n{ws_err}"));
+    let w = entry(&ws_plan, "Workspace", "example-app");
+    assert_eq!(w["outcome"], "adopt", "{w:#}");
+    assert!(
+        w["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["field"] == "description"),
+        "{w:#}"
+    );
     let totp = entry(&plan, "TotpMethod", "corp-totp-adopted");
     assert_eq!(totp["outcome"], "adopt", "{totp:#}");
     assert_eq!(totp["remoteId"], method_id.as_str());
