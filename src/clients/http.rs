@@ -213,6 +213,11 @@ impl Http {
         self.cfg.service
     }
 
+    /// Whether this client refuses writes ([`HttpConfig::read_only`], `quartet plan`).
+    pub fn read_only(&self) -> bool {
+        self.cfg.read_only
+    }
+
     /// The service's address (`scheme://host[:port]`, no trailing `/`).
     pub fn base_url(&self) -> &str {
         &self.cfg.base_url

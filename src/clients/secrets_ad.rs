@@ -223,19 +223,25 @@ impl AdClient {
 
     /// `GET <mount>/creds/:role` (may rotate the password, as the service does after the ttl).
     pub async fn creds(&self, mount: &str, name: &str) -> Result<Option<Creds>, ClientError> {
-        Ok(self
-            .read(&self.p(mount, &format!("creds/{}", enc(name))))
-            .await?
-            .map(|b| {
-                let d = data(&b);
-                Creds {
-                    username: d["username"].as_str().unwrap_or_default().to_string(),
-                    current_password: SecretString::new(
-                        d["current_password"].as_str().unwrap_or_default(),
-                    ),
-                    last_password: opt_str(&d["last_password"]).map(SecretString::new),
-                }
-            }))
+        let path = self.p(mount, &format!("creds/{}", enc(name)));
+        // A read of the credentials may rotate them (after the ttl) and brings a password into
+        // the process: a read-only client (a plan) reports it instead of doing it.
+        if self.http.read_only() {
+            return Err(ClientError::ReadOnly {
+                verb: "GET".into(),
+                path,
+            });
+        }
+        Ok(self.read(&path).await?.map(|b| {
+            let d = data(&b);
+            Creds {
+                username: d["username"].as_str().unwrap_or_default().to_string(),
+                current_password: SecretString::new(
+                    d["current_password"].as_str().unwrap_or_default(),
+                ),
+                last_password: opt_str(&d["last_password"]).map(SecretString::new),
+            }
+        }))
     }
 
     /// `POST <mount>/rotate-role/:role`.

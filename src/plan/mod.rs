@@ -12,6 +12,8 @@
 //! rotation) is reported with the refusal instead of doing it.
 
 pub mod render;
+pub mod secrets;
+pub mod show;
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -74,7 +76,7 @@ pub struct PlanArgs {
     pub connection: Option<String>,
     /// Plan against one service at this address, without a cluster: the token comes from
     /// `QUARTET_TOKEN`, every resource of the service's kinds uses it, and nothing is read from
-    /// Kubernetes (no status: objects are created or adopted; Secrets cannot be read).
+    /// Kubernetes (no status: objects are created or adopted; Secrets only from the manifests).
     #[arg(long, conflicts_with_all = ["kubeconfig", "context", "resource", "prune_selector", "connection"])]
     pub address: Option<String>,
     /// With `--address`: the header that carries the token (default: the service's own,
@@ -267,6 +269,13 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<std::process::ExitCode> {
         }),
         None => None,
     };
+    let files = match &args.resource {
+        Some(_) => Vec::new(),
+        None => load(&args.files)?,
+    };
+    // Secrets of the manifests are what the merge would apply: the plan reads them instead of
+    // the cluster's (which may not have them yet).
+    let secrets = secrets::ManifestSecrets::from_docs(&files, &args.namespace);
     let client = match &direct {
         // No cluster: a client to an address nothing listens on, so any Kubernetes read fails
         // (and says so) instead of reaching a cluster the user did not name.
@@ -275,13 +284,14 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<std::process::ExitCode> {
             kube::client::ClientBuilder::try_from(Config::new(url))
                 .map_err(|e| PlanError::Kubeconfig(e.to_string()))?
                 .with_layer(&ReadOnlyKube)
+                .with_layer(&secrets)
                 .build()
         }
-        None => client(args.kubeconfig.as_deref(), args.context.as_deref()).await?,
+        None => client(args.kubeconfig.as_deref(), args.context.as_deref(), secrets).await?,
     };
     let docs = match &args.resource {
         Some(r) => vec![live_doc(&client, r, &args.namespace).await?],
-        None => load(&args.files)?,
+        None => files,
     };
     let override_conn = match &args.connection {
         Some(c) => Some(
@@ -430,8 +440,12 @@ async fn live_doc(client: &Client, resource: &str, ns: &str) -> Result<Value, Pl
     }))
 }
 
-/// A Kubernetes client that can only read and dry-run.
-pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client, PlanError> {
+/// A Kubernetes client that can only read and dry-run, and reads `secrets` from the manifests.
+pub async fn client(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    secrets: secrets::ManifestSecrets,
+) -> Result<Client, PlanError> {
     let options = KubeConfigOptions {
         context: context.map(str::to_string),
         ..Default::default()
@@ -450,6 +464,7 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
     Ok(kube::client::ClientBuilder::try_from(config)
         .map_err(|e| PlanError::Kubeconfig(e.to_string()))?
         .with_layer(&ReadOnlyKube)
+        .with_layer(&secrets)
         .build())
 }
 
@@ -543,6 +558,21 @@ impl Env {
     async fn http<K: Managed>(&self, obj: &K) -> crate::reconcile::Result<Arc<Http>> {
         let Some(d) = &self.direct else {
             let ns = obj.namespace().unwrap_or_default();
+            let conn = self
+                .ctx
+                .connection_for(&ns, obj.connection_ref(), K::SERVICE)?;
+            if conn.spec.token_secret_ref.is_none() && conn.spec.auth.is_some() {
+                // A login is a write (it creates a token) and may page a person with an MFA
+                // push: a plan never logs in.
+                return Err(crate::reconcile::Error::Connection(format!(
+                    "Connection {}/{} logs in (spec.auth), and a plan never logs in: a login \
+                     creates a token and may send an MFA push to a person. Plan with \
+                     --connection NAMESPACE/NAME naming a Connection with a tokenSecretRef, or \
+                     with --address and QUARTET_TOKEN",
+                    conn.namespace().unwrap_or_default(),
+                    conn.name_any()
+                )));
+            }
             return self
                 .ctx
                 .http_for(&ns, obj.connection_ref(), K::SERVICE)
@@ -833,6 +863,21 @@ fn kube_message(e: &kube::Error) -> String {
     }
 }
 
+/// The write a read-only client refused (`VERB PATH`): to a service, or to Kubernetes (a
+/// Secret the kind writes while it observes, such as an AdRole's credentials).
+fn refused_write(e: &crate::reconcile::Error) -> Option<String> {
+    match e {
+        crate::reconcile::Error::Remote(crate::clients::ClientError::ReadOnly { verb, path }) => {
+            Some(format!("{verb} {path}"))
+        }
+        crate::reconcile::Error::Kube(kube::Error::Service(b)) => match b.downcast_ref() {
+            Some(PlanError::KubeWrite { verb, path }) => Some(format!("{verb} {path}")),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// An owned kind: create, adopt, update field by field, or no change.
 async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
     let (obj, _live) = match dry_run::<K>(env, d).await {
@@ -854,6 +899,15 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
         Err(e) => return Entry::blocked(&kind, &ns, &name, e.to_string()),
     };
     let hash = K::write_only_hash(&desired, ctx);
+    // One-shot requests (an AdEngine's rotateRootRequest, an AdRole's rotateRequest) not yet
+    // handled: what the apply would trigger, whatever the observe below says.
+    let one_shot = {
+        let v = serde_json::to_value(&obj).unwrap_or_default();
+        requests(
+            v.get("spec").unwrap_or(&Value::Null),
+            v.get("status").unwrap_or(&Value::Null),
+        )
+    };
     let observed = match obj
         .observe(&client, &desired, status.remote_id.as_deref())
         .await
@@ -861,19 +915,18 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
         Ok(o) => o,
         // The kind's observe writes on its own at times (a rotation that is due): that is what
         // the apply would trigger, refused here before it was sent.
-        Err(crate::reconcile::Error::Remote(crate::clients::ClientError::ReadOnly {
-            verb,
-            path,
-        })) => {
+        Err(err) => {
+            let Some(write) = refused_write(&err) else {
+                return Entry::blocked(&kind, &ns, &name, err.to_string());
+            };
             let mut e = Entry::new(&kind, &ns, &name, Outcome::Update);
             e.remote_id = status.remote_id.clone();
-            e.triggers.push(format!(
-                "{verb} {path} (the kind's own step when it observes)"
-            ));
+            e.triggers.extend(one_shot);
+            e.triggers
+                .push(format!("{write} (the kind's own step when it observes)"));
             flag(&kind, &obj, &mut e);
             return e;
         }
-        Err(e) => return Entry::blocked(&kind, &ns, &name, e.to_string()),
     };
     let sensitive = |recorded: Option<&String>| {
         hash.as_ref().map(|h| Change {
@@ -887,6 +940,7 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
         })
     };
     let mut entry = Entry::new(&kind, &ns, &name, Outcome::NoChange);
+    entry.triggers = one_shot;
     let Some(observed) = observed else {
         entry.outcome = Outcome::Create;
         if let Some(id) = &status.remote_id {
@@ -917,7 +971,10 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
     entry.changes.extend(secret);
     entry.outcome = if adopted {
         Outcome::Adopt
-    } else if entry.changes.iter().any(|c| c.sensitive.is_none()) || secret_changed {
+    } else if entry.changes.iter().any(|c| c.sensitive.is_none())
+        || secret_changed
+        || !entry.triggers.is_empty()
+    {
         Outcome::Update
     } else {
         Outcome::NoChange
@@ -951,6 +1008,8 @@ async fn operated<K: Operated>(env: &Env, d: Value) -> Entry {
             .push(format!("would start the {kind}'s operation"));
     }
     entry.triggers.extend(requests(&spec, &status));
+    let controlled = controls(&kind, &entry, &spec, &status);
+    entry.triggers.extend(controlled);
     if entry.outcome == Outcome::NoChange && !entry.triggers.is_empty() {
         entry.outcome = Outcome::Update;
     }
@@ -1009,6 +1068,87 @@ fn short(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// What a changed control would do: a DeploymentGate's to the job's active deployment, a
+/// WorkspaceRun's to its run, a TotpEnrollment's `regenerate`, a DrReplication's `failover`.
+fn controls(kind: &str, entry: &Entry, spec: &Value, status: &Value) -> Vec<String> {
+    let changed =
+        |f: &str| entry.outcome == Outcome::Create || entry.changes.iter().any(|c| c.field == f);
+    let mut out = Vec::new();
+    match kind {
+        "WorkspaceRun" => {
+            for (field, what) in [
+                (
+                    "confirm",
+                    "would apply the run once it waits for confirmation",
+                ),
+                ("discard", "would discard the run"),
+                ("cancel", "would cancel the run"),
+                ("forceCancel", "would force-cancel the run"),
+            ] {
+                if changed(field) && spec.get(field) == Some(&Value::Bool(true)) {
+                    out.push(format!("{field}: {what}"));
+                }
+            }
+            return out;
+        }
+        "TotpEnrollment" => {
+            let want = spec.get("regenerate").filter(|v| !v.is_null());
+            if want.is_some() && want != status.get("handledRegenerate") {
+                out.push(
+                    "regenerate: would replace the TOTP key: codes of the old one stop working"
+                        .into(),
+                );
+            }
+            return out;
+        }
+        "DrReplication" => {
+            if let Some(f) = spec.get("failover").filter(|v| !v.is_null()) {
+                if changed("failover") {
+                    out.push(format!(
+                        "failover: would make {} the primary{}",
+                        f.get("promote").map(short).unwrap_or_default(),
+                        if f.get("force") == Some(&Value::Bool(true)) {
+                            " (forced, while the old primary may still answer)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+            }
+            return out;
+        }
+        "DeploymentGate" => {}
+        _ => return out,
+    }
+    if changed("paused") {
+        out.push(
+            if spec.get("paused") == Some(&Value::Bool(true)) {
+                "paused: would pause the job's active deployment"
+            } else if entry.outcome == Outcome::Create {
+                return out;
+            } else {
+                "paused: would resume the job's active deployment"
+            }
+            .to_string(),
+        );
+    }
+    if entry.outcome != Outcome::Create && changed("promote") {
+        let policy = spec
+            .pointer("/promote/policy")
+            .and_then(Value::as_str)
+            .unwrap_or("Auto");
+        out.push(format!(
+            "promote: canaries would be promoted {}",
+            if policy == "Manual" {
+                "only by a person (Manual)"
+            } else {
+                "once healthy (Auto)"
+            }
+        ));
+    }
+    out
 }
 
 /// The `...Request` fields of `spec` (anywhere in it) whose value no `handled...Request` of
@@ -1228,6 +1368,35 @@ mod tests {
         e.triggers.push("spec.rotateRootRequest = 2".into());
         flag("AdEngine", &serde_json::json!({"spec": {}}), &mut e);
         assert!(e.destructive[0].starts_with("root rotation"));
+    }
+
+    #[test]
+    fn changed_controls_say_what_they_would_do() {
+        let mut e = Entry::new("WorkspaceRun", "default", "r", Outcome::Update);
+        e.changes.push(Change {
+            field: "cancel".into(),
+            ..Default::default()
+        });
+        let spec = serde_json::json!({"cancel": true, "confirm": true});
+        assert_eq!(
+            controls("WorkspaceRun", &e, &spec, &Value::Null),
+            vec!["cancel: would cancel the run".to_string()]
+        );
+        let e = Entry::new("TotpEnrollment", "default", "t", Outcome::NoChange);
+        let spec = serde_json::json!({"regenerate": "2"});
+        let handled = serde_json::json!({"handledRegenerate": "2"});
+        assert!(controls("TotpEnrollment", &e, &spec, &handled).is_empty());
+        assert_eq!(controls("TotpEnrollment", &e, &spec, &Value::Null).len(), 1);
+        let mut e = Entry::new("DeploymentGate", "default", "g", Outcome::Update);
+        e.changes.push(Change {
+            field: "paused".into(),
+            ..Default::default()
+        });
+        let spec = serde_json::json!({"paused": false});
+        assert_eq!(
+            controls("DeploymentGate", &e, &spec, &Value::Null),
+            vec!["paused: would resume the job's active deployment".to_string()]
+        );
     }
 
     #[test]

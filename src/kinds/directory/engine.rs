@@ -289,6 +289,27 @@ impl Reconciled for AdEngine {
         changed
     }
 
+    /// The timeouts are not read back (compared by hash): their old value is not known.
+    fn shown(
+        desired: &EngineDesired,
+        observed: &EngineObserved,
+        field: &str,
+    ) -> Option<(String, String)> {
+        use crate::plan::show;
+        if field == "connectionTimeout/requestTimeout" {
+            let t = |k: &str| show::json(desired.timeouts.get(k));
+            return show::pair(
+                "(not read back)",
+                format!("{}/{}", t("connection_timeout"), t("request_timeout")),
+            );
+        }
+        let key = show::snake(field);
+        show::pair(
+            show::json(observed.config.get(&key)),
+            show::json(desired.fields.get(&key)),
+        )
+    }
+
     async fn create(&self, client: &AdClient, desired: &EngineDesired) -> Result<Created> {
         let mut body = desired.fields.clone();
         body.insert("bindpass".into(), json!(desired.bindpass.expose()));

@@ -127,6 +127,28 @@ impl Reconciled for AdLibrarySet {
         diff(&desired.set, &observed.set)
     }
 
+    fn shown(
+        desired: &SetDesired,
+        observed: &SetObserved,
+        field: &str,
+    ) -> Option<(String, String)> {
+        use crate::plan::show;
+        let (want, have) = (&desired.set, &observed.set);
+        match field {
+            "serviceAccountNames" => show::pair(
+                show::set(&have.service_account_names),
+                show::set(&want.service_account_names),
+            ),
+            "ttl" => show::pair(have.ttl.to_string(), want.ttl.to_string()),
+            "maxTtl" => show::pair(have.max_ttl.to_string(), want.max_ttl.to_string()),
+            "disableCheckInEnforcement" => show::pair(
+                have.disable_check_in_enforcement.to_string(),
+                want.disable_check_in_enforcement.to_string(),
+            ),
+            _ => None,
+        }
+    }
+
     async fn create(&self, client: &AdClient, desired: &SetDesired) -> Result<Created> {
         let m = &desired.mount;
         client

@@ -230,6 +230,22 @@ impl Reconciled for AdRole {
         diff(&desired.account, desired.ttl, &observed.role)
     }
 
+    fn shown(
+        desired: &RoleDesired,
+        observed: &RoleObserved,
+        field: &str,
+    ) -> Option<(String, String)> {
+        use crate::plan::show;
+        match field {
+            "serviceAccountName" => show::pair(
+                show::text(&observed.role.service_account_name),
+                show::text(&desired.account),
+            ),
+            "ttl" => show::pair(observed.role.ttl.to_string(), show::opt(&desired.ttl)),
+            _ => None,
+        }
+    }
+
     async fn create(&self, client: &AdClient, desired: &RoleDesired) -> Result<Created> {
         let m = &desired.mount;
         client

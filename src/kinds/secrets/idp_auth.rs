@@ -246,6 +246,37 @@ impl Reconciled for IdpAuthMethod {
         diff(desired, observed)
     }
 
+    /// Configuration fields only: the API token is write-only (compared by its keyed hash).
+    fn shown(d: &Desired, o: &IdpConfig, field: &str) -> Option<(String, String)> {
+        use crate::plan::show;
+        let list = |v: &Option<Vec<String>>| show::set(v.as_deref().unwrap_or_default());
+        let (have, want) = match field {
+            "orgName" => return show::pair(show::text(&o.org_name), show::text(&d.org_name)),
+            "baseUrl" => return show::pair(show::text(&o.base_url), show::opt(&d.base_url)),
+            "bypassIdpMfa" => {
+                return show::pair(o.bypass_idp_mfa.to_string(), show::opt(&d.bypass_idp_mfa))
+            }
+            "token.policies" => return show::pair(show::set(&o.token_policies), list(&d.policies)),
+            "token.boundCidrs" => {
+                return show::pair(show::set(&o.token_bound_cidrs), list(&d.bound_cidrs))
+            }
+            "token.noDefaultPolicy" => {
+                return show::pair(
+                    o.token_no_default_policy.to_string(),
+                    show::opt(&d.no_default_policy),
+                )
+            }
+            "token.type" => return show::pair(show::text(&o.token_type), show::opt(&d.token_type)),
+            "token.ttl" => (o.token_ttl, d.ttl),
+            "token.maxTtl" => (o.token_max_ttl, d.max_ttl),
+            "token.explicitMaxTtl" => (o.token_explicit_max_ttl, d.explicit_max_ttl),
+            "token.period" => (o.token_period, d.period),
+            "token.numUses" => (o.token_num_uses, d.num_uses),
+            _ => return None,
+        };
+        show::pair(have.to_string(), show::opt(&want))
+    }
+
     async fn create(&self, client: &SecretsIdpClient, desired: &Desired) -> Result<Created> {
         if desired.enable_mount && !client.auth_mounted(&desired.mount).await? {
             client.enable_auth(&desired.mount).await?;

@@ -182,6 +182,27 @@ impl Reconciled for TotpMethod {
         diff(&desired.config, &observed.config)
     }
 
+    fn shown(
+        desired: &Desired,
+        observed: &TotpMethodInfo,
+        field: &str,
+    ) -> Option<(String, String)> {
+        use crate::plan::show;
+        let (d, o) = (&desired.config, &observed.config);
+        let (have, want) = match field {
+            "issuer" => return show::pair(show::text(&o.issuer), show::text(&d.issuer)),
+            "algorithm" => return show::pair(show::opt(&o.algorithm), show::opt(&d.algorithm)),
+            "periodSeconds" => (o.period, d.period),
+            "keySize" => (o.key_size, d.key_size),
+            "qrSize" => (o.qr_size, d.qr_size),
+            "digits" => (o.digits, d.digits),
+            "skew" => (o.skew, d.skew),
+            "maxValidationAttempts" => (o.max_validation_attempts, d.max_validation_attempts),
+            _ => return None,
+        };
+        show::pair(show::opt(&have), show::opt(&want))
+    }
+
     async fn create(&self, client: &SecretsMfaClient, desired: &Desired) -> Result<Created> {
         let id = client
             .create_totp(&desired.config, Some(&desired.marker))

@@ -67,6 +67,16 @@ impl Reconciled for TransformAlphabet {
         diff(desired, observed)
     }
 
+    fn shown(desired: &Alphabet, observed: &Alphabet, field: &str) -> Option<(String, String)> {
+        use crate::plan::show;
+        (field == "alphabet").then(|| {
+            (
+                show::text(&observed.alphabet),
+                show::text(&desired.alphabet),
+            )
+        })
+    }
+
     async fn create(&self, client: &TransformClient, desired: &Alphabet) -> Result<Created> {
         self.update(client, desired, desired, &[]).await?;
         Ok(Created {

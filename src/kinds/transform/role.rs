@@ -175,6 +175,16 @@ impl Reconciled for TransformRole {
         diff(desired, &observed.role)
     }
 
+    fn shown(desired: &Role, observed: &Observed, field: &str) -> Option<(String, String)> {
+        use crate::plan::show;
+        (field == "transformations").then(|| {
+            (
+                show::set(&observed.role.transformations),
+                show::set(&desired.transformations),
+            )
+        })
+    }
+
     const PENDING_REASON: &'static str = "Waiting";
 
     fn pending(observed: &Observed) -> Option<String> {

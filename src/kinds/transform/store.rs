@@ -247,6 +247,36 @@ impl Reconciled for TransformStore {
         diff(desired, observed)
     }
 
+    /// Spec fields only: the credentials are write-only (compared by their keyed hash).
+    fn shown(d: &Desired, o: &Remote, field: &str) -> Option<(String, String)> {
+        use crate::plan::show;
+        match field {
+            "driver" => show::pair(show::text(&o.driver), show::text(&d.driver)),
+            "connectionString" => show::pair(
+                show::text(&o.connection_string),
+                show::text(&d.connection_string),
+            ),
+            "supportedTransformations" => show::pair(
+                show::set(&o.supported_transformations),
+                show::set(d.supported_transformations.as_deref().unwrap_or_default()),
+            ),
+            "schema" => show::pair(show::text(&o.schema), show::opt(&d.schema)),
+            "maxOpenConnections" => show::pair(
+                o.max_open_connections.to_string(),
+                show::opt(&d.max_open_connections),
+            ),
+            "maxIdleConnections" => show::pair(
+                o.max_idle_connections.to_string(),
+                show::opt(&d.max_idle_connections),
+            ),
+            "maxConnectionLifetime" => show::pair(
+                o.max_connection_lifetime.to_string(),
+                show::opt(&d.max_connection_lifetime),
+            ),
+            _ => None,
+        }
+    }
+
     fn write_only_hash(desired: &Desired, _ctx: &Context) -> Option<String> {
         let mut h = format!("store={}", desired.store_hash);
         if let Some(sh) = &desired.schema_hash {

@@ -125,6 +125,32 @@ impl Reconciled for TransformTemplate {
         diff(desired, &observed.template)
     }
 
+    fn shown(desired: &Template, observed: &Observed, field: &str) -> Option<(String, String)> {
+        use crate::plan::show;
+        let have = &observed.template;
+        let formats = |m: &Option<BTreeMap<String, String>>| {
+            let pairs: Vec<String> = m
+                .iter()
+                .flatten()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            show::set(&pairs)
+        };
+        match field {
+            "pattern" => show::pair(show::text(&have.pattern), show::text(&desired.pattern)),
+            "alphabet" => show::pair(show::opt(&have.alphabet), show::opt(&desired.alphabet)),
+            "encodeFormat" => show::pair(
+                show::opt(&have.encode_format),
+                show::opt(&desired.encode_format),
+            ),
+            "decodeFormats" => show::pair(
+                formats(&have.decode_formats),
+                formats(&desired.decode_formats),
+            ),
+            _ => None,
+        }
+    }
+
     const PENDING_REASON: &'static str = "Waiting";
 
     fn pending(observed: &Observed) -> Option<String> {

@@ -404,6 +404,31 @@ impl Reconciled for Transformation {
         diff(desired, &observed.remote)
     }
 
+    /// Spec fields only: an imported key is write-only (compared by its keyed hash).
+    fn shown(d: &Desired, observed: &Observed, field: &str) -> Option<(String, String)> {
+        use crate::plan::show;
+        let o = &observed.remote;
+        let list = |v: &Option<Vec<String>>| show::set(v.as_deref().unwrap_or_default());
+        match field {
+            "template" => show::pair(show::set(&o.templates), show::opt(&d.template)),
+            "tweakSource" => show::pair(show::text(&o.tweak_source), show::opt(&d.tweak_source)),
+            "maskingCharacter" => show::pair(
+                show::text(&o.masking_character),
+                show::opt(&d.masking_character),
+            ),
+            "allowedRoles" => show::pair(show::set(&o.allowed_roles), list(&d.allowed_roles)),
+            "deletionAllowed" => show::pair(
+                o.deletion_allowed.to_string(),
+                show::opt(&d.deletion_allowed),
+            ),
+            "mappingMode" => show::pair(show::text(&o.mapping_mode), show::opt(&d.mapping_mode)),
+            "convergent" => show::pair(o.convergent.to_string(), show::opt(&d.convergent)),
+            "maxTtl" => show::pair(o.max_ttl.to_string(), show::opt(&d.max_ttl)),
+            "stores" => show::pair(show::set(&o.stores), list(&d.stores)),
+            _ => None,
+        }
+    }
+
     const PENDING_REASON: &'static str = "Waiting";
 
     fn pending(observed: &Observed) -> Option<String> {
