@@ -30,7 +30,14 @@ const SECRETS: &str = "secrets[0]";
 
 fn run(cases: &[Case]) {
     let (mut child, dir, urls) = start_dev("30s");
-    let kubeconfig = dir.path().join("kubeconfig");
+    let dir = if std::env::var_os("QUARTET_KEEP_LOGS").is_some() {
+        let kept = dir.keep();
+        eprintln!("quartet dev's directory kept: {}", kept.display());
+        kept
+    } else {
+        dir.path().to_path_buf()
+    };
+    let kubeconfig = dir.join("kubeconfig");
     for c in cases {
         lifecycle(&kubeconfig, &urls, c);
     }
