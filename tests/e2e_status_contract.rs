@@ -29,7 +29,9 @@ const fn case(
 const SECRETS: &str = "secrets[0]";
 
 fn run(cases: &[Case]) {
-    let (mut child, dir, urls) = start_dev("30s");
+    let (child, dir, urls) = start_dev("30s");
+    // Stopped when the test ends, passed or failed.
+    let _dev = Stop(child);
     let dir = if std::env::var_os("QUARTET_KEEP_LOGS").is_some() {
         let kept = dir.keep();
         eprintln!("quartet dev's directory kept: {}", kept.display());
@@ -41,8 +43,16 @@ fn run(cases: &[Case]) {
     for c in cases {
         lifecycle(&kubeconfig, &urls, c);
     }
-    let _ = child.kill();
-    let _ = child.wait();
+}
+
+/// `quartet dev`, killed when dropped (a failed assertion unwinds through it).
+struct Stop(std::process::Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]
