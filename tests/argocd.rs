@@ -3,7 +3,9 @@
 //! Lua 5.1): every kind has a health check; each check gives the expected health on the
 //! statuses in its `testdata/`, which were captured from real operator runs
 //! (`QUARTET_CAPTURE_DIR`, see `argocd/README.md`); each action's discovery and output match
-//! `actions/action_test.yaml`, and each action's output is accepted by the dev API server.
+//! `actions/action_test.yaml`, and each action's output is accepted by the dev API server. The
+//! health check is one script, `argocd/health.lua`, copied into each kind's directory (Argo CD
+//! reads one per kind): the copies are checked to be the same.
 
 mod support;
 
@@ -127,6 +129,32 @@ fn crd_kinds() -> Vec<(String, String)> {
     kinds
 }
 
+/// The one health check every kind's `health.lua` is a copy of.
+fn health_source() -> PathBuf {
+    repo_root().join("argocd/health.lua")
+}
+
+#[test]
+fn every_kinds_health_check_is_a_copy_of_the_one_health_script() {
+    let want = std::fs::read_to_string(health_source()).unwrap();
+    let update = std::env::var_os("QUARTET_UPDATE_ARGOCD_CM").is_some();
+    let mut stale = Vec::new();
+    for (group, kind) in crd_kinds() {
+        let path = customizations().join(&group).join(&kind).join("health.lua");
+        if update {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &want).unwrap();
+        }
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
+            stale.push(format!("{group}/{kind}"));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "health.lua differs from argocd/health.lua for {stale:?}: edit argocd/health.lua and run QUARTET_UPDATE_ARGOCD_CM=1 cargo test --test argocd"
+    );
+}
+
 #[test]
 fn every_kind_has_a_health_check_that_gives_the_expected_health_on_captured_statuses() {
     let mut checked = 0;
@@ -180,11 +208,6 @@ fn every_action_is_discovered_as_its_test_says_and_its_output_is_accepted_by_the
     let mut applied = 0;
     for (group, kind) in crd_kinds() {
         let dir = customizations().join(&group).join(&kind).join("actions");
-        if kind == "Connection" {
-            // A Connection has no spec.suspend and no requests: health only.
-            assert!(!dir.exists());
-            continue;
-        }
         let tests = yaml_file(&dir.join("action_test.yaml"));
         for t in tests["discoveryTests"].as_array().unwrap() {
             let input = yaml_file(&dir.join(t["inputPath"].as_str().unwrap()));
@@ -265,7 +288,31 @@ fn every_action_is_discovered_as_its_test_says_and_its_output_is_accepted_by_the
             applied += 1;
         }
     }
-    assert!(applied >= 23 * 3, "only {applied} actions applied");
+    assert!(applied >= 24 * 3, "only {applied} actions applied");
+}
+
+#[test]
+fn the_deployment_gates_fail_action_sets_a_new_fail_request_offered_only_for_an_active_deployment()
+{
+    let dir = customizations().join("scheduler.quartet.dev/DeploymentGate/actions");
+    let captured = yaml_file(&dir.join("testdata/healthy_example-web.yaml"));
+    assert_eq!(captured["status"]["deploymentStatus"], "successful");
+    let offered = run_lua(&dir.join("discovery.lua"), &captured);
+    assert_eq!(
+        offered["fail"]["disabled"], true,
+        "nothing to fail: {offered}"
+    );
+    for active in ["running", "paused", "blocked"] {
+        let mut input = captured.clone();
+        input["status"]["deploymentStatus"] = json!(active);
+        let offered = run_lua(&dir.join("discovery.lua"), &input);
+        assert_eq!(offered["fail"]["disabled"], false, "{active}: {offered}");
+    }
+    let out = run_lua(&dir.join("fail/action.lua"), &captured);
+    let spec = changed(&captured["spec"], &out["spec"]);
+    assert_eq!(spec.keys().collect::<Vec<_>>(), ["failRequest"], "{spec:?}");
+    assert!(chrono_like(spec["failRequest"].as_str().unwrap()));
+    assert_eq!(out["metadata"], captured["metadata"]);
 }
 
 /// `2026-01-01T00:00:00Z`.

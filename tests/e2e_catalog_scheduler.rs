@@ -603,6 +603,51 @@ fn a_deployment_past_the_gates_deadline_is_failed_and_rolled_back() {
 }
 
 #[test]
+fn a_new_fail_request_fails_the_running_deployment_once_and_rolls_back() {
+    let (sb, _op) = env("30s");
+    let s = Sched::new(&sb);
+    let job = |task: &str| {
+        json!({"ID": "api", "TaskGroups": [{"Name": "api", "Count": 1, "AutoRevert": true,
+               "ProgressDeadline": 0, "Tasks": [task]}]})
+    };
+    let v0 = s.job(job("v0"));
+    s.all_healthy(&v0);
+    let v1 = s.job(job("v1"));
+    gate(&sb, "api", "  jobId: api\n");
+    wait_for("gate sees the running deployment", WAIT, || {
+        Some(gate_obj(&sb, "api")).filter(|o| o["status"]["deploymentStatus"] == "running")
+    });
+    let (_, since) = sb.requests("scheduler", 0);
+    // What Argo CD's `fail` action sets.
+    gate(&sb, "api", "  jobId: api\n  failRequest: \"fail-1\"\n");
+    wait_for("deployment failed", WAIT, || {
+        (s.deployment(&v1)["Status"] == "failed").then_some(())
+    });
+    let obj = wait_for("handled request in status", WAIT, || {
+        Some(gate_obj(&sb, "api")).filter(|o| o["status"]["handledFailRequest"] == "fail-1")
+    });
+    assert_eq!(obj["status"]["lastAction"]["type"], "fail");
+    assert_eq!(obj["status"]["revertedJobVersion"], 0);
+    // Handled once: the rollback's own deployment is not failed by the same value.
+    std::thread::sleep(Duration::from_secs(3));
+    sb.kubectl_ok(&[
+        "annotate",
+        "--overwrite",
+        "deploymentgate/api",
+        "reconcile.quartet.dev/requestedAt=after-fail",
+    ]);
+    wait_for("the pass after the fail", WAIT, || {
+        Some(gate_obj(&sb, "api")).filter(|o| o["status"]["lastHandledReconcileAt"] == "after-fail")
+    });
+    let (reqs, _) = sb.requests("scheduler", since);
+    assert_eq!(
+        count(&reqs, "POST", "/v1/deployment/fail/"),
+        1,
+        "one fail for one request: {reqs:?}"
+    );
+}
+
+#[test]
 fn manual_health_is_marked_from_task_states_and_never_for_pending_allocations() {
     let (sb, _op) = env("30s");
     let s = Sched::new(&sb);

@@ -5,11 +5,11 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::Value;
+use support::dev::{examples, start_dev};
 use support::*;
 
 /// The examples that describe a Connection to a server of your own (an address and token to
@@ -20,16 +20,6 @@ const OWN_SERVER: [&str; 3] = [
     "connection-idp.yaml",
     "connection-openbao.yaml",
 ];
-
-fn examples() -> Vec<std::path::PathBuf> {
-    let mut paths: Vec<_> = std::fs::read_dir(repo_root().join("examples"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    paths.sort();
-    paths
-}
 
 #[test]
 fn every_example_manifest_is_accepted_by_the_api_server() {
@@ -47,47 +37,6 @@ fn every_example_manifest_is_accepted_by_the_api_server() {
         "{out}"
     );
     assert!(out.contains("connection.quartet.dev/secrets"), "{out}");
-}
-
-/// `quartet dev` on ephemeral ports with three secrets clusters (for the DR example): the
-/// process, its directory (with `kubeconfig`) and the services' addresses.
-fn start_dev(
-    resync: &str,
-) -> (
-    std::process::Child,
-    tempfile::TempDir,
-    std::collections::HashMap<String, String>,
-) {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let mut child = Command::new(BIN)
-        .args([
-            "dev",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--secrets-addr",
-            "127.0.0.1:0",
-            "--workspaces-addr",
-            "127.0.0.1:0",
-            "--catalog-addr",
-            "127.0.0.1:0",
-            "--scheduler-addr",
-            "127.0.0.1:0",
-            "--kube-addr",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--secrets-clusters",
-            "3",
-            "--resync-interval",
-            resync,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.path().join("dev.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let urls = read_ready(&mut child, "Quartet dev is ready");
-    (child, dir, urls)
 }
 
 #[test]
@@ -344,157 +293,4 @@ fn every_example_applied_suspended_makes_no_call_and_becomes_ready_when_resumed(
         after.iter().filter(|(m, _)| m != "GET").count() >= 20,
         "{after:?}"
     );
-}
-
-/// Wait until `name` (kind/name) has conditions `want` (type, status, reason when given), each
-/// for the current generation.
-fn wait_conditions(
-    kubeconfig: &std::path::Path,
-    name: &str,
-    want: &[(&str, &str, Option<&str>)],
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = kubectl(kubeconfig, &["get", name, "-o", "json"], None);
-        let o: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        let generation = o["metadata"]["generation"].clone();
-        let met = want.iter().all(|(t, s, r)| {
-            condition(&o, t).is_some_and(|c| {
-                c["status"] == *s
-                    && r.is_none_or(|r| c["reason"] == r)
-                    && c["observedGeneration"] == generation
-            })
-        });
-        if met {
-            return o;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: no {want:?} in {}",
-            o["status"]
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-#[test]
-fn reconciling_and_stalled_follow_a_503_a_rejection_and_a_fix_on_kinds_of_each_service() {
-    let (mut child, dir, urls) = start_dev("30s");
-    let kubeconfig = dir.path().join("kubeconfig");
-    // (example, resource, service listener, the create call, a spec change that is the fix)
-    let cases = [
-        (
-            "workspace.yaml",
-            "workspace/example-app",
-            "workspaces",
-            "/api/v2/organizations/quartet/workspaces",
-            r#"{"spec":{"description":"fixed"}}"#,
-        ),
-        (
-            "totp-method.yaml",
-            "totpmethod/corp-totp",
-            "secrets[0]",
-            "/v1/identity/mfa/method/totp",
-            r#"{"spec":{"issuer":"Fixed Corp"}}"#,
-        ),
-        (
-            "catalog-acl-token.yaml",
-            "catalogacltoken/app-catalog-token",
-            "catalog",
-            "/v1/acl/login",
-            r#"{"spec":{"meta":{"team":"fixed"}}}"#,
-        ),
-    ];
-    for (example, name, service, create, fix) in cases {
-        let url = &urls[service];
-        let fault = |status: u16| {
-            let (s, b) = http(
-                "POST",
-                &format!("{url}/_sandbox/faults"),
-                None,
-                Some(
-                    serde_json::json!({"method": "POST", "path": create, "status": status, "count": 0}),
-                ),
-            );
-            assert!(s < 300, "{b}");
-        };
-        let clear = || {
-            http("DELETE", &format!("{url}/_sandbox/faults"), None, None);
-        };
-        fault(503);
-        let path = repo_root().join("examples").join(example);
-        let out = kubectl(&kubeconfig, &["apply", "-f", path.to_str().unwrap()], None);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        wait_conditions(
-            &kubeconfig,
-            name,
-            &[
-                ("Reconciling", "True", None),
-                ("Stalled", "False", None),
-                ("Ready", "False", None),
-            ],
-        );
-        clear();
-        fault(400);
-        // Reconcile now, instead of waiting out the transient failures' backoff; echoed once
-        // handled.
-        let requested = format!("reject-{service}");
-        let out = kubectl(
-            &kubeconfig,
-            &[
-                "annotate",
-                "--overwrite",
-                name,
-                &format!("reconcile.quartet.dev/requestedAt={requested}"),
-            ],
-            None,
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let o = wait_conditions(
-            &kubeconfig,
-            name,
-            &[
-                ("Stalled", "True", None),
-                ("Reconciling", "False", None),
-                ("Ready", "False", None),
-            ],
-        );
-        assert_eq!(
-            o["status"]["lastHandledReconcileAt"],
-            requested.as_str(),
-            "{name}"
-        );
-        clear();
-        let out = kubectl(
-            &kubeconfig,
-            &["patch", name, "--type=merge", "-p", fix],
-            None,
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let o = wait_conditions(
-            &kubeconfig,
-            name,
-            &[
-                ("Ready", "True", None),
-                ("Synced", "True", None),
-                ("Reconciling", "False", None),
-                ("Stalled", "False", None),
-            ],
-        );
-        assert_eq!(o["metadata"]["generation"], 2, "{name}");
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }

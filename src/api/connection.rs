@@ -72,6 +72,12 @@ impl std::fmt::Display for Service {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionSpec {
+    /// `true` stops the Connection's own checks of the service (the probe of the token, the
+    /// lease count, login renewals it schedules): `Ready` is `False` with reason `Suspended`.
+    /// Resources that use the Connection go on calling the service: suspend them to stop
+    /// those. Setting it back to `false` checks at once.
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// Which service this Connection reaches: `secrets`, `workspaces`, `catalog` or `scheduler`.
     pub service: Service,
     /// Base URL of the service, e.g. `https://secrets.example.com:8200` (no `/v1` or `/api/v2`).
@@ -185,8 +191,11 @@ pub struct ConnectionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// `Ready`: the service answered and accepted the token (reasons `Connected`,
-    /// `Unreachable`, `Unauthorized`, `SecretNotFound`, `InvalidSpec`, and `LoginFailed` with
-    /// the service's message when a login of `spec.auth` is refused).
+    /// `Unreachable`, `Unauthorized`, `SecretNotFound`, `InvalidSpec`, `Suspended`, and
+    /// `LoginFailed` with the service's message when a login of `spec.auth` is refused).
+    /// `Reconciling` is `True` while a transient failure (unreachable, 429, 5xx) is retried;
+    /// `Stalled` is `True` when the check cannot pass without a change from someone (a refused
+    /// token or login, a missing Secret, an invalid spec). Each carries `observedGeneration`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// Secrets service only: what the Connection's token can reach, from the service's OpenAPI
@@ -204,6 +213,11 @@ pub struct ConnectionStatus {
     /// With `spec.auth`: the state of the login (never the token itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<ConnectionAuthStatus>,
+    /// The value of the annotation `reconcile.quartet.dev/requestedAt` (or Flux's
+    /// `reconcile.fluxcd.io/requestedAt`) last handled: a new value makes the Connection check
+    /// the service at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
 }
 
 /// The login a Connection with `spec.auth` holds.

@@ -84,6 +84,14 @@ pub struct DeploymentGateSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     pub unblock_request: Option<String>,
+    /// A new value fails the job's active deployment once, now rather than at
+    /// `progressDeadline` (`POST /v1/deployment/fail`); the service rolls back by its rule and
+    /// `status.revertedJobVersion` records the version. `status.handledFailRequest` records the
+    /// value handled. A value set while no deployment is active is recorded without failing
+    /// anything, so it never fails a later deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub fail_request: Option<String>,
     /// The Connection to the scheduler; defaults to the Connection named `scheduler` in this
     /// namespace. Its token needs `read-job`, and `submit-job` (or the fine-grained deployment
     /// capabilities) for the controls.
@@ -213,6 +221,9 @@ pub struct DeploymentGateStatus {
     /// The `spec.unblockRequest` value last handled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_unblock_request: Option<String>,
+    /// The `spec.failRequest` value last handled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled_fail_request: Option<String>,
     /// When the gate's progress deadline for the current deployment passes (RFC 3339); the
     /// clock stops while the deployment is paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -18,6 +18,7 @@ use crate::clients::{ClientError, Http};
 use crate::reconcile::conditions::{self, READY};
 use crate::reconcile::driver::{patch_status, publish};
 use crate::reconcile::error::jitter;
+use crate::reconcile::gitops::{self, Progress};
 use crate::reconcile::{features, Category, Context, Error, Result};
 use kube::runtime::events::EventType;
 
@@ -79,6 +80,15 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         conn.namespace().unwrap_or_default(),
         conn.name_any()
     );
+    let intent = gitops::Intent::of(
+        conn.as_ref(),
+        conn.status
+            .as_ref()
+            .and_then(|s| s.last_handled_reconcile_at.as_deref()),
+    );
+    if intent.suspend {
+        return suspended(&conn, &ctx).await;
+    }
     let mut leases = None;
     if conn.spec.auth.is_none() {
         // Switched from a login to a token Secret: the login's token is no longer needed.
@@ -155,6 +165,7 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
                 format!("{} answered and accepted the token", conn.spec.address),
                 generation,
             );
+            gitops::set_progress(&mut status.conditions, Progress::Done, generation);
             // A login is renewed when due even while no resource calls through it.
             let due = match &session {
                 Some(s) => s.next_due().await,
@@ -165,17 +176,19 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
                 _ => jitter(ctx.settings.resync),
             }
         }
-        Err(Error::Remote(ClientError::Login { .. })) => {
+        Err(e @ Error::Remote(ClientError::Login { .. })) => {
+            let message = e.to_string();
             conditions::set(
                 &mut status.conditions,
                 READY,
                 false,
                 "LoginFailed",
-                result
-                    .as_ref()
-                    .err()
-                    .map(|e| e.to_string())
-                    .unwrap_or_default(),
+                message.clone(),
+                generation,
+            );
+            gitops::set_progress(
+                &mut status.conditions,
+                progress(e, "LoginFailed", &message),
                 generation,
             );
             // The session itself backs logins off; checking sooner than it allows is free.
@@ -190,12 +203,18 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
                 Category::InvalidSpec | Category::ConnectionUnavailable => "InvalidSpec",
                 other => other.reason(),
             };
+            let message = e.to_string();
             conditions::set(
                 &mut status.conditions,
                 READY,
                 false,
                 reason,
-                e.to_string(),
+                message.clone(),
+                generation,
+            );
+            gitops::set_progress(
+                &mut status.conditions,
+                progress(e, reason, &message),
                 generation,
             );
             // A failing Connection is cheap to check (one Secret read, one call) and its fix
@@ -204,6 +223,9 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
             jitter(Duration::from_secs(10))
         }
     };
+    if intent.requested_at.is_some() {
+        status.last_handled_reconcile_at = intent.requested_at;
+    }
     ctx.metrics.resource_ready(
         "Connection",
         &conn.namespace().unwrap_or_default(),
@@ -214,6 +236,43 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         patch_status(conn.as_ref(), &ctx, json!(status)).await?;
     }
     Ok(Action::requeue(requeue))
+}
+
+/// The kstatus pair for a failed check, under the Connection's own `Ready` reason.
+fn progress<'a>(err: &Error, reason: &'a str, message: &'a str) -> Progress<'a> {
+    if gitops::stalls(err) {
+        Progress::Stalled(reason, message)
+    } else {
+        Progress::Working(reason, message)
+    }
+}
+
+/// A suspended Connection: no call to the service, `Ready=False` reason `Suspended`, and no
+/// requeue (resuming is a spec change, which wakes it).
+async fn suspended(conn: &Connection, ctx: &Context) -> Result<Action> {
+    let generation = conn.metadata.generation;
+    let before = conn.status.clone().unwrap_or_default();
+    let mut status = before.clone();
+    status.observed_generation = generation;
+    conditions::set(
+        &mut status.conditions,
+        READY,
+        false,
+        gitops::SUSPENDED,
+        "spec.suspend is true: the service is not checked until it is set back to false",
+        generation,
+    );
+    gitops::set_progress(&mut status.conditions, Progress::Suspended, generation);
+    ctx.metrics.resource_ready(
+        "Connection",
+        &conn.namespace().unwrap_or_default(),
+        &conn.name_any(),
+        false,
+    );
+    if status != before {
+        patch_status(conn, ctx, json!(status)).await?;
+    }
+    Ok(Action::await_change())
 }
 
 fn error_policy(_conn: Arc<Connection>, err: &Error, _ctx: Arc<Context>) -> Action {

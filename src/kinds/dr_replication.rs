@@ -601,9 +601,11 @@ impl Operated for DrReplication {
                 if t.mode() == "primary" {
                     p.phase = "Promoted".into();
                 } else if t.status.is_none() {
-                    return Err(Error::Connection(format!(
-                        "cluster {target} does not answer"
-                    )));
+                    // It did not answer a transient failure: retried, not stalled.
+                    return Err(Error::Remote(ClientError::Unreachable {
+                        service: Service::Secrets,
+                        detail: format!("cluster {target} does not answer"),
+                    }));
                 } else {
                     let token = match self.op_token(ctx, t, &mut p).await? {
                         Token::Ready(tok) => tok,
@@ -775,9 +777,11 @@ impl Operated for DrReplication {
         // The primary.
         match t.mode() {
             "unreachable" => {
-                return Err(Error::Connection(format!(
-                    "the primary {target} does not answer"
-                )))
+                // It did not answer a transient failure: retried, not stalled.
+                return Err(Error::Remote(ClientError::Unreachable {
+                    service: Service::Secrets,
+                    detail: format!("the primary {target} does not answer"),
+                }));
             }
             "disabled" => {
                 let addr = (target == self.spec.primary.id)

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod dev;
 pub mod workspaces;
 
 use std::io::{BufRead, BufReader, Write};

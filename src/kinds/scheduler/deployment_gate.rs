@@ -218,7 +218,8 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 /// The decided control.
 enum Control {
     Pause(bool),
-    Fail,
+    /// From the progress deadline (`None`) or a new `spec.failRequest`.
+    Fail(Option<String>),
     Health(Vec<String>, Vec<String>),
     Promote(Vec<String>),
     Unblock(String),
@@ -229,7 +230,7 @@ impl Control {
         match self {
             Control::Pause(true) => "pause",
             Control::Pause(false) => "resume",
-            Control::Fail => "fail",
+            Control::Fail(_) => "fail",
             Control::Health(..) => "allocationHealth",
             Control::Promote(_) => "promote",
             Control::Unblock(_) => "unblock",
@@ -343,6 +344,9 @@ impl DeploymentGate {
         let id = str_of(dep, "ID");
         let status = str_of(dep, "Status");
         let now = Utc::now();
+        if let Some(req) = self.pending_fail_request(next) {
+            return Ok(Some(Control::Fail(Some(req))));
+        }
         if status == "running" && self.spec.paused {
             return Ok(Some(Control::Pause(true)));
         }
@@ -377,7 +381,7 @@ impl DeploymentGate {
             .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
         {
             if now >= at {
-                return Ok(Some(Control::Fail));
+                return Ok(Some(Control::Fail(None)));
             }
         }
         // Manual health from task states.
@@ -494,6 +498,14 @@ impl DeploymentGate {
         Ok(None)
     }
 
+    /// The `spec.failRequest` value not yet handled.
+    fn pending_fail_request(&self, next: &DeploymentGateStatus) -> Option<String> {
+        self.spec
+            .fail_request
+            .clone()
+            .filter(|r| !r.is_empty() && next.handled_fail_request.as_ref() != Some(r))
+    }
+
     async fn send(
         &self,
         client: &SchedulerClient,
@@ -503,7 +515,7 @@ impl DeploymentGate {
     ) -> std::result::Result<Value, ClientError> {
         match control {
             Control::Pause(p) => client.pause(id, ns, *p).await,
-            Control::Fail => client.fail(id, ns).await,
+            Control::Fail(_) => client.fail(id, ns).await,
             Control::Health(h, u) => client.allocation_health(id, ns, h, u).await,
             Control::Promote(groups) => client.promote(id, ns, groups).await,
             Control::Unblock(_) => client.unblock(id, ns).await,
@@ -563,6 +575,7 @@ impl Operated for DeploymentGate {
             last_action: prev.last_action.clone(),
             reverted_job_version: prev.reverted_job_version,
             handled_unblock_request: prev.handled_unblock_request.clone(),
+            handled_fail_request: prev.handled_fail_request.clone(),
             progress_deadline_at: None,
             progress_remaining_seconds: None,
         };
@@ -585,6 +598,10 @@ impl Operated for DeploymentGate {
 
         // Terminal deployments: report and look for a newer one now and then.
         if !active(&status) {
+            // Nothing to fail: the request is handled, so it never fails a later deployment.
+            if let Some(req) = self.pending_fail_request(&next) {
+                next.handled_fail_request = Some(req);
+            }
             let step = match status.as_str() {
                 "successful" => Step::ready("DeploymentSuccessful", description.clone())
                     .condition("Progressing", false, "Complete", description.clone())
@@ -656,14 +673,21 @@ impl Operated for DeploymentGate {
                 if let Control::Unblock(req) = &control {
                     next.handled_unblock_request = Some(req.clone());
                 }
+                if let Control::Fail(Some(req)) = &control {
+                    next.handled_fail_request = Some(req.clone());
+                }
                 let note = match &control {
                     Control::Health(h, u) => format!(
                         "allocation health sent for deployment {id}: {} healthy, {} unhealthy",
                         h.len(),
                         u.len()
                     ),
-                    Control::Fail => format!(
-                        "deployment {id} failed: not successful within spec.progressDeadline{}",
+                    Control::Fail(by) => format!(
+                        "deployment {id} failed: {}{}",
+                        match by {
+                            Some(req) => format!("spec.failRequest {req:?}"),
+                            None => "not successful within spec.progressDeadline".into(),
+                        },
                         next.reverted_job_version
                             .map(|v| format!("; rolled back to job version {v}"))
                             .unwrap_or_default()

@@ -8,4 +8,6 @@ actions["promote"] = {["disabled"] = obj.spec.promote ~= nil and obj.spec.promot
 actions["pause"] = {["disabled"] = obj.spec.paused == true}
 actions["resume"] = {["disabled"] = obj.spec.paused ~= true}
 actions["unblock"] = {["disabled"] = false}
+local deployment = obj.status ~= nil and obj.status.deploymentStatus or nil
+actions["fail"] = {["disabled"] = deployment ~= "running" and deployment ~= "paused" and deployment ~= "blocked"}
 return actions
