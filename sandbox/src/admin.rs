@@ -15,6 +15,8 @@
 //!   With `drop`, the connection is closed without a response. With only `delay_ms`, the call is
 //!   delayed and then served normally.
 //! * `GET /_sandbox/faults`, `DELETE /_sandbox/faults` — list or clear faults.
+//! * `PUT /_sandbox/faults` — replace every fault at once with `{"faults": [...]}`: a test that
+//!   swaps one fault for another leaves no moment in which the service answers normally.
 //!
 //! Service-specific setup endpoints (identity provider users, directory accounts, organizations,
 //! jobs...) are also under `/_sandbox/` and are documented in their service module.
@@ -165,6 +167,15 @@ impl Admin {
         self.faults.lock().unwrap().push(fault);
     }
 
+    /// Swap every fault for `faults` under one lock, so no call meets an empty list between.
+    pub fn replace_faults(&self, faults: Vec<Fault>) {
+        if let Some(seed) = faults.iter().find_map(|f| f.seed) {
+            use rand::SeedableRng;
+            *self.draws.lock().unwrap() = rand::rngs::StdRng::seed_from_u64(seed);
+        }
+        *self.faults.lock().unwrap() = faults;
+    }
+
     pub fn clear_faults(&self) {
         self.faults.lock().unwrap().clear();
     }
@@ -196,7 +207,10 @@ pub fn wrap(service: &'static str, router: Router, admin: Arc<Admin>) -> Router 
         )
         .route(
             "/_sandbox/faults",
-            get(list_faults).post(add_fault).delete(clear_faults),
+            get(list_faults)
+                .post(add_fault)
+                .put(replace_faults)
+                .delete(clear_faults),
         )
         .with_state(admin.clone());
     router
@@ -318,6 +332,25 @@ async fn add_fault(State(admin): State<Arc<Admin>>, body: bytes::Bytes) -> Respo
     match serde_json::from_slice::<Fault>(&body) {
         Ok(f) => {
             admin.add_fault(f);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(e) => (
+            StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({"errors": [e.to_string()]})),
+        )
+            .into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct FaultList {
+    faults: Vec<Fault>,
+}
+
+async fn replace_faults(State(admin): State<Arc<Admin>>, body: bytes::Bytes) -> Response {
+    match serde_json::from_slice::<FaultList>(&body) {
+        Ok(list) => {
+            admin.replace_faults(list.faults);
             StatusCode::NO_CONTENT.into_response()
         }
         Err(e) => (
