@@ -78,6 +78,15 @@ fn wait_condition(
     )
 }
 
+/// With `QUARTET_CAPTURE_DIR` set, write `obj` there as `ClusterConnection-<label>.json`: the
+/// statuses the Argo CD health check's testdata are captured from (argocd/README.md).
+fn capture(obj: &Value, label: &str) {
+    if let Some(dir) = std::env::var_os("QUARTET_CAPTURE_DIR") {
+        let file = Path::new(&dir).join(format!("ClusterConnection-{label}.json"));
+        std::fs::write(file, serde_json::to_string_pretty(obj).unwrap()).unwrap();
+    }
+}
+
 fn metric(text: &str, prefix: &str) -> f64 {
     text.lines()
         .find(|l| l.starts_with(prefix))
@@ -95,7 +104,30 @@ fn a_cluster_connection_serves_the_namespaces_it_admits_refuses_the_others_witho
     cluster_connection(&sb, PLATFORM, "SecretsPolicy");
     // A long resync: convergence below comes from the namespace watch, not a retry.
     let op = Operator::start_with(&sb, "5m", &["--operator-namespace", PLATFORM]);
-    wait_condition(&sb, "clusterconnection", "", "shared", "Ready", "True");
+    let healthy = wait_condition(&sb, "clusterconnection", "", "shared", "Ready", "True");
+    capture(&healthy, "shared");
+    // One whose token Secret is missing is not Ready, and says which.
+    sb.apply_ok(&format!(
+        "apiVersion: quartet.dev/v1alpha1\nkind: ClusterConnection\nmetadata: {{name: broken}}\n\
+         spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: no-such-token, key: token}}}}\n",
+        sb.url("secrets")
+    ));
+    let broken = wait_condition(&sb, "clusterconnection", "", "broken", "Ready", "False");
+    assert_eq!(
+        condition(&broken, "Ready").unwrap()["reason"],
+        "SecretNotFound",
+        "{broken}"
+    );
+    assert!(
+        condition(&broken, "Ready").unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains(
+                "Secret platform/no-such-token (token of ClusterConnection broken) not found"
+            ),
+        "{broken}"
+    );
+    capture(&broken, "broken");
 
     let (_, mark) = sb.requests("secrets", 0);
     sb.apply_ok(&policy("tenant-a-explicit", "team-a", true));
