@@ -55,6 +55,9 @@ impl Default for Settings {
 /// How long a resolved Connection (and its token) is reused before the Secret is read again.
 const CONNECTION_TTL: Duration = Duration::from_secs(300);
 
+/// A namespace's own limit within a ClusterConnection's budget, with the rate it was made for.
+type TenantLimiter = (u32, Arc<crate::clients::http::Limiter>);
+
 /// A Connection's login session and the keyed hash of what it logs in with.
 type SessionEntry = (String, Arc<Session>);
 
@@ -112,7 +115,7 @@ pub struct Context {
     wakes: tokio::sync::broadcast::Sender<Wake>,
     /// The `requestsPerSecondPerNamespace` limiter of each (ClusterConnection, namespace), with
     /// the rate it was made for.
-    tenant_limiters: Mutex<HashMap<(String, String), (u32, Arc<crate::clients::http::Limiter>)>>,
+    tenant_limiters: Mutex<HashMap<(String, String), TenantLimiter>>,
     http_cache: Mutex<HashMap<(String, String), CachedHttp>>,
     /// The login of each Connection with `spec.auth`, with the keyed hash of what it logs in
     /// with: kept across client rebuilds, replaced (and its token revoked) when that changes.
