@@ -106,9 +106,14 @@ pub struct RunArgs {
     /// Kubeconfig to use; default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-    /// Watch only this namespace (default: all namespaces).
+    /// Watch only this namespace (default: all namespaces). The same as one
+    /// `--watch-namespaces`.
     #[arg(long, env = "QUARTET_NAMESPACE")]
     pub namespace: Option<String>,
+    /// Watch only these namespaces, comma-separated or repeated (default: all namespaces):
+    /// one watch per namespace, so the operator needs rights in these namespaces only.
+    #[arg(long, env = "QUARTET_WATCH_NAMESPACES", value_delimiter = ',')]
+    pub watch_namespaces: Vec<String>,
     /// Elect a leader through a Lease so that only one replica writes.
     #[arg(long, env = "QUARTET_LEADER_ELECT", default_value_t = false)]
     pub leader_elect: bool,

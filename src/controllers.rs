@@ -29,7 +29,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::directory::{AdCheckout, AdEngine, AdLibrarySet, AdRole};
 use crate::api::dr_replication::DrReplication;
-use crate::api::{CatalogAclBootstrap, CatalogAclToken, Connection, DeploymentGate, SecretsPolicy};
+use crate::api::{
+    CatalogAclBootstrap, CatalogAclToken, ClusterConnection, Connection, DeploymentGate,
+    SecretsPolicy,
+};
 use crate::api::{
     IdpAuthMethod, IdpGroup, IdpUser, TotpEnrollment, TotpMethod, TransformAlphabet, TransformRole,
     TransformStore, TransformTemplate, Transformation,
@@ -40,8 +43,10 @@ use crate::reconcile::driver::{self, Lifetime, Reconciled};
 use crate::reconcile::metrics::Metrics;
 use crate::reconcile::operation::{run_operation, Operated};
 use crate::reconcile::related::run_operation_related;
+use crate::reconcile::tenancy::Tenancy;
 use crate::reconcile::{Context, Settings};
 use crate::server::Health;
+use k8s_openapi::api::core::v1::Namespace;
 
 /// How a kind's controller is run: context, watched namespace (all when `None`), lifetime.
 type Start = fn(Arc<Context>, Option<String>, Lifetime) -> BoxFuture<'static, ()>;
@@ -56,6 +61,8 @@ pub struct Registered {
     pub plural: String,
     crd: fn() -> CustomResourceDefinition,
     start: Start,
+    /// Run once for the cluster, whatever namespaces are watched.
+    cluster_scoped: bool,
 }
 
 impl Registered {
@@ -68,6 +75,7 @@ impl Registered {
             plural: K::plural(&()).into(),
             crd: K::crd,
             start,
+            cluster_scoped: false,
         }
     }
 }
@@ -86,6 +94,12 @@ fn operation<K: Operated>() -> Registered {
 pub fn registry() -> Vec<Registered> {
     vec![
         Registered::new::<Connection>(|c, ns, l| kinds::connection::run(c, ns, l).boxed()),
+        Registered {
+            cluster_scoped: true,
+            ..Registered::new::<ClusterConnection>(|c, ns, l| {
+                kinds::cluster_connection::run(c, ns, l).boxed()
+            })
+        },
         owned::<SecretsPolicy>(),
         operation::<CatalogAclBootstrap>(),
         operation::<CatalogAclToken>(),
@@ -141,20 +155,40 @@ type Served = Option<BTreeSet<String>>;
 pub async fn run(
     client: Client,
     settings: Settings,
-    namespace: Option<String>,
+    namespaces: Vec<String>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     stop_within: Duration,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let registry = registry();
-    let (connections, writer) = reflector::store::<Connection>();
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        settings,
-        metrics.clone(),
-        connections.clone(),
-    ));
+    // One watch per watched namespace (all namespaces: one watch), so the operator needs no
+    // right outside them.
+    let scopes: Vec<Option<String>> = if namespaces.is_empty() {
+        vec![None]
+    } else {
+        namespaces.iter().cloned().map(Some).collect()
+    };
+    let mut conn_stores = Vec::new();
+    let mut conn_writers = Vec::new();
+    for _ in &scopes {
+        let (store, writer) = reflector::store::<Connection>();
+        conn_stores.push(store);
+        conn_writers.push(writer);
+    }
+    let (cluster_connections, cc_writer) = reflector::store::<ClusterConnection>();
+    let (namespace_store, ns_writer) = reflector::store::<Namespace>();
+    let tenancy = Tenancy {
+        cluster_connections,
+        namespaces: namespace_store,
+        operator_namespace: settings.operator_namespace.clone(),
+    };
+    let first_store = conn_stores.remove(0);
+    let ctx = Arc::new(
+        Context::new(client.clone(), settings, metrics.clone(), first_store)
+            .with_connection_stores(conn_stores)
+            .with_tenancy(tenancy),
+    );
     let (served_tx, mut served_rx) = watch::channel::<Served>(None);
     let wanted: Vec<Wanted> = registry.iter().map(Wanted::of).collect();
     let finder = tokio::spawn(find_served(
@@ -163,19 +197,42 @@ pub async fn run(
         served_tx,
         health.clone(),
     ));
-    let conn_api: Api<Connection> = match &namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    // Whether the Connection cache has had its first list (kube's `Store::wait_until_ready`
+    // Whether each Connection cache has had its first list (kube's `Store::wait_until_ready`
     // wakes only one waiter, and every kind waits for it).
-    let (listed_tx, listed) = watch::channel(false);
-    let cache = tokio::spawn(connection_cache(
-        conn_api,
-        writer,
-        served_rx.clone(),
-        listed_tx,
+    let mut listed = Vec::new();
+    let mut caches = Vec::new();
+    for (scope, writer) in scopes.iter().zip(conn_writers) {
+        let conn_api: Api<Connection> = match scope {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let (listed_tx, l) = watch::channel(false);
+        listed.push(l);
+        caches.push(tokio::spawn(connection_cache(
+            conn_api,
+            writer,
+            served_rx.clone(),
+            listed_tx,
+        )));
+    }
+    // ClusterConnections and the namespaces' labels, which resolution reads; their changes
+    // wake the resources they concern.
+    let (cc_listed_tx, cc_listed) = watch::channel(false);
+    caches.push(tokio::spawn(
+        crate::reconcile::tenancy_watch::cluster_connections(
+            ctx.clone(),
+            cc_writer,
+            served_rx.clone(),
+            cc_listed_tx,
+        ),
     ));
+    let (ns_listed_tx, ns_listed) = watch::channel(false);
+    caches.push(tokio::spawn(crate::reconcile::tenancy_watch::namespaces(
+        ctx.clone(),
+        ns_writer,
+        served_rx.clone(),
+        ns_listed_tx,
+    )));
 
     let conn_crd = Connection::crd_name();
     // The stop token and task of each running controller, by CRD name.
@@ -201,6 +258,7 @@ pub async fn run(
         };
         let first = announced.is_empty();
         let conn_served = served.contains(conn_crd);
+        let cc_served = served.contains(ClusterConnection::crd_name());
         for r in &registry {
             let is = served.contains(&r.crd_name);
             if announced.get(&r.kind) != Some(&is) {
@@ -219,12 +277,27 @@ pub async fn run(
                     };
                     // Resources find their Connection in its cache: starting before its first
                     // list would fail each of them with "Connection not found" for a moment.
-                    let wait_for = (r.crd_name != conn_crd && conn_served).then(|| listed.clone());
+                    let mut wait_for = Vec::new();
+                    if !r.cluster_scoped && r.crd_name != conn_crd {
+                        if conn_served {
+                            wait_for.extend(listed.iter().cloned());
+                        }
+                        // Resolving a ClusterConnection reads them and the namespaces' labels.
+                        if cc_served {
+                            wait_for.push(cc_listed.clone());
+                            wait_for.push(ns_listed.clone());
+                        }
+                    }
+                    let kind_scopes = if r.cluster_scoped {
+                        vec![None]
+                    } else {
+                        scopes.clone()
+                    };
                     let task = tasks.spawn(supervise(
                         r.kind.clone(),
                         r.start,
                         ctx.clone(),
-                        namespace.clone(),
+                        kind_scopes,
                         life,
                         wait_for,
                         stop_within,
@@ -258,7 +331,9 @@ pub async fn run(
     // Each task ends within `stop_within` of its stop (see `supervise`).
     while tasks.join_next().await.is_some() {}
     finder.abort();
-    cache.abort();
+    for cache in caches {
+        cache.abort();
+    }
     // Revoke the Connections' login tokens; a service that does not answer must not hold the
     // exit past the deadline (the tokens then expire on their own).
     let bound = stop_within / 3;
@@ -308,25 +383,49 @@ async fn supervise(
     kind: String,
     start: Start,
     ctx: Arc<Context>,
-    namespace: Option<String>,
+    scopes: Vec<Option<String>>,
     life: Lifetime,
-    wait_for: Option<watch::Receiver<bool>>,
+    wait_for: Vec<watch::Receiver<bool>>,
     stop_within: Duration,
 ) -> String {
     let stop = life.token().clone();
     let watching = life.clone();
     let work = async {
-        if let Some(mut listed) = wait_for {
+        if !wait_for.is_empty() {
+            let all = futures::future::join_all(
+                wait_for
+                    .into_iter()
+                    .map(|mut l| async move { l.wait_for(|l| *l).await.map(|_| ()) }),
+            );
             tokio::select! {
-                _ = listed.wait_for(|l| *l) => {}
+                _ = all => {}
                 _ = tokio::time::sleep(CONNECTIONS_WAIT) => tracing::warn!(
-                    %kind, "the Connection cache has no first list after {}s: starting anyway",
+                    %kind, "the Connection caches have no first list after {}s: starting anyway",
                     CONNECTIONS_WAIT.as_secs()
                 ),
                 _ = stop.cancelled() => return,
             }
         }
-        start(ctx, namespace, life).await;
+        // One controller per watched namespace; the kind is synced once all have listed.
+        let n = scopes.len();
+        let remaining = Arc::new(std::sync::atomic::AtomicUsize::new(n));
+        futures::future::join_all(scopes.into_iter().map(|scope| {
+            let once = std::sync::atomic::AtomicBool::new(false);
+            let (remaining, whole) = (remaining.clone(), life.clone());
+            let part = if n == 1 {
+                life.clone()
+            } else {
+                Lifetime::new(life.token().clone(), move || {
+                    if !once.swap(true, std::sync::atomic::Ordering::SeqCst)
+                        && remaining.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1
+                    {
+                        whole.synced();
+                    }
+                })
+            };
+            start(ctx.clone(), scope, part)
+        }))
+        .await;
         if !stop.is_cancelled() {
             tracing::error!(%kind, "controller ended without being stopped: starting it again");
             tokio::select! {

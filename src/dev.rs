@@ -155,7 +155,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     controllers::run(
         client,
         settings,
-        None,
+        Vec::new(),
         metrics,
         health,
         DEV_SHUTDOWN_TIMEOUT.mul_f64(0.6),

@@ -196,6 +196,7 @@ pub async fn settings(client: &Client, args: &OperatorArgs) -> anyhow::Result<Se
         hash_key: hash_key(client, &args.operator_namespace).await?,
         max_retries: args.max_retries,
         read_only: false,
+        operator_namespace: args.operator_namespace.clone(),
     })
 }
 
@@ -263,10 +264,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     };
+    let mut namespaces: Vec<String> = args
+        .watch_namespaces
+        .iter()
+        .chain(args.namespace.iter())
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
     let controllers = controllers::run(
         client,
         settings,
-        args.namespace,
+        namespaces,
         metrics,
         health,
         within.mul_f64(CONTROLLERS_SHARE),

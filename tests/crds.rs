@@ -99,10 +99,16 @@ fn crds_carry_only_kubernetes_formats_and_bound_every_string_list_and_map() {
 }
 
 #[test]
-fn every_kind_is_namespaced_in_the_quartet_category_with_a_short_name() {
+fn every_kind_but_cluster_connection_is_namespaced_in_the_quartet_category_with_a_short_name() {
     for crd in quartet::controllers::crds() {
         let names = &crd.spec.names;
-        assert_eq!(crd.spec.scope, "Namespaced", "{}", names.kind);
+        // A platform team's ClusterConnection is the one cluster-scoped kind.
+        let scope = if names.kind == "ClusterConnection" {
+            "Cluster"
+        } else {
+            "Namespaced"
+        };
+        assert_eq!(crd.spec.scope, scope, "{}", names.kind);
         assert!(
             names
                 .categories

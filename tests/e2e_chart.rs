@@ -87,6 +87,12 @@ fn seed(sb: &Sandbox) {
              spec: {{service: {service}, address: \"{url}\", tokenSecretRef: {{name: quartet-sandbox-tokens, key: token}}{org}}}\n"
         ));
     }
+    // A ClusterConnection (its token Secret read from `default`, which this ServiceAccount may
+    // read in the all-namespaces mode).
+    yaml.push_str(&format!(
+        "---\napiVersion: quartet.dev/v1alpha1\nkind: ClusterConnection\nmetadata: {{name: platform-secrets}}\n\
+         spec: {{service: secrets, address: \"{secrets}\", secretNamespace: default, tokenSecretRef: {{name: quartet-sandbox-tokens, key: token}}, namespaces: [default]}}\n"
+    ));
     let (_, keys) = http(
         "GET",
         &format!("{secrets}/_sandbox/secrets/keys"),
@@ -318,10 +324,8 @@ fn the_chart_installed_by_helm_runs_every_kind_to_ready_as_its_service_account()
         // The Connection examples point at services elsewhere (a platform team's, OpenBao, an
         // IdP); the Connections above reach the sandbox.
         .filter(|p| {
-            !p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("connection")
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            !name.starts_with("connection") && !name.starts_with("cluster-connection")
         })
         .collect();
     files.sort();

@@ -15,7 +15,8 @@ use support::*;
 /// The examples that describe a Connection to a server of your own (an address and token to
 /// fill in, a real OpenBao on a fixed port): accepted, but there is nothing for them to reach
 /// under `quartet dev`, which creates its own Connections.
-const OWN_SERVER: [&str; 3] = [
+const OWN_SERVER: [&str; 4] = [
+    "cluster-connection.yaml",
     "connection.yaml",
     "connection-idp.yaml",
     "connection-openbao.yaml",
@@ -66,7 +67,7 @@ fn every_example_for_quartet_dev_becomes_ready_under_quartet_dev() {
             .iter()
             // The Connections are `quartet dev`'s own (the catalog's root token stops working
             // once the catalog example bootstraps its ACLs; DR secondaries refuse most paths).
-            .filter(|o| o["kind"] != "Connection")
+            .filter(|o| o["kind"] != "Connection" && o["kind"] != "ClusterConnection")
             .filter(|o| {
                 !(condition_is(o, "Ready", "True")
                     && o["status"]["observedGeneration"] == o["metadata"]["generation"])
@@ -100,7 +101,7 @@ fn every_example_for_quartet_dev_becomes_ready_under_quartet_dev() {
     let out = kubectl(&kubeconfig, &["get", "quartet", "-A", "-o", "name"], None);
     let mut waited = Vec::new();
     for name in String::from_utf8_lossy(&out.stdout).lines() {
-        if name.starts_with("connection.") {
+        if name.starts_with("connection.") || name.starts_with("clusterconnection.") {
             continue;
         }
         let out = kubectl(

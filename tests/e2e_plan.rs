@@ -496,7 +496,11 @@ fn a_plan_of_every_example_on_a_fresh_cluster_creates_each_kind_without_a_write(
         }
         let text = std::fs::read_to_string(&path).unwrap();
         for doc in text.split("\n---") {
-            if doc.lines().any(|l| l.trim_end() == "kind: Secret") {
+            // A Secret's namespace too (the ClusterConnection example's is the operator's).
+            if doc
+                .lines()
+                .any(|l| l.trim_end() == "kind: Secret" || l.trim_end() == "kind: Namespace")
+            {
                 sb.apply_ok(doc);
                 let secret: Value = serde_yaml::from_str(doc).unwrap();
                 for v in secret["stringData"]

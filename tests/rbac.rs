@@ -2,6 +2,8 @@
 //! full lifecycle is allowed by it, and every rule it grants is used (the operator counts its
 //! own requests by RBAC verb and resource in `quartet_kube_api_calls_total`).
 
+#[path = "support/helm.rs"]
+mod helm;
 mod support;
 
 use std::collections::BTreeSet;
@@ -10,18 +12,31 @@ use std::time::Duration;
 use serde_json::Value;
 use support::*;
 
-/// (apiGroup, resource, verb) triples the chart grants.
-fn chart_rules() -> BTreeSet<(String, String, String)> {
-    let text =
-        std::fs::read_to_string(repo_root().join("charts/quartet/templates/rbac.yaml")).unwrap();
-    // Replace template actions by plain values so the manifests parse as YAML.
-    let stripped = strip_template_actions(&text);
+/// (apiGroup, resource, verb) triples the chart grants with `--set` values `set`: the rules of
+/// every ClusterRole and Role `helm template` renders.
+fn chart_rules(set: &[&str]) -> BTreeSet<(String, String, String)> {
+    let helm = helm::Helm::new(std::env::temp_dir().join("no-kubeconfig"));
+    let chart = repo_root().join("charts/quartet");
+    let mut args = vec![
+        "template",
+        "quartet",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "quartet-system",
+    ];
+    for v in set {
+        args.extend(["--set", v]);
+    }
+    let text = helm.ok(&args);
     let mut out = BTreeSet::new();
-    for doc in stripped.split("\n---") {
+    for doc in text.split("\n---") {
         let v: Value = match serde_yaml::from_str(doc) {
             Ok(v) => v,
-            Err(e) => panic!("rbac.yaml does not parse once templates are stripped: {e}\n{doc}"),
+            Err(e) => panic!("helm template rendered YAML that does not parse: {e}\n{doc}"),
         };
+        if !matches!(v["kind"].as_str(), Some("ClusterRole" | "Role")) {
+            continue;
+        }
         for rule in v["rules"].as_array().cloned().unwrap_or_default() {
             for g in rule["apiGroups"].as_array().unwrap() {
                 for r in rule["resources"].as_array().unwrap() {
@@ -36,28 +51,6 @@ fn chart_rules() -> BTreeSet<(String, String, String)> {
             }
         }
     }
-    out
-}
-
-/// `{{- include ... }}` → `{}` and `{{ ... }}` → `x`.
-fn strip_template_actions(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let end = rest[start..]
-            .find("}}")
-            .map(|e| start + e + 2)
-            .unwrap_or(rest.len());
-        let action = &rest[start..end];
-        out.push_str(if action.contains("include") {
-            "{}"
-        } else {
-            "x"
-        });
-        rest = &rest[end..];
-    }
-    out.push_str(rest);
     out
 }
 
@@ -103,10 +96,36 @@ spec: {driver: postgres, connectionString: 'postgresql://{{username}}:{{password
 
 #[test]
 fn the_chart_grants_exactly_what_the_operator_uses() {
+    lifecycle_uses_exactly(&[], &[]);
+}
+
+#[test]
+fn the_chart_watching_one_namespace_grants_exactly_what_the_operator_uses_there() {
+    lifecycle_uses_exactly(
+        &["watchNamespaces={default}"],
+        &["--watch-namespaces=default"],
+    );
+}
+
+/// A full lifecycle of the operator (run with `args`) counts its Kubernetes calls, which must
+/// be exactly what the chart rendered with `set` grants.
+fn lifecycle_uses_exactly(set: &[&str], args: &[&str]) {
     let sb = Sandbox::start(&[]);
     sb.install_crds();
     sb.connect_secrets(&sb.root_token.clone());
-    let op = Operator::start_with(&sb, "2s", &["--leader-elect"]);
+    let mut op_args = vec!["--leader-elect"];
+    op_args.extend_from_slice(args);
+    let op = Operator::start_with(&sb, "2s", &op_args);
+    // A ClusterConnection (its token in the operator's namespace): its status is written.
+    sb.apply_ok(&format!(
+        "apiVersion: quartet.dev/v1alpha1\nkind: ClusterConnection\nmetadata: {{name: rbac-shared}}\n\
+         spec: {{service: secrets, address: \"{}\", secretNamespace: default, tokenSecretRef: {{name: secrets-token, key: token}}, namespaces: [default]}}\n",
+        sb.url("secrets")
+    ));
+    wait_for("ClusterConnection Ready", Duration::from_secs(30), || {
+        sb.get_json("clusterconnection", "rbac-shared")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
     let policy = |name: &str, body: &str| {
         format!("apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  type: acl\n  policy: '{body}'\n")
     };
@@ -262,7 +281,7 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         creates >= 2.0,
         "applies that created Secrets not counted as create:\n{text}"
     );
-    let granted = chart_rules();
+    let granted = chart_rules(set);
     let missing: Vec<_> = used.difference(&granted).collect();
     assert!(
         missing.is_empty(),

@@ -2,6 +2,7 @@
 //! the CRD schemas (their doc comments become `kubectl explain` text).
 
 pub mod catalog;
+pub mod cluster_connection;
 pub mod connection;
 pub mod directory;
 pub mod dr_replication;
@@ -16,6 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use catalog::{CatalogAclBootstrap, CatalogAclToken};
+pub use cluster_connection::{ClusterConnection, ClusterConnectionSpec};
 pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
 pub use gitops::{DriftPolicy, GitOps, Suspend};
 pub use scheduler::DeploymentGate;
@@ -44,14 +46,37 @@ pub fn values_max_length<const N: u64>(schema: &mut schemars::Schema) {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionRef {
-    /// Name of the Connection.
+    /// `Connection` (the default) or `ClusterConnection`. A ClusterConnection must admit the
+    /// resource's namespace and kind, or the resource is refused (`ConnectionNotAllowed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ConnectionKind>,
+    /// Name of the Connection or ClusterConnection.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// Namespace of the Connection; defaults to the resource's own namespace. A Connection in
     /// another namespace must list this resource's namespace in its `spec.allowedNamespaces`.
+    /// Not set for a ClusterConnection (it has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 63))]
     pub namespace: Option<String>,
+}
+
+impl ConnectionRef {
+    /// Whether this names a ClusterConnection.
+    pub fn is_cluster(&self) -> bool {
+        self.kind == Some(ConnectionKind::ClusterConnection)
+    }
+}
+
+/// `Connection` (the default) or `ClusterConnection`. A ClusterConnection must admit the
+/// resource's namespace and kind, or the resource is refused (`ConnectionNotAllowed`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ConnectionKind {
+    /// A namespaced Connection.
+    #[default]
+    Connection,
+    /// A cluster-scoped ClusterConnection.
+    ClusterConnection,
 }
 
 /// What happens to the remote object when the resource is deleted.

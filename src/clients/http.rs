@@ -142,14 +142,27 @@ pub struct Response {
     pub index: Option<u64>,
 }
 
-/// The configured client of one Connection.
+/// A client-side rate limit.
+pub type Limiter = DefaultDirectRateLimiter;
+
+/// A limiter of `rate` calls per second with a burst of one second's worth.
+pub fn limiter(rate: u32) -> Arc<Limiter> {
+    let rps = NonZeroU32::new(rate.max(1)).unwrap_or(NonZeroU32::MIN);
+    Arc::new(RateLimiter::direct(Quota::per_second(rps)))
+}
+
+/// The configured client of one Connection. Clones share its budget ([`Http::for_namespace`]).
+#[derive(Clone)]
 pub struct Http {
     client: reqwest::Client,
-    cfg: HttpConfig,
-    limiter: DefaultDirectRateLimiter,
+    cfg: Arc<HttpConfig>,
+    limiter: Arc<DefaultDirectRateLimiter>,
     /// The share of the budget periodic resyncs may use (see [`Http::try_resync`]).
-    resync_limiter: DefaultDirectRateLimiter,
+    resync_limiter: Arc<DefaultDirectRateLimiter>,
     metrics: Arc<Metrics>,
+    /// The namespace whose resources make the calls (counted per namespace), and its own limit
+    /// within the budget, if any.
+    tenant: Option<(String, Option<Arc<Limiter>>)>,
 }
 
 /// The share of a Connection's `requestsPerSecond` that periodic resyncs may use; the rest is
@@ -202,11 +215,20 @@ impl Http {
         }
         Ok(Self {
             client,
-            cfg,
-            limiter,
-            resync_limiter,
+            cfg: Arc::new(cfg),
+            limiter: Arc::new(limiter),
+            resync_limiter: Arc::new(resync_limiter),
             metrics,
+            tenant: None,
         })
+    }
+
+    /// This client for the resources of namespace `ns`: the same budget, its calls counted
+    /// for `ns` too, and, with `own`, within a limit of `ns`'s own.
+    pub fn for_namespace(&self, ns: &str, own: Option<Arc<Limiter>>) -> Http {
+        let mut h = self.clone();
+        h.tenant = Some((ns.to_string(), own));
+        h
     }
 
     pub fn service(&self) -> Service {
@@ -342,6 +364,9 @@ impl Http {
         cred: Cred<'_>,
     ) -> Result<Response, ClientError> {
         let queued = Instant::now();
+        if let Some((_, Some(own))) = &self.tenant {
+            own.until_ready().await;
+        }
         self.limiter.until_ready().await;
         let waited = queued.elapsed();
         // A call that got its slot at once is not worth a metric update.
@@ -369,6 +394,9 @@ impl Http {
             req = req
                 .header("content-type", content_type)
                 .body(body.to_string());
+        }
+        if let Some((ns, _)) = &self.tenant {
+            self.metrics.namespace_call(&self.cfg.connection, ns);
         }
         let started = Instant::now();
         let sent = req.send().await;

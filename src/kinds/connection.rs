@@ -12,13 +12,14 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use crate::api::connection::ConnectionAuthStatus;
+use crate::api::connection::{ConnectionAuthStatus, ConnectionStatus};
 use crate::api::{Connection, Service};
 use crate::clients::{ClientError, Http};
 use crate::reconcile::conditions::{self, READY};
 use crate::reconcile::driver::{patch_status, publish};
 use crate::reconcile::error::jitter;
 use crate::reconcile::gitops::{self, Progress};
+use crate::reconcile::tenancy;
 use crate::reconcile::{features, Category, Context, Error, Result};
 use kube::runtime::events::EventType;
 
@@ -74,12 +75,6 @@ async fn probe(http: &Http) -> Result<Option<Vec<String>>> {
 }
 
 pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Action> {
-    let generation = conn.metadata.generation;
-    let name = format!(
-        "{}/{}",
-        conn.namespace().unwrap_or_default(),
-        conn.name_any()
-    );
     let intent = gitops::Intent::of(
         conn.as_ref(),
         conn.status
@@ -89,15 +84,42 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
     if intent.suspend {
         return suspended(&conn, &ctx).await;
     }
-    let mut leases = None;
     if conn.spec.auth.is_none() {
         // Switched from a login to a token Secret: the login's token is no longer needed.
         ctx.end_session(&conn.namespace().unwrap_or_default(), &conn.name_any())
             .await;
     }
+    let before = conn.status.clone().unwrap_or_default();
+    let (mut status, requeue) = check(&conn, conn.as_ref(), &ctx).await;
+    if intent.requested_at.is_some() {
+        status.last_handled_reconcile_at = intent.requested_at;
+    }
+    ctx.metrics.resource_ready(
+        "Connection",
+        &conn.namespace().unwrap_or_default(),
+        &conn.name_any(),
+        conditions::get(&status.conditions, READY).is_some_and(|c| c.status == "True"),
+    );
+    if status != before {
+        patch_status(conn.as_ref(), &ctx, json!(status)).await?;
+    }
+    Ok(Action::requeue(requeue))
+}
+
+/// Check that the service of `conn` answers and accepts its token (a ClusterConnection's
+/// comes as a Connection, see [`crate::reconcile::tenancy::as_connection`]); `target` is the
+/// object Events are recorded on. Returns the new status and when to check again.
+pub(crate) async fn check<K: kube::Resource<DynamicType = ()>>(
+    conn: &Connection,
+    target: &K,
+    ctx: &Context,
+) -> (ConnectionStatus, Duration) {
+    let generation = conn.metadata.generation;
+    let name = tenancy::label(conn);
+    let mut leases = None;
     let mut session = None;
     let result = async {
-        let http = ctx.build_http(&conn).await?;
+        let http = ctx.build_http(conn).await?;
         session = http.session().cloned();
         let found = probe(&http).await?;
         if conn.spec.service == Service::Secrets {
@@ -117,8 +139,8 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
             .unwrap_or(0);
         if *total > before {
             publish(
-                &ctx,
-                conn.as_ref(),
+                ctx,
+                target,
                 EventType::Warning,
                 "IrrevocableLeases",
                 "Probe",
@@ -133,11 +155,7 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
     let before = conn.status.clone().unwrap_or_default();
     let mut status = before.clone();
     status.observed_generation = generation;
-    let key = format!(
-        "Connection/{}/{}",
-        conn.namespace().unwrap_or_default(),
-        conn.name_any()
-    );
+    let key = format!("{}/{name}", K::kind(&()));
     status.auth = session
         .as_ref()
         .and_then(|s| s.state())
@@ -223,19 +241,7 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
             jitter(Duration::from_secs(10))
         }
     };
-    if intent.requested_at.is_some() {
-        status.last_handled_reconcile_at = intent.requested_at;
-    }
-    ctx.metrics.resource_ready(
-        "Connection",
-        &conn.namespace().unwrap_or_default(),
-        &conn.name_any(),
-        conditions::get(&status.conditions, READY).is_some_and(|c| c.status == "True"),
-    );
-    if status != before {
-        patch_status(conn.as_ref(), &ctx, json!(status)).await?;
-    }
-    Ok(Action::requeue(requeue))
+    (status, requeue)
 }
 
 /// The kstatus pair for a failed check, under the Connection's own `Ready` reason.
@@ -324,12 +330,12 @@ pub async fn run(
         .for_each(|_| async {});
     tokio::select! {
         _ = controller => {}
-        _ = revoke_deleted(ctx, api) => {}
+        _ = revoke_deleted(ctx, api, namespace) => {}
     }
 }
 
 /// The Secrets a Connection reads.
-fn secret_refs(conn: &Connection) -> Vec<String> {
+pub(crate) fn secret_refs(conn: &Connection) -> Vec<String> {
     let spec = &conn.spec;
     let mut refs: Vec<String> = [&spec.token_secret_ref, &spec.ca_secret_ref]
         .into_iter()
@@ -346,7 +352,7 @@ fn secret_refs(conn: &Connection) -> Vec<String> {
 /// Revoke the login token of each Connection that is deleted. (The controller never sees a
 /// deleted object; a finalizer would hold every Connection's deletion on the operator.) After a
 /// re-list, logins of Connections no longer listed are ended too.
-async fn revoke_deleted(ctx: Arc<Context>, api: Api<Connection>) {
+async fn revoke_deleted(ctx: Arc<Context>, api: Api<Connection>, namespace: Option<String>) {
     let mut events = watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -364,8 +370,12 @@ async fn revoke_deleted(ctx: Arc<Context>, api: Api<Connection>) {
                 listed.insert((conn.namespace().unwrap_or_default(), conn.name_any()));
             }
             Ok(watcher::Event::InitDone) => {
+                // Only this watch's own Connections: not ClusterConnections (`""` namespace),
+                // nor those of the other watched namespaces.
+                let ours =
+                    |ns: &str| !ns.is_empty() && namespace.as_deref().is_none_or(|only| only == ns);
                 for key in ctx.sessions() {
-                    if !listed.contains(&key) {
+                    if ours(&key.0) && !listed.contains(&key) {
                         ctx.end_session(&key.0, &key.1).await;
                     }
                 }

@@ -198,7 +198,9 @@ impl DrReplication {
         let ns = self.namespace().unwrap_or_default();
         let mut out = Vec::new();
         for (id, cref) in self.members() {
-            let http = ctx.http_for(&ns, Some(&cref), Service::Secrets).await?;
+            let http = ctx
+                .http_for("DrReplication", &ns, Some(&cref), Service::Secrets)
+                .await?;
             let client = DrClient::from(http);
             let status = match client.status().await {
                 Ok(s) => Some(s),

@@ -2,6 +2,7 @@
 //! which calls to make. The framework in [`crate::reconcile`] does everything else.
 
 pub mod catalog;
+pub mod cluster_connection;
 pub mod connection;
 pub mod directory;
 pub mod dr_replication;

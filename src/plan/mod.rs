@@ -11,6 +11,7 @@
 //! any request but a read or a `dryRun=All` write. A kind whose observe would write (a due
 //! rotation) is reported with the refusal instead of doing it.
 
+mod cluster;
 pub mod render;
 pub mod secrets;
 pub mod show;
@@ -575,7 +576,7 @@ impl Env {
             }
             return self
                 .ctx
-                .http_for(&ns, obj.connection_ref(), K::SERVICE)
+                .http_for(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE)
                 .await;
         };
         let service = K::SERVICE;
@@ -622,6 +623,7 @@ pub async fn plan(
         hash_key: key,
         max_retries: 1,
         read_only: true,
+        operator_namespace: operator_ns.to_string(),
         ..Settings::default()
     };
     // The Connections the resources resolve: the cluster's, overridden by those in the
@@ -680,12 +682,14 @@ pub async fn plan(
             }
         }
     }
+    let tenancy = cluster::tenancy(&client, &docs, operator_ns, direct.is_some()).await;
     let ctx = Context::new(
         client.clone(),
         settings,
         Arc::new(Metrics::default()),
         store,
-    );
+    )
+    .with_tenancy(tenancy);
     let env = Env {
         client: client.clone(),
         ctx,
@@ -705,6 +709,15 @@ pub async fn plan(
         }
         let kind = kind.to_string();
         let mut d = d;
+        if kind == "ClusterConnection" {
+            // Cluster-scoped: no namespace (and none to prune by).
+            if let Some(m) = d.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("namespace");
+            }
+            planned.insert((kind.clone(), String::new(), name_of(&d)));
+            entries.push(plan_doc(&env, &kind, d).await);
+            continue;
+        }
         set_namespace(&mut d, &env.default_ns);
         planned.insert((kind.clone(), namespace_of(&d, &env.default_ns), name_of(&d)));
         entries.push(plan_doc(&env, &kind, d).await);
@@ -782,6 +795,9 @@ async fn plan_doc(env: &Env, kind: &str, d: Value) -> Entry {
         operated: CatalogAclBootstrap, CatalogAclToken, DeploymentGate, NoCodeModule,
             NoCodeWorkspace, AdCheckout, DrReplication, TotpEnrollment, WorkspaceRun
     );
+    if kind == "ClusterConnection" {
+        return cluster::entry(env, d).await;
+    }
     connection(env, d).await
 }
 

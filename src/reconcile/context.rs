@@ -13,6 +13,7 @@ use kube::{Api, Client, ResourceExt};
 
 use super::error::{Error, Result};
 use super::metrics::Metrics;
+use super::tenancy::{self, Tenancy, Wake};
 use crate::api::{Connection, ConnectionRef, SecretKeyRef, Service};
 use crate::clients::http::{Auth, Http, HttpConfig, SecretString};
 use crate::clients::secrets_login::{IdpCredentials, Session};
@@ -34,6 +35,8 @@ pub struct Settings {
     pub max_retries: u32,
     /// Service clients refuse every write (`quartet plan`).
     pub read_only: bool,
+    /// The operator's own namespace: where a ClusterConnection's Secrets are by default.
+    pub operator_namespace: String,
 }
 
 impl Default for Settings {
@@ -44,12 +47,16 @@ impl Default for Settings {
             hash_key: SecretString::new("quartet-default-hash-key"),
             max_retries: 3,
             read_only: false,
+            operator_namespace: "default".into(),
         }
     }
 }
 
 /// How long a resolved Connection (and its token) is reused before the Secret is read again.
 const CONNECTION_TTL: Duration = Duration::from_secs(300);
+
+/// A namespace's own limit within a ClusterConnection's budget, with the rate it was made for.
+type TenantLimiter = (u32, Arc<crate::clients::http::Limiter>);
 
 /// A Connection's login session and the keyed hash of what it logs in with.
 type SessionEntry = (String, Arc<Session>);
@@ -100,7 +107,15 @@ pub struct Context {
     pub settings: Settings,
     pub metrics: Arc<Metrics>,
     events: Events,
-    connections: Store<Connection>,
+    /// One Connection cache per watched namespace (or one for all).
+    connections: Vec<Store<Connection>>,
+    /// ClusterConnections, namespaces' labels and the operator's namespace.
+    tenancy: Tenancy,
+    /// Changes that may change which Connection resources resolve (see [`Wake`]).
+    wakes: tokio::sync::broadcast::Sender<Wake>,
+    /// The `requestsPerSecondPerNamespace` limiter of each (ClusterConnection, namespace), with
+    /// the rate it was made for.
+    tenant_limiters: Mutex<HashMap<(String, String), TenantLimiter>>,
     http_cache: Mutex<HashMap<(String, String), CachedHttp>>,
     /// The login of each Connection with `spec.auth`, with the keyed hash of what it logs in
     /// with: kept across client rebuilds, replaced (and its token revoked) when that changes.
@@ -139,12 +154,16 @@ impl Context {
                 .ok()
                 .or_else(|| std::env::var("HOSTNAME").ok()),
         };
+        let tenancy = Tenancy::empty(&settings.operator_namespace);
         Self {
             events: Events::new(client.clone(), reporter),
             client,
             settings,
             metrics,
-            connections,
+            connections: vec![connections],
+            tenancy,
+            wakes: tokio::sync::broadcast::channel(1024).0,
+            tenant_limiters: Mutex::new(HashMap::new()),
             http_cache: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
@@ -155,6 +174,43 @@ impl Context {
             next_step: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Resolve ClusterConnections and namespaces' labels from `tenancy`.
+    pub fn with_tenancy(mut self, tenancy: Tenancy) -> Self {
+        self.tenancy = tenancy;
+        self
+    }
+
+    /// Also look Connections up in `stores` (one per further watched namespace).
+    pub fn with_connection_stores(mut self, stores: Vec<Store<Connection>>) -> Self {
+        self.connections.extend(stores);
+        self
+    }
+
+    /// What resolution reads besides Connections.
+    pub fn tenancy(&self) -> &Tenancy {
+        &self.tenancy
+    }
+
+    /// Tell every controller that `wake` may change which Connection its resources resolve.
+    pub fn send_wake(&self, wake: Wake) {
+        let _ = self.wakes.send(wake);
+    }
+
+    /// The changes sent with [`Context::send_wake`] from now on.
+    pub fn wakes(&self) -> tokio::sync::broadcast::Receiver<Wake> {
+        self.wakes.subscribe()
+    }
+
+    /// Wake `key` for a change it depends on: the pass runs in full even if the object itself
+    /// is unchanged since its last (refused) pass.
+    pub fn wake(&self, key: String) {
+        self.fresh
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        self.mark_urgent(key);
     }
 
     /// Record a failure of `key`; returns the count of consecutive failures.
@@ -301,15 +357,20 @@ impl Context {
             .remove(key);
     }
 
-    /// The Connection a resource in `ns` uses for `service` (without `cref`, the one named
-    /// after the service in `ns`), checked for use from `ns` and for the service. Kinds read
+    /// The Connection a resource of `kind` in `ns` uses for `service`, checked for use from
+    /// `ns` and for the service (see [`tenancy`] for the order without `cref`). A
+    /// ClusterConnection comes as a Connection ([`tenancy::as_connection`]). Kinds read
     /// Connection-level defaults from it (the workspace service's `organization`).
     pub fn connection_for(
         &self,
+        kind: &str,
         ns: &str,
         cref: Option<&ConnectionRef>,
         service: Service,
     ) -> Result<Arc<Connection>> {
+        if let Some(r) = cref.filter(|r| r.is_cluster()) {
+            return self.tenancy.named(kind, ns, r, service);
+        }
         let (conn_ns, conn_name) = match cref {
             Some(r) => (
                 r.namespace.clone().unwrap_or_else(|| ns.to_string()),
@@ -318,16 +379,23 @@ impl Context {
             None => (ns.to_string(), service.to_string()),
         };
         let key = ObjectRef::<Connection>::new(&conn_name).within(&conn_ns);
-        let conn = self.connections.get(&key).ok_or_else(|| {
-            Error::Connection(format!(
-                "Connection {conn_ns}/{conn_name} not found: create it{}",
-                if cref.is_none() {
-                    " or set spec.connectionRef"
-                } else {
-                    ""
+        let found = self.connections.iter().find_map(|s| s.get(&key));
+        let conn = match (found, cref) {
+            (Some(c), _) => c,
+            (None, None) => match self.tenancy.default_for(kind, ns, service) {
+                Some(resolved) => return resolved,
+                None => {
+                    return Err(Error::Connection(format!(
+                        "Connection {conn_ns}/{conn_name} not found: create it or set spec.connectionRef"
+                    )))
                 }
-            ))
-        })?;
+            },
+            (None, Some(_)) => {
+                return Err(Error::Connection(format!(
+                    "Connection {conn_ns}/{conn_name} not found: create it or change spec.connectionRef"
+                )))
+            }
+        };
         if conn_ns != ns
             && !conn
                 .spec
@@ -348,57 +416,79 @@ impl Context {
         Ok(conn)
     }
 
-    /// The configured HTTP client for the Connection a resource in `ns` uses for `service`.
-    /// Without `cref`, the Connection named after the service in `ns`.
+    /// The configured HTTP client for the Connection a resource of `kind` in `ns` uses for
+    /// `service` ([`Context::connection_for`]). Its budget (`requestsPerSecond`) is the
+    /// Connection's, shared by every namespace using it; its calls are counted per namespace,
+    /// and a ClusterConnection's `requestsPerSecondPerNamespace` bounds each namespace's share.
     pub async fn http_for(
         &self,
+        kind: &str,
         ns: &str,
         cref: Option<&ConnectionRef>,
         service: Service,
     ) -> Result<Arc<Http>> {
-        let conn = self.connection_for(ns, cref, service)?;
-        let conn_ns = conn.namespace().unwrap_or_default();
-        let conn_name = conn.name_any();
-        let cache_key = (conn_ns.clone(), conn_name.clone());
-        {
+        let conn = self.connection_for(kind, ns, cref, service)?;
+        let cache_key = tenancy::identity(&conn);
+        let cached = {
             let cache = self.http_cache.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(c) = cache.get(&cache_key) {
-                if c.resource_version == conn.resource_version()
-                    && c.loaded.elapsed() < CONNECTION_TTL
-                {
-                    return Ok(c.http.clone());
-                }
+            cache
+                .get(&cache_key)
+                .filter(|c| {
+                    c.resource_version == conn.resource_version()
+                        && c.loaded.elapsed() < CONNECTION_TTL
+                })
+                .map(|c| c.http.clone())
+        };
+        let http = match cached {
+            Some(h) => h,
+            None => {
+                let http = Arc::new(self.build_http(&conn).await?);
+                self.http_cache
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(
+                        cache_key.clone(),
+                        CachedHttp {
+                            resource_version: conn.resource_version(),
+                            loaded: Instant::now(),
+                            http: http.clone(),
+                        },
+                    );
+                http
             }
-        }
-        let http = Arc::new(self.build_http(&conn).await?);
-        self.http_cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                cache_key,
-                CachedHttp {
-                    resource_version: conn.resource_version(),
-                    loaded: Instant::now(),
-                    http: http.clone(),
-                },
-            );
-        Ok(http)
+        };
+        let limiter = tenancy::per_namespace_rate(&self.tenancy, &conn).map(|rate| {
+            let mut limiters = self
+                .tenant_limiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let entry = limiters
+                .entry((cache_key.1.clone(), ns.to_string()))
+                .or_insert_with(|| (rate, crate::clients::http::limiter(rate)));
+            if entry.0 != rate {
+                *entry = (rate, crate::clients::http::limiter(rate));
+            }
+            entry.1.clone()
+        });
+        Ok(Arc::new(http.for_namespace(ns, limiter)))
     }
 
-    /// Forget the cached client of a Connection (after the token was refused, so a rotated
-    /// token Secret is read again).
-    pub fn forget_connection(&self, ns: &str, cref: Option<&ConnectionRef>, service: Service) {
-        let key = match cref {
-            Some(r) => (
-                r.namespace.clone().unwrap_or_else(|| ns.to_string()),
-                r.name.clone(),
-            ),
-            None => (ns.to_string(), service.to_string()),
+    /// Forget the cached client of the Connection a resource uses (after the token was
+    /// refused, so a rotated token Secret is read again).
+    pub fn forget_connection(
+        &self,
+        kind: &str,
+        ns: &str,
+        cref: Option<&ConnectionRef>,
+        service: Service,
+    ) {
+        let Ok(conn) = self.connection_for(kind, ns, cref, service) else {
+            return;
         };
         self.http_cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
+            .remove(&tenancy::identity(&conn));
     }
 
     /// Build the HTTP client of a Connection, reading its token (and CA) Secret, or, for a
@@ -408,32 +498,24 @@ impl Context {
         let ns = conn.namespace().unwrap_or_default();
         let token = match (&conn.spec.token_secret_ref, &conn.spec.auth) {
             (Some(r), _) => Some(
-                self.secret_value(
-                    &ns,
-                    r,
-                    &format!("token of Connection {ns}/{}", conn.name_any()),
-                )
-                .await?,
+                self.secret_value(&ns, r, &format!("token of {}", tenancy::describe(conn)))
+                    .await?,
             ),
             (None, Some(_)) => None,
             (None, None) => {
                 return Err(Error::InvalidSpec(format!(
-                    "Connection {ns}/{} has neither tokenSecretRef nor auth",
-                    conn.name_any()
+                    "{} has neither tokenSecretRef nor auth",
+                    tenancy::describe(conn)
                 )))
             }
         };
         let ca_pem = match &conn.spec.ca_secret_ref {
             Some(r) => Some(
-                self.secret_value(
-                    &ns,
-                    r,
-                    &format!("CA of Connection {ns}/{}", conn.name_any()),
-                )
-                .await?
-                .expose()
-                .as_bytes()
-                .to_vec(),
+                self.secret_value(&ns, r, &format!("CA of {}", tenancy::describe(conn)))
+                    .await?
+                    .expose()
+                    .as_bytes()
+                    .to_vec(),
             ),
             None => None,
         };
@@ -456,11 +538,7 @@ impl Context {
         }
         let mut cfg = HttpConfig {
             service,
-            connection: format!(
-                "{}/{}",
-                conn.namespace().unwrap_or_default(),
-                conn.name_any()
-            ),
+            connection: tenancy::label(conn),
             base_url: conn.spec.address.trim_end_matches('/').to_string(),
             auth: Auth::None,
             timeout: Duration::from_secs(conn.spec.timeout_seconds.max(1) as u64),
@@ -500,17 +578,16 @@ impl Context {
         idp: &crate::api::connection::IdpLogin,
     ) -> Result<Arc<Session>> {
         let ns = conn.namespace().unwrap_or_default();
-        let name = conn.name_any();
         let password = self
             .secret_value(
                 &ns,
                 &idp.password_secret_ref,
-                &format!("password of Connection {ns}/{name}"),
+                &format!("password of {}", tenancy::describe(conn)),
             )
             .await?;
         let totp_seed = match &idp.totp_secret_ref {
             Some(r) => Some(
-                self.secret_value(&ns, r, &format!("TOTP seed of Connection {ns}/{name}"))
+                self.secret_value(&ns, r, &format!("TOTP seed of {}", tenancy::describe(conn)))
                     .await?,
             ),
             None => None,
@@ -538,7 +615,7 @@ impl Context {
                 provider.as_bytes(),
             ],
         );
-        let key = (ns.clone(), name.clone());
+        let key = tenancy::identity(conn);
         if let Some((fp, s)) = self
             .sessions
             .lock()
@@ -554,7 +631,7 @@ impl Context {
         // A push login waits until the push is answered: give it longer than a plain call.
         login_cfg.timeout = login_cfg.timeout.max(Duration::from_secs(90));
         let session = Arc::new(Session::new(
-            format!("{ns}/{name}"),
+            tenancy::label(conn),
             header,
             IdpCredentials {
                 mount: idp.mount.clone(),
@@ -577,7 +654,7 @@ impl Context {
             }
         };
         if let Some(old) = replaced {
-            tracing::info!(connection = %format!("{ns}/{name}"), "the Connection's login changed: revoking the previous token");
+            tracing::info!(connection = %tenancy::label(conn), "the Connection's login changed: revoking the previous token");
             self.http_cache
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

@@ -281,6 +281,10 @@ pub fn controller_for<K: Managed>(
     if K::WATCHES_SECRETS {
         controller = watch_secrets(controller, ctx, namespace);
     }
+    // A ClusterConnection that changes, or a namespace whose labels change, wakes the resources
+    // whose resolution they may change (a namespace admitted by label converges at once).
+    let wakes = tenancy_wakes::<K>(ctx, controller.store());
+    let controller = controller.reconcile_on(wakes);
     // A Connection that changes wakes the resources that use it, instead of leaving them to
     // their backoff.
     controller.watches(
@@ -297,6 +301,43 @@ pub fn controller_for<K: Managed>(
                 .collect::<Vec<_>>()
         },
     )
+}
+
+/// The resources of `store` each change sent with [`Context::send_wake`] may concern.
+fn tenancy_wakes<K: Managed>(
+    ctx: &Arc<Context>,
+    store: reflector::Store<K>,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    let ctx = ctx.clone();
+    let rx = ctx.wakes();
+    futures::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(w) => return Some((w, rx)),
+                // Missed wakes are caught up by the resources' own retries and resyncs.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .flat_map(move |wake| {
+        let refs: Vec<ObjectRef<K>> = store
+            .state()
+            .into_iter()
+            .filter(|o| {
+                wake.concerns(
+                    K::SERVICE,
+                    &o.namespace().unwrap_or_default(),
+                    o.connection_ref(),
+                )
+            })
+            .map(|o| {
+                ctx.wake(object_key(o.as_ref()));
+                ObjectRef::from_obj(o.as_ref())
+            })
+            .collect();
+        futures::stream::iter(refs)
+    })
 }
 
 /// The watch of a kind's own objects, feeding the controller's cache without `managedFields`:
@@ -357,6 +398,7 @@ pub fn watch_secrets<K: Managed>(
 pub(crate) fn uses_connection<K: Managed>(obj: &K, ns: &str, name: &str) -> bool {
     let own_ns = obj.namespace().unwrap_or_default();
     match obj.connection_ref() {
+        Some(r) if r.is_cluster() => false,
         Some(r) => r.name == name && r.namespace.as_deref().unwrap_or(&own_ns) == ns,
         None => own_ns == ns && K::SERVICE.as_str() == name,
     }
@@ -646,6 +688,7 @@ pub(crate) async fn record_failure<K: Managed>(
     let category = err.category();
     if category == Category::Unauthorized {
         ctx.forget_connection(
+            &K::kind(&()),
             &obj.namespace().unwrap_or_default(),
             obj.connection_ref(),
             K::SERVICE,
@@ -710,7 +753,9 @@ async fn sync<K: Reconciled>(
         && conditions::get(&status.conditions, READY).and_then(|c| c.observed_generation)
             == obj.meta().generation;
     let ns = obj.namespace().unwrap_or_default();
-    let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
+    let http = ctx
+        .http_for(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE)
+        .await?;
     let client = K::Client::from(http);
     let desired = obj.desired(ctx).await?;
     let hash = K::write_only_hash(&desired, ctx);
@@ -836,7 +881,10 @@ fn report_drift(
 /// budget). Says so in a metric and, at most once a minute per kind, a log line when not.
 async fn resync_slot<K: Managed>(obj: &K, ctx: &Context) -> bool {
     let ns = obj.namespace().unwrap_or_default();
-    let Ok(http) = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await else {
+    let Ok(http) = ctx
+        .http_for(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE)
+        .await
+    else {
         // The pass will report the Connection problem itself.
         return true;
     };
@@ -844,10 +892,10 @@ async fn resync_slot<K: Managed>(obj: &K, ctx: &Context) -> bool {
         return true;
     }
     let kind = K::kind(&()).to_string();
-    let connection = match obj.connection_ref() {
-        Some(r) => format!("{}/{}", r.namespace.as_deref().unwrap_or(&ns), r.name),
-        None => format!("{ns}/{}", K::SERVICE),
-    };
+    let connection = ctx
+        .connection_for(&kind, &ns, obj.connection_ref(), K::SERVICE)
+        .map(|c| super::tenancy::label(&c))
+        .unwrap_or_else(|_| format!("{ns}/{}", K::SERVICE));
     ctx.metrics.resync_deferred(&kind, &connection);
     if ctx.should_log_stretch(&kind) {
         tracing::warn!(%kind, %connection, share = crate::clients::http::RESYNC_SHARE, "resyncs need more than their share of the Connection's requestsPerSecond: stretching the resync period (raise requestsPerSecond or --resync-interval)");
@@ -986,7 +1034,9 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         return Ok(Action::await_change());
     }
     let result: Result<Option<String>> = async {
-        let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
+        let http = ctx
+            .http_for(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE)
+            .await?;
         let client = K::Client::from(http);
         let id = match &recorded {
             Some(id) => id.clone(),
@@ -1066,7 +1116,7 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         }
         Err(err) => {
             if err.category() == Category::Unauthorized {
-                ctx.forget_connection(&ns, obj.connection_ref(), K::SERVICE);
+                ctx.forget_connection(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE);
             }
             let mut status = before.clone();
             let message = format!("{err}; the finalizer is kept until the remote object can be deleted (or set deletionPolicy: Retain)");

@@ -125,7 +125,7 @@ pub async fn require<K: Managed>(ctx: &Context, obj: &K, feature: &str) -> Resul
         return Ok(());
     }
     let ns = obj.namespace().unwrap_or_default();
-    let conn = ctx.connection_for(&ns, obj.connection_ref(), K::SERVICE)?;
+    let conn = ctx.connection_for(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE)?;
     let name = format!(
         "{}/{}",
         conn.namespace().unwrap_or_default(),

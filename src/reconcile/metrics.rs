@@ -34,6 +34,7 @@ pub struct Metrics {
     resource_ready: Family<Labels, Gauge>,
     leader: Gauge,
     budget_wait: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    namespace_calls: Family<Labels, Counter>,
 }
 
 fn histogram() -> Histogram {
@@ -48,6 +49,12 @@ impl Default for Metrics {
         let reconcile_duration =
             HistogramFamily::new_with_constructor(histogram as fn() -> Histogram);
         let remote_calls = Family::<Labels, Counter>::default();
+        let namespace_calls = Family::<Labels, Counter>::default();
+        registry.register(
+            "remote_calls_by_namespace",
+            "HTTP calls to managed services made for resources, by Connection (namespace/name, or the ClusterConnection's name) and the resources' namespace",
+            namespace_calls.clone(),
+        );
         let remote_duration = HistogramFamily::new_with_constructor(histogram as fn() -> Histogram);
         registry.register(
             "reconciles",
@@ -172,6 +179,7 @@ impl Default for Metrics {
             errors,
             reconcile_duration,
             remote_calls,
+            namespace_calls,
             remote_duration,
             kube_calls,
         }
@@ -343,6 +351,17 @@ impl Metrics {
         self.budget_wait
             .get_or_create(&vec![("connection", connection.to_string())])
             .inc_by(waited.as_secs_f64());
+    }
+
+    /// One call through `connection` for a resource in `namespace` (so a platform team sees
+    /// which tenant spends a shared ClusterConnection's budget).
+    pub fn namespace_call(&self, connection: &str, namespace: &str) {
+        self.namespace_calls
+            .get_or_create(&vec![
+                ("connection", connection.to_string()),
+                ("namespace", namespace.to_string()),
+            ])
+            .inc();
     }
 
     /// The Prometheus text exposition.

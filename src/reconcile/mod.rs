@@ -15,6 +15,8 @@ pub mod metrics;
 pub mod operation;
 pub mod owned_secret;
 pub mod related;
+pub mod tenancy;
+pub mod tenancy_watch;
 
 pub use context::{Context, Settings};
 pub use driver::{Created, Managed, Reconciled};

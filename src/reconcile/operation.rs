@@ -276,7 +276,9 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
 
     let result = async {
         let ns = obj.namespace().unwrap_or_default();
-        let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
+        let http = ctx
+            .http_for(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE)
+            .await?;
         obj.step(ctx, &K::Client::from(http)).await
     }
     .await;
@@ -374,7 +376,9 @@ async fn cleanup<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         return Ok(Action::await_change());
     }
     let result = async {
-        let http = ctx.http_for(&ns, obj.connection_ref(), K::SERVICE).await?;
+        let http = ctx
+            .http_for(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE)
+            .await?;
         obj.finish(ctx, &K::Client::from(http)).await
     }
     .await;
@@ -399,7 +403,7 @@ async fn cleanup<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         }
         Err(err) => {
             if err.category() == Category::Unauthorized {
-                ctx.forget_connection(&ns, obj.connection_ref(), K::SERVICE);
+                ctx.forget_connection(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE);
             }
             let mut before = obj.managed_status().cloned().unwrap_or_default();
             before.fields = kind_status_fields(obj.as_ref());

@@ -18,7 +18,7 @@ pub async fn client_with_token_in(
     secret: &str,
     key: &str,
 ) -> Result<CatalogClient> {
-    let conn = ctx.connection_for(ns, cref, Service::Catalog)?;
+    let conn = ctx.connection_for("", ns, cref, Service::Catalog)?;
     let mut conn = (*conn).clone();
     let conn_ns = conn.metadata.namespace.clone().unwrap_or_default();
     if conn_ns != ns {

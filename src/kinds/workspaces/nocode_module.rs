@@ -55,7 +55,7 @@ pub fn organization(
     if let Some(o) = own {
         return Ok(o.to_string());
     }
-    let conn = ctx.connection_for(ns, cref, Service::Workspaces)?;
+    let conn = ctx.connection_for("", ns, cref, Service::Workspaces)?;
     conn.spec.organization.clone().ok_or_else(|| {
         Error::InvalidSpec(
             "no organization: set spec.organization or the Connection's spec.organization".into(),

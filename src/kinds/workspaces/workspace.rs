@@ -274,8 +274,12 @@ impl Workspace {
             return Ok(o.clone());
         }
         let ns = self.namespace().unwrap_or_default();
-        let conn =
-            ctx.connection_for(&ns, self.spec.connection_ref.as_ref(), Service::Workspaces)?;
+        let conn = ctx.connection_for(
+            "Workspace",
+            &ns,
+            self.spec.connection_ref.as_ref(),
+            Service::Workspaces,
+        )?;
         conn.spec
             .organization
             .clone()

@@ -1,0 +1,131 @@
+//! ClusterConnection: the same check as a Connection's (the service answers and accepts the
+//! token, read from the ClusterConnection's Secrets' namespace), reported as its `Ready`
+//! condition. Which resources may use it is decided where they resolve it
+//! ([`crate::reconcile::tenancy`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::api::ClusterConnection;
+use crate::reconcile::conditions::{self, READY};
+use crate::reconcile::driver::{field_manager, Lifetime};
+use crate::reconcile::tenancy::as_connection;
+use crate::reconcile::{Context, Error, Result};
+
+async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Action> {
+    let name = cc.name_any();
+    if cc.spec.auth.is_none() {
+        // Switched from a login to a token Secret: the login's token is no longer needed.
+        ctx.end_session("", &name).await;
+    }
+    let conn = as_connection(&cc, &ctx.tenancy().operator_namespace);
+    let before = cc.status.clone().unwrap_or_default();
+    let (status, requeue) = super::connection::check(&conn, cc.as_ref(), &ctx).await;
+    ctx.metrics.resource_ready(
+        "ClusterConnection",
+        "",
+        &name,
+        conditions::get(&status.conditions, READY).is_some_and(|c| c.status == "True"),
+    );
+    if status != before {
+        let patch = json!({
+            "apiVersion": "quartet.dev/v1alpha1",
+            "kind": "ClusterConnection",
+            "status": status,
+        });
+        Api::<ClusterConnection>::all(ctx.client.clone())
+            .patch_status(
+                &name,
+                &PatchParams::apply(&field_manager::<ClusterConnection>()).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(Error::kube_for::<ClusterConnection>)?;
+    }
+    Ok(Action::requeue(requeue))
+}
+
+fn error_policy(_cc: Arc<ClusterConnection>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(error = %err, "cluster connection check failed");
+    Action::requeue(Duration::from_secs(10))
+}
+
+/// Run the ClusterConnection controller (cluster-scoped: the watched namespaces do not apply).
+/// Its token Secrets are watched in the operator's namespace, where they are by default; one
+/// kept elsewhere is read again at each check.
+pub async fn run(ctx: Arc<Context>, _namespace: Option<String>, life: Lifetime) {
+    let api: Api<ClusterConnection> = Api::all(ctx.client.clone());
+    let secrets: Api<Secret> =
+        Api::namespaced(ctx.client.clone(), &ctx.tenancy().operator_namespace);
+    let (reader, writer) = reflector::store();
+    let controller = Controller::for_stream(
+        crate::reconcile::driver::lean_watch(api.clone(), writer, life.clone()),
+        reader,
+    );
+    let store = controller.store();
+    let controller = controller
+        .watches(
+            secrets,
+            watcher::Config::default(),
+            move |secret: Secret| {
+                let ns = secret.namespace().unwrap_or_default();
+                let name = secret.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|c| {
+                        let conn = as_connection(c, &ns);
+                        conn.namespace().as_deref() == Some(ns.as_str())
+                            && super::connection::secret_refs(&conn).contains(&name)
+                    })
+                    .map(|c| ObjectRef::from_obj(c.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .with_config(controller::Config::default().concurrency(2))
+        .graceful_shutdown_on(life.stopped())
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    tokio::select! {
+        _ = controller => {}
+        _ = revoke_deleted(ctx, api) => {}
+    }
+}
+
+/// Revoke the login token of each ClusterConnection that is deleted (as for Connections).
+async fn revoke_deleted(ctx: Arc<Context>, api: Api<ClusterConnection>) {
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut listed = std::collections::HashSet::new();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Delete(cc)) => {
+                ctx.metrics
+                    .resource_gone("ClusterConnection", "", &cc.name_any());
+                ctx.end_session("", &cc.name_any()).await;
+            }
+            Ok(watcher::Event::Init) => listed.clear(),
+            Ok(watcher::Event::InitApply(cc)) => {
+                listed.insert(cc.name_any());
+            }
+            Ok(watcher::Event::InitDone) => {
+                for (ns, name) in ctx.sessions() {
+                    if ns.is_empty() && !listed.contains(&name) {
+                        ctx.end_session("", &name).await;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}

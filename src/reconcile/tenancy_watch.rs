@@ -1,0 +1,133 @@
+//! The caches resolution reads besides Connections: ClusterConnections and the namespaces'
+//! labels. Each runs while the ClusterConnection CRD is served (without it nothing resolves
+//! through them), and each change that may change a resource's resolution is sent to every
+//! controller ([`Context::send_wake`]), which wakes the resources it concerns at once.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, CustomResourceExt, ResourceExt};
+use tokio::sync::watch;
+
+use super::tenancy::Wake;
+use super::Context;
+use crate::api::ClusterConnection;
+
+type Served = Option<std::collections::BTreeSet<String>>;
+
+fn cc_served(s: &Served) -> bool {
+    s.as_ref()
+        .is_some_and(|s| s.contains(ClusterConnection::crd_name()))
+}
+
+/// The ClusterConnection cache: a created, changed or deleted ClusterConnection wakes the
+/// resources that name it, and those of its service without a connectionRef.
+pub async fn cluster_connections(
+    ctx: Arc<Context>,
+    mut writer: reflector::store::Writer<ClusterConnection>,
+    mut served: watch::Receiver<Served>,
+    listed: watch::Sender<bool>,
+) {
+    let api: Api<ClusterConnection> = Api::all(ctx.client.clone());
+    loop {
+        if served.wait_for(cc_served).await.is_err() {
+            return;
+        }
+        let stream = watcher(api.clone(), watcher::Config::default()).default_backoff();
+        let mut stream = std::pin::pin!(stream);
+        let gone = served.wait_for(|s| !cc_served(s));
+        let mut gone = std::pin::pin!(gone);
+        loop {
+            tokio::select! {
+                _ = &mut gone => break,
+                ev = stream.next() => match ev {
+                    Some(Ok(ev)) => {
+                        let changed = match &ev {
+                            watcher::Event::Apply(cc) => {
+                                let old = ctx.tenancy().cluster_connections.get(&ObjectRef::from_obj(cc));
+                                old.is_none_or(|o| o.spec != cc.spec || o.status != cc.status)
+                                    .then(|| cc.clone())
+                            }
+                            watcher::Event::Delete(cc) => Some(cc.clone()),
+                            _ => None,
+                        };
+                        writer.apply_watcher_event(&ev);
+                        if let watcher::Event::InitDone = ev {
+                            listed.send_replace(true);
+                        }
+                        if let Some(cc) = changed {
+                            ctx.send_wake(Wake::ClusterConnection {
+                                name: cc.name_any(),
+                                service: cc.spec.service,
+                            });
+                        }
+                    }
+                    Some(Err(e)) => tracing::debug!(error = %e, "ClusterConnection watch failed; retrying"),
+                    None => break,
+                },
+            }
+        }
+    }
+}
+
+/// The namespaces' labels: a namespace whose labels change wakes its resources that may
+/// resolve a ClusterConnection (one now admitted converges without waiting for a retry).
+pub async fn namespaces(
+    ctx: Arc<Context>,
+    mut writer: reflector::store::Writer<Namespace>,
+    mut served: watch::Receiver<Served>,
+    listed: watch::Sender<bool>,
+) {
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    let mut failing = false;
+    loop {
+        if served.wait_for(cc_served).await.is_err() {
+            return;
+        }
+        let stream = watcher(api.clone(), watcher::Config::default())
+            .default_backoff()
+            .modify(|n| {
+                // Only the labels are read: keep the cache small.
+                n.managed_fields_mut().clear();
+                n.spec = None;
+            });
+        let mut stream = std::pin::pin!(stream);
+        let gone = served.wait_for(|s| !cc_served(s));
+        let mut gone = std::pin::pin!(gone);
+        loop {
+            tokio::select! {
+                _ = &mut gone => break,
+                ev = stream.next() => match ev {
+                    Some(Ok(ev)) => {
+                        failing = false;
+                        let relabelled = match &ev {
+                            watcher::Event::Apply(n) => {
+                                let old = ctx.tenancy().namespaces.get(&ObjectRef::from_obj(n));
+                                old.is_none_or(|o| o.labels() != n.labels())
+                                    .then(|| n.name_any())
+                            }
+                            _ => None,
+                        };
+                        writer.apply_watcher_event(&ev);
+                        if let watcher::Event::InitDone = ev {
+                            listed.send_replace(true);
+                        }
+                        if let Some(name) = relabelled {
+                            ctx.send_wake(Wake::Namespace(name));
+                        }
+                    }
+                    Some(Err(e)) => {
+                        if !failing {
+                            tracing::warn!(error = %e, "watching namespaces failed (ClusterConnections' namespaceSelector cannot be evaluated; grant list and watch on namespaces); retrying");
+                        }
+                        failing = true;
+                    }
+                    None => break,
+                },
+            }
+        }
+    }
+}
