@@ -93,6 +93,10 @@ pub struct OperatorArgs {
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     #[arg(long, env = "QUARTET_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
+    /// Also append the change log (one JSON record per write to a service, log target
+    /// `quartet::changes`) to this file.
+    #[arg(long, env = "QUARTET_CHANGE_LOG")]
+    pub change_log: Option<PathBuf>,
     /// Namespace of the operator's own objects (leader Lease, hash-key Secret).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub operator_namespace: String,

@@ -190,6 +190,10 @@ pub async fn hash_key(client: &Client, namespace: &str) -> anyhow::Result<Secret
 }
 
 pub async fn settings(client: &Client, args: &OperatorArgs) -> anyhow::Result<Settings> {
+    if let Some(path) = &args.change_log {
+        crate::reconcile::changes::to_file(path)
+            .map_err(|e| anyhow::anyhow!("cannot open the change log {}: {e}", path.display()))?;
+    }
     Ok(Settings {
         resync: args.resync_interval,
         concurrency: args.concurrency.max(1),

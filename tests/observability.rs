@@ -397,3 +397,145 @@ fn a_real_prometheus_scraping_the_operator_answers_every_dashboard_query_with_a_
     drop(prom);
     op.stop();
 }
+
+/// The operator's writes to the secrets service for paths containing `needle`: (method, path).
+fn writes(sb: &Sandbox, ranges: &[(u64, u64)], needle: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (from, to) in ranges {
+        let (items, _) = sb.requests("secrets", *from);
+        // The log is in order; `to` is where the next range's caller stepped in.
+        let n = (to - from) as usize;
+        out.extend(
+            items
+                .into_iter()
+                .take(n)
+                .filter(|(m, p, _)| {
+                    !["GET", "LIST", "HEAD"].contains(&m.as_str()) && p.contains(needle)
+                })
+                .map(|(m, p, _)| (m, p)),
+        );
+    }
+    out
+}
+
+#[test]
+fn every_write_of_a_secrets_policy_has_one_change_record_an_event_and_no_secret_value() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    let log = sb.dir.path().join("changes.jsonl");
+    let op = Operator::start_with(&sb, "2s", &["--change-log", log.to_str().unwrap()]);
+    let (_, start) = sb.requests("secrets", 0);
+    let policy = |cap: &str| {
+        format!(
+            "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: audited, namespace: default}}\n\
+             spec: {{type: acl, policy: \"path \\\"audit/*\\\" {{ capabilities = [\\\"{cap}\\\"] }}\"}}\n"
+        )
+    };
+    let ready_at = |generation: i64| {
+        move |o: &Value| {
+            condition_is(o, "Ready", "True")
+                && o["status"]["observedGeneration"].as_i64() == Some(generation)
+        }
+    };
+    let wait = Duration::from_secs(60);
+    // Create, then a spec change.
+    sb.apply_ok(&policy("read"));
+    wait_for("created", wait, || {
+        sb.get_json("secretspolicy", "audited").filter(ready_at(1))
+    });
+    sb.apply_ok(&policy("list"));
+    wait_for("updated", wait, || {
+        sb.get_json("secretspolicy", "audited").filter(ready_at(2))
+    });
+    // Drift: the policy is changed behind the operator's back (this write is the test's, not
+    // the operator's: it is left out of the count), and the resync restores it.
+    let (_, before_drift) = sb.requests("secrets", start);
+    let (status, _) = sb.secrets(
+        "PUT",
+        "/v1/sys/policies/acl/audited",
+        Some(serde_json::json!({"policy": "path \"x/*\" { capabilities = [\"deny\"] }"})),
+    );
+    assert_eq!(status, 204);
+    let (_, after_drift) = sb.requests("secrets", before_drift);
+    wait_for("drift repaired", wait, || {
+        let (_, body) = sb.secrets("GET", "/v1/sys/policies/acl/audited", None);
+        body["data"]["policy"]
+            .as_str()
+            .is_some_and(|p| p.contains("audit/*"))
+            .then_some(())
+    });
+    sb.kubectl_ok(&["delete", "secretspolicy", "audited", "--timeout=60s"]);
+    let (_, end) = sb.requests("secrets", after_drift);
+    let made = writes(
+        &sb,
+        &[(start, before_drift), (after_drift, end)],
+        "policies/acl/audited",
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .filter(|r: &Value| r["resource"]["name"] == "audited")
+        .collect();
+    assert_eq!(
+        records.len(),
+        made.len(),
+        "one record per write: writes {made:#?}\nrecords {records:#?}"
+    );
+    let triggers: BTreeSet<&str> = records
+        .iter()
+        .map(|r| r["trigger"].as_str().unwrap())
+        .collect();
+    for t in ["create", "spec-change", "drift-repair", "deletion"] {
+        assert!(triggers.contains(t), "no {t} record: {records:#?}");
+    }
+    for r in &records {
+        assert_eq!(r["resource"]["kind"], "SecretsPolicy");
+        assert_eq!(r["resource"]["namespace"], "default");
+        assert!(!r["resource"]["uid"].as_str().unwrap().is_empty(), "{r}");
+        assert_eq!(r["service"], "secrets");
+        assert_eq!(r["connection"], "default/secrets");
+        assert_eq!(r["path"], "/v1/sys/policies/acl/{name}", "{r}");
+        assert!(
+            r["status"]
+                .as_u64()
+                .is_some_and(|s| (200..300).contains(&s)),
+            "{r}"
+        );
+    }
+    let puts: Vec<&Value> = records.iter().filter(|r| r["method"] == "PUT").collect();
+    assert!(
+        puts.iter()
+            .all(|r| r["fields"] == serde_json::json!(["policy"])),
+        "{puts:#?}"
+    );
+    // Names, never values: neither the token nor the policy text is in the log.
+    assert!(
+        !text.contains(&sb.root_token),
+        "the token is in the change log"
+    );
+    assert!(
+        !text.contains("capabilities"),
+        "a field value is in the change log"
+    );
+    let log = op.stop();
+    assert!(
+        log.contains("quartet::changes"),
+        "no record on the log target"
+    );
+    assert!(!log.contains(&sb.root_token));
+    let events = sb.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=Changed",
+        "-o",
+        "json",
+    ]);
+    let events: Value = serde_json::from_str(&events).unwrap();
+    assert!(
+        events["items"].as_array().is_some_and(|e| !e.is_empty()),
+        "no Changed Event: {events}"
+    );
+}

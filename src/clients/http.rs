@@ -140,6 +140,9 @@ pub struct Response {
     /// The blocking-query index of a Consul-family service (`X-Consul-Index`, also sent as
     /// `X-Catalog-Index`, or `X-Nomad-Index`), when the answer carries one.
     pub index: Option<u64>,
+    /// The service's id of the request (`X-Request-Id`, or a secrets-style body's
+    /// `request_id`), for the change log.
+    pub request_id: Option<String>,
 }
 
 /// The configured client of one Connection.
@@ -230,6 +233,34 @@ impl Http {
     /// methods (a POST that may have been processed is left to the reconciler, which finds the
     /// object again instead of creating a duplicate).
     pub async fn call(
+        &self,
+        verb: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Response, ClientError> {
+        let result = self.authenticated(verb, path, body).await;
+        if !["GET", "LIST", "HEAD"]
+            .iter()
+            .any(|v| verb.eq_ignore_ascii_case(v))
+        {
+            let (status, request_id) = match &result {
+                Ok(r) => (r.status.as_u16(), r.request_id.clone()),
+                Err(e) => (e.status().unwrap_or(0), None),
+            };
+            crate::reconcile::changes::record(
+                &self.cfg.service.to_string(),
+                &self.cfg.connection,
+                verb,
+                path,
+                body,
+                status,
+                request_id,
+            );
+        }
+        result
+    }
+
+    async fn authenticated(
         &self,
         verb: &str,
         path: &str,
@@ -391,6 +422,11 @@ impl Http {
             .find_map(|h| resp.headers().get(*h))
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
+        let request_id = resp
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
             service,
             detail: transport_detail(&e),
@@ -404,10 +440,17 @@ impl Http {
                     detail: e.to_string(),
                 })?
             };
+            let request_id = request_id.or_else(|| {
+                body.get("request_id")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+            });
             return Ok(Response {
                 status,
                 body,
                 index,
+                request_id,
             });
         }
         let message = redact(cred, error_message(&bytes, status));

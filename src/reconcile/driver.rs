@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::changes;
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
 use super::error::{jitter, Category, Error, Result};
@@ -378,18 +379,28 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
     let obj = with_finalizer(&api, obj).await?;
     let deleting = obj.meta().deletion_timestamp.is_some();
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-    let result = finalizer(&api, &finalizer_name::<K>(), obj, |event| async {
-        match event {
-            FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
-            FinalizerEvent::Cleanup(obj) => cleanup(obj, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| match e {
-        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Kube(e),
-        other => Error::Finalizer(other.to_string()),
-    });
+    let pass = change_pass(obj.as_ref());
+    let target = obj.clone();
+    let result = pass
+        .scope(finalizer(
+            &api,
+            &finalizer_name::<K>(),
+            obj,
+            |event| async {
+                match event {
+                    FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
+                    FinalizerEvent::Cleanup(obj) => cleanup(obj, &ctx).await,
+                }
+            },
+        ))
+        .await
+        .map_err(|e| match e {
+            finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+            finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
+                Error::Kube(e)
+            }
+            other => Error::Finalizer(other.to_string()),
+        });
     let kind = K::kind(&());
     ctx.metrics.reconciled(
         &kind,
@@ -401,6 +412,7 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
     } else if deleting {
         ctx.metrics.resource_gone(&kind, &namespace, &name);
     }
+    publish_changes(&ctx, target.as_ref(), &pass).await;
     result
 }
 
@@ -438,6 +450,61 @@ fn error_policy<K: Reconciled>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> A
     let wait = err.requeue_after(failures, ctx.settings.resync);
     tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, retry_in_s = wait.as_secs(), "reconcile failed");
     Action::requeue(wait)
+}
+
+/// The change-log context of a pass over `obj`: the resource and why it is reconciled.
+pub(crate) fn change_pass<K: Managed>(obj: &K) -> Arc<changes::Pass> {
+    use changes::Trigger;
+    let status = obj.managed_status();
+    let trigger = if obj.meta().deletion_timestamp.is_some() {
+        Trigger::Deletion
+    } else if status.is_none_or(|s| s.remote_id.is_none() && s.observed_generation.is_none()) {
+        Trigger::Create
+    } else if status
+        .and_then(|s| conditions::get(&s.conditions, SYNCED))
+        .is_some_and(|c| c.status == "False")
+    {
+        Trigger::Retry
+    } else if status.and_then(|s| s.observed_generation) != obj.meta().generation {
+        Trigger::SpecChange
+    } else {
+        // The spec is the one already applied: a write now restores what changed outside.
+        Trigger::DriftRepair
+    };
+    changes::Pass::new(
+        changes::Resource {
+            kind: K::kind(&()).to_string(),
+            namespace: obj.namespace().unwrap_or_default(),
+            name: obj.name_any(),
+            uid: obj.uid().unwrap_or_default(),
+            generation: obj.meta().generation,
+        },
+        trigger,
+    )
+}
+
+/// One `Changed` Event summing up the writes of a pass (none when it wrote nothing).
+pub(crate) async fn publish_changes<K: Managed>(ctx: &Context, obj: &K, pass: &changes::Pass) {
+    let records = pass.records();
+    if records.is_empty() {
+        return;
+    }
+    let writes: Vec<String> = records
+        .iter()
+        .map(|r| format!("{} {} {}", r.method, r.path, r.status))
+        .collect();
+    let note = format!(
+        "{} write(s) to {} through {} ({}): {}",
+        records.len(),
+        records[0].service,
+        records[0].connection,
+        serde_json::to_value(records[0].trigger)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        writes.join("; ")
+    );
+    publish(ctx, obj, EventType::Normal, "Changed", "Reconcile", note).await;
 }
 
 /// What a successful pass did.
