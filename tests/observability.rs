@@ -539,3 +539,97 @@ fn every_write_of_a_secrets_policy_has_one_change_record_an_event_and_no_secret_
         "no Changed Event: {events}"
     );
 }
+
+#[test]
+fn every_write_of_a_totp_enrollment_and_its_method_has_one_change_record_without_the_seed() {
+    use base64::Engine;
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    let (status, body) = sb.secrets(
+        "POST",
+        "/v1/identity/entity",
+        Some(serde_json::json!({"name": "dora"})),
+    );
+    assert!(status < 300, "{body}");
+    let log = sb.dir.path().join("changes.jsonl");
+    let (_, start) = sb.requests("secrets", 0);
+    let op = Operator::start_with(&sb, "5m", &["--change-log", log.to_str().unwrap()]);
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\nmetadata: {name: corp, namespace: default}\nspec: {issuer: Corp}\n---\n\
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpEnrollment\nmetadata: {name: dora, namespace: default}\n\
+         spec: {methodRef: {name: corp}, entityName: dora}\n",
+    );
+    let wait = Duration::from_secs(60);
+    for kind in ["totp", "totpenroll"] {
+        wait_for(&format!("{kind} Ready"), wait, || {
+            sb.get_json(kind, if kind == "totp" { "corp" } else { "dora" })
+                .filter(|o| condition_is(o, "Ready", "True"))
+        });
+    }
+    let url = wait_for("the enrollment's Secret", wait, || {
+        let s = sb.get_json("secret", "dora")?;
+        let b = base64::engine::general_purpose::STANDARD
+            .decode(s["data"]["url"].as_str()?)
+            .ok()?;
+        String::from_utf8(b).ok()
+    });
+    let seed = url
+        .split_once("secret=")
+        .map(|(_, s)| s.split('&').next().unwrap_or_default().to_string())
+        .expect("a seed in the url");
+    assert!(seed.len() >= 16, "{url}");
+    sb.kubectl_ok(&["delete", "totpenrollment", "dora", "--timeout=60s"]);
+    sb.kubectl_ok(&["delete", "totpmethod", "corp", "--timeout=60s"]);
+    let (_, end) = sb.requests("secrets", start);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let of = |kind: &str| -> Vec<&Value> {
+        records
+            .iter()
+            .filter(|r| r["resource"]["kind"] == kind)
+            .collect()
+    };
+    let totp_writes = writes(&sb, &[(start, end)], "identity/mfa/method/totp");
+    let (enrolling, method): (Vec<_>, Vec<_>) =
+        totp_writes.iter().partition(|(_, p)| p.contains("/admin-"));
+    assert_eq!(
+        of("TotpEnrollment").len(),
+        enrolling.len(),
+        "writes {enrolling:#?}\nrecords {records:#?}"
+    );
+    assert!(
+        enrolling.len() >= 2,
+        "admin-generate and admin-destroy: {enrolling:?}"
+    );
+    assert_eq!(
+        of("TotpMethod").len(),
+        method.len(),
+        "writes {method:#?}\nrecords {records:#?}"
+    );
+    let triggers: BTreeSet<&str> = of("TotpEnrollment")
+        .iter()
+        .map(|r| r["trigger"].as_str().unwrap())
+        .collect();
+    assert!(
+        triggers.contains("create") && triggers.contains("deletion"),
+        "{triggers:?}"
+    );
+    for r in of("TotpEnrollment") {
+        let path = r["path"].as_str().unwrap();
+        assert!(path.contains("/admin-"), "{r}");
+        assert!(!path.contains("dora"), "{r}");
+    }
+    // The seed (the Secret's value) and the token are nowhere in the change log.
+    assert!(!text.contains(&seed), "the TOTP seed is in the change log");
+    assert!(!text.contains("otpauth"), "the url is in the change log");
+    assert!(
+        !text.contains(&sb.root_token),
+        "the token is in the change log"
+    );
+    let log = op.stop();
+    assert!(!log.contains(&seed), "the TOTP seed is in the operator log");
+}

@@ -21,6 +21,9 @@ pub enum Trigger {
     DriftRepair,
     Deletion,
     Retry,
+    /// A scheduled step of an operated kind at an unchanged spec (a rotation, a renewal, the
+    /// next stage of a run); not yet told apart per kind.
+    Step,
 }
 
 /// The resource a reconcile pass is for.

@@ -379,7 +379,8 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
     let obj = with_finalizer(&api, obj).await?;
     let deleting = obj.meta().deletion_timestamp.is_some();
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-    let pass = change_pass(obj.as_ref());
+    // The spec is the one already applied: a write now restores what changed outside.
+    let pass = change_pass(obj.as_ref(), changes::Trigger::DriftRepair);
     let target = obj.clone();
     let result = pass
         .scope(finalizer(
@@ -452,8 +453,9 @@ fn error_policy<K: Reconciled>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> A
     Action::requeue(wait)
 }
 
-/// The change-log context of a pass over `obj`: the resource and why it is reconciled.
-pub(crate) fn change_pass<K: Managed>(obj: &K) -> Arc<changes::Pass> {
+/// The change-log context of a pass over `obj`: the resource and why it is reconciled
+/// (`steady`: the trigger of a write at an unchanged, synced spec).
+pub(crate) fn change_pass<K: Managed>(obj: &K, steady: changes::Trigger) -> Arc<changes::Pass> {
     use changes::Trigger;
     let status = obj.managed_status();
     let trigger = if obj.meta().deletion_timestamp.is_some() {
@@ -468,8 +470,7 @@ pub(crate) fn change_pass<K: Managed>(obj: &K) -> Arc<changes::Pass> {
     } else if status.and_then(|s| s.observed_generation) != obj.meta().generation {
         Trigger::SpecChange
     } else {
-        // The spec is the one already applied: a write now restores what changed outside.
-        Trigger::DriftRepair
+        steady
     };
     changes::Pass::new(
         changes::Resource {
