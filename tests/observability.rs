@@ -218,6 +218,30 @@ fn the_chart_renders_its_prometheus_rule_and_dashboard_from_the_tested_files_onl
     assert_eq!(json, dashboard());
 }
 
+#[test]
+fn the_charts_change_log_path_becomes_the_flag_and_a_volume_at_its_directory() {
+    let docs = helm_template(&["changeLog.path=/var/log/quartet/changes.jsonl"]);
+    let deploy = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("Deployment");
+    let pod = &deploy["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert!(
+        c["args"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("--change-log=/var/log/quartet/changes.jsonl")),
+        "{c}"
+    );
+    assert_eq!(c["volumeMounts"][0]["mountPath"], "/var/log/quartet", "{c}");
+    assert_eq!(pod["volumes"][0]["name"], c["volumeMounts"][0]["name"]);
+    assert!(pod["volumes"][0]["emptyDir"].is_object(), "{pod}");
+    let default = helm_template(&[]);
+    let deploy = default.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    assert!(!deploy.to_string().contains("--change-log"));
+}
+
 fn dashboard() -> Value {
     let text = std::fs::read_to_string(repo_root().join("charts/quartet/files/dashboard.json"))
         .expect("read dashboard.json");

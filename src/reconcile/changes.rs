@@ -100,7 +100,6 @@ pub fn to_file(path: &std::path::Path) -> std::io::Result<()> {
 
 /// Record a write made in a reconcile pass (calls outside one, e.g. logins, are not changes
 /// of a resource and are not recorded).
-#[allow(clippy::too_many_arguments)]
 pub fn record(
     service: &str,
     connection: &str,
