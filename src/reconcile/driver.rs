@@ -484,9 +484,14 @@ pub(crate) fn change_pass<K: Managed>(obj: &K, steady: changes::Trigger) -> Arc<
     )
 }
 
-/// One `Changed` Event summing up the writes of a pass (none when it wrote nothing).
+/// One `Changed` Event summing up the writes of a pass that the service accepted (none when
+/// nothing was changed: refused writes are in the change log and the error's own Event).
 pub(crate) async fn publish_changes<K: Managed>(ctx: &Context, obj: &K, pass: &changes::Pass) {
-    let records = pass.records();
+    let records: Vec<changes::Record> = pass
+        .records()
+        .into_iter()
+        .filter(|r| (200..300).contains(&r.status))
+        .collect();
     if records.is_empty() {
         return;
     }
