@@ -460,7 +460,9 @@ pub(crate) fn change_pass<K: Managed>(obj: &K, steady: changes::Trigger) -> Arc<
     let status = obj.managed_status();
     let trigger = if obj.meta().deletion_timestamp.is_some() {
         Trigger::Deletion
-    } else if status.is_none_or(|s| s.remote_id.is_none() && s.observed_generation.is_none()) {
+    } else if status.is_none_or(|s| s.remote_id.is_none()) {
+        // Nothing in the service yet (a first pass, or one after waiting or failing): a write
+        // creates it.
         Trigger::Create
     } else if status
         .and_then(|s| conditions::get(&s.conditions, SYNCED))
