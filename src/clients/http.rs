@@ -238,17 +238,29 @@ impl Http {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Response, ClientError> {
-        let result = self.authenticated(verb, path, body).await;
+        let service = self.cfg.service.to_string();
+        let cause = crate::reconcile::changes::count_call(&service);
+        self.metrics.connection_call(&self.cfg.connection, cause);
+        let span = crate::traces::call_span(
+            &service,
+            &self.cfg.connection,
+            verb,
+            &crate::reconcile::changes::path_template(path),
+        );
+        let result =
+            tracing::Instrument::instrument(self.authenticated(verb, path, body), span.clone())
+                .await;
+        let (status, request_id) = match &result {
+            Ok(r) => (r.status.as_u16(), r.request_id.clone()),
+            Err(e) => (e.status().unwrap_or(0), None),
+        };
+        crate::traces::called(&span, status);
         if !["GET", "LIST", "HEAD"]
             .iter()
             .any(|v| verb.eq_ignore_ascii_case(v))
         {
-            let (status, request_id) = match &result {
-                Ok(r) => (r.status.as_u16(), r.request_id.clone()),
-                Err(e) => (e.status().unwrap_or(0), None),
-            };
             crate::reconcile::changes::record(
-                &self.cfg.service.to_string(),
+                &service,
                 &self.cfg.connection,
                 verb,
                 path,
@@ -348,6 +360,7 @@ impl Http {
                 Some(after) if attempt < self.cfg.max_retries => {
                     if after.is_some_and(|a| a > MAX_RETRY_AFTER) {
                         // The service wants a long pause: leave it to the controller's requeue.
+                        crate::traces::retried(attempt);
                         return result;
                     }
                     let wait = after.unwrap_or_else(|| backoff(attempt));
@@ -355,7 +368,10 @@ impl Http {
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
-                _ => return result,
+                _ => {
+                    crate::traces::retried(attempt);
+                    return result;
+                }
             }
         }
     }

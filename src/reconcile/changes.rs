@@ -21,6 +21,10 @@ pub enum Trigger {
     DriftRepair,
     Deletion,
     Retry,
+    /// A `...Request` field of the spec not handled yet (the record's `request` names it).
+    Request,
+    /// An object already in the service, found by name, taken over and brought to the spec.
+    Adoption,
     /// A scheduled step of an operated kind at an unchanged spec (a rotation, a renewal, the
     /// next stage of a run); not yet told apart per kind.
     Step,
@@ -41,6 +45,9 @@ pub struct Resource {
 pub struct Record {
     pub resource: Resource,
     pub trigger: Trigger,
+    /// With trigger `request`: the spec field that asked (e.g. `rotateRequest`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
     pub service: String,
     pub connection: String,
     pub method: String,
@@ -55,8 +62,12 @@ pub struct Record {
 /// The pass's resource and trigger, and the records of its writes so far.
 pub struct Pass {
     resource: Resource,
-    trigger: Trigger,
+    /// The trigger and, for a request, the field that asked; the framework may refine it
+    /// during the pass (an adoption is known only once the service answered).
+    trigger: Mutex<(Trigger, Option<String>)>,
     records: Mutex<Vec<Record>>,
+    /// Calls (any method) per service, for `quartet_calls_per_reconcile`.
+    calls: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 tokio::task_local! {
@@ -64,11 +75,16 @@ tokio::task_local! {
 }
 
 impl Pass {
-    pub fn new(resource: Resource, trigger: Trigger) -> std::sync::Arc<Pass> {
+    pub fn new(
+        resource: Resource,
+        trigger: Trigger,
+        request: Option<String>,
+    ) -> std::sync::Arc<Pass> {
         std::sync::Arc::new(Pass {
             resource,
-            trigger,
+            trigger: Mutex::new((trigger, request)),
             records: Mutex::new(Vec::new()),
+            calls: Mutex::default(),
         })
     }
 
@@ -84,6 +100,57 @@ impl Pass {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
+
+    /// The calls of the pass so far, by service.
+    pub fn calls(&self) -> Vec<(String, u64)> {
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        calls.iter().map(|(s, n)| (s.clone(), *n)).collect()
+    }
+
+    /// Whether the pass's calls are spent on a resync (a pass at an unchanged, synced spec:
+    /// it only compares, and repairs drift or takes a scheduled step) or on a change.
+    fn trigger(&self) -> (Trigger, Option<String>) {
+        self.trigger
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn cause(&self) -> &'static str {
+        match self.trigger().0 {
+            Trigger::DriftRepair | Trigger::Step => "resync",
+            _ => "change",
+        }
+    }
+}
+
+/// Count one call to `service` (any method) in the current pass and say what it is spent on:
+/// `resync`, `change`, or `other` outside a reconcile pass (logins, lease commands).
+pub fn count_call(service: &str) -> &'static str {
+    PASS.try_with(|p| {
+        *p.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(service.to_string())
+            .or_default() += 1;
+        p.cause()
+    })
+    .unwrap_or("other")
+}
+
+/// The rest of the current pass's writes are for `trigger` (no-op outside a pass).
+pub fn set_trigger(trigger: Trigger) {
+    let _ = PASS.try_with(|p| {
+        *p.trigger.lock().unwrap_or_else(|e| e.into_inner()) = (trigger, None);
+    });
+}
+
+/// `path` as a template: ids as `{id}`, and the current pass's resource name as `{name}`.
+pub fn path_template(path: &str) -> String {
+    let name = PASS
+        .try_with(|p| p.resource.name.clone())
+        .unwrap_or_default();
+    template(path, &name)
 }
 
 static FILE: OnceLock<Mutex<std::fs::File>> = OnceLock::new();
@@ -112,10 +179,12 @@ pub fn record(
     let Ok(pass) = PASS.try_with(|p| p.clone()) else {
         return;
     };
+    let (trigger, request) = pass.trigger();
     let record = Record {
         path: template(path, &pass.resource.name),
         resource: pass.resource.clone(),
-        trigger: pass.trigger,
+        trigger,
+        request,
         service: service.to_string(),
         connection: connection.to_string(),
         method: method.to_ascii_uppercase(),
@@ -186,6 +255,25 @@ fn field_names(body: Option<&Value>) -> Vec<String> {
     names
 }
 
+/// The first `...Request` field of a spec that its status has not handled yet (status
+/// `handled<Field>` differs): a request the pass acts on.
+pub fn pending_request(obj: &Value) -> Option<String> {
+    let spec = obj.get("spec")?.as_object()?;
+    let status = obj.get("status").and_then(Value::as_object);
+    spec.iter()
+        .filter(|(k, v)| k.ends_with("Request") && v.as_str().is_some_and(|v| !v.is_empty()))
+        .find(|(k, v)| {
+            let mut handled = String::from("handled");
+            let mut chars = k.chars();
+            if let Some(c) = chars.next() {
+                handled.extend(c.to_uppercase());
+                handled.push_str(chars.as_str());
+            }
+            status.and_then(|s| s.get(&handled)) != Some(*v)
+        })
+        .map(|(k, _)| k.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +288,20 @@ mod tests {
             template("/api/v2/workspaces/ws-AbCdEf123456/vars/42", "w"),
             "/api/v2/workspaces/{id}/vars/{id}"
         );
+    }
+
+    #[test]
+    fn a_request_is_pending_until_the_status_names_it_handled() {
+        let obj = serde_json::json!({
+            "spec": {"rotateRequest": "r2", "unrelated": "x"},
+            "status": {"handledRotateRequest": "r1"}
+        });
+        assert_eq!(pending_request(&obj).as_deref(), Some("rotateRequest"));
+        let done = serde_json::json!({
+            "spec": {"rotateRequest": "r2"},
+            "status": {"handledRotateRequest": "r2"}
+        });
+        assert_eq!(pending_request(&done), None);
     }
 
     #[test]

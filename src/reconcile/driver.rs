@@ -23,6 +23,7 @@ use kube::{Api, CustomResourceExt, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use super::changes;
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
@@ -382,6 +383,7 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
     // The spec is the one already applied: a write now restores what changed outside.
     let pass = change_pass(obj.as_ref(), changes::Trigger::DriftRepair);
     let target = obj.clone();
+    let span = crate::traces::reconcile_span(obj.as_ref());
     let result = pass
         .scope(finalizer(
             &api,
@@ -394,6 +396,7 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
                 }
             },
         ))
+        .instrument(span.clone())
         .await
         .map_err(|e| match e {
             finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
@@ -402,6 +405,7 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
             }
             other => Error::Finalizer(other.to_string()),
         });
+    crate::traces::reconciled(&span, result.as_ref().err().map(|e| e.category().reason()));
     let kind = K::kind(&());
     ctx.metrics.reconciled(
         &kind,
@@ -458,8 +462,13 @@ fn error_policy<K: Reconciled>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> A
 pub(crate) fn change_pass<K: Managed>(obj: &K, steady: changes::Trigger) -> Arc<changes::Pass> {
     use changes::Trigger;
     let status = obj.managed_status();
+    let request = serde_json::to_value(obj)
+        .ok()
+        .and_then(|v| changes::pending_request(&v));
     let trigger = if obj.meta().deletion_timestamp.is_some() {
         Trigger::Deletion
+    } else if request.is_some() {
+        Trigger::Request
     } else if status.is_none_or(|s| s.remote_id.is_none()) {
         // Nothing in the service yet (a first pass, or one after waiting or failing): a write
         // creates it.
@@ -483,12 +492,17 @@ pub(crate) fn change_pass<K: Managed>(obj: &K, steady: changes::Trigger) -> Arc<
             generation: obj.meta().generation,
         },
         trigger,
+        request.filter(|_| trigger == Trigger::Request),
     )
 }
 
 /// One `Changed` Event summing up the writes of a pass that the service accepted (none when
-/// nothing was changed: refused writes are in the change log and the error's own Event).
+/// nothing was changed: refused writes are in the change log and the error's own Event); and
+/// the pass's calls in `quartet_calls_per_reconcile`.
 pub(crate) async fn publish_changes<K: Managed>(ctx: &Context, obj: &K, pass: &changes::Pass) {
+    let kind = K::kind(&());
+    ctx.metrics
+        .calls_per_reconcile(&kind, K::SERVICE.as_str(), &pass.calls());
     let records: Vec<changes::Record> = pass
         .records()
         .into_iter()
@@ -833,6 +847,9 @@ async fn sync<K: Reconciled>(
     let drift = !adopted && unchanged_spec;
     if drift && report_drift {
         return Ok((Done::DriftReported(changed), recheck, pending));
+    }
+    if adopted {
+        changes::set_trigger(changes::Trigger::Adoption);
     }
     obj.update(&client, &desired, &observed, &changed).await?;
     status.write_only_hash = hash;

@@ -35,6 +35,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, finalizer, Event as FinalizerEvent};
 use kube::ResourceExt;
 use serde_json::{Map, Value};
+use tracing::Instrument;
 
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
@@ -211,6 +212,7 @@ pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Re
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
     let pass = super::driver::change_pass(obj.as_ref(), crate::reconcile::changes::Trigger::Step);
     let target = obj.clone();
+    let span = crate::traces::reconcile_span(obj.as_ref());
     let result = pass
         .scope(finalizer(
             &api,
@@ -223,6 +225,7 @@ pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Re
                 }
             },
         ))
+        .instrument(span.clone())
         .await
         .map_err(|e| match e {
             finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
@@ -231,6 +234,7 @@ pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Re
             }
             other => Error::Finalizer(other.to_string()),
         });
+    crate::traces::reconciled(&span, result.as_ref().err().map(|e| e.category().reason()));
     let kind = K::kind(&());
     ctx.metrics.reconciled(
         &kind,
