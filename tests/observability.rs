@@ -242,6 +242,41 @@ fn the_charts_change_log_path_becomes_the_flag_and_a_volume_at_its_directory() {
     assert!(!deploy.to_string().contains("--change-log"));
 }
 
+#[test]
+fn the_charts_traces_values_become_the_otlp_endpoint_and_otel_variables() {
+    let docs = helm_template(&[
+        "traces.otlpEndpoint=http://collector:4318",
+        "traces.env.OTEL_SERVICE_NAME=quartet-prod",
+    ]);
+    let deploy = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("Deployment");
+    let env = deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let value = |name: &str| {
+        env.iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(
+        value("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        Some(Value::from("http://collector:4318"))
+    );
+    assert_eq!(
+        value("OTEL_SERVICE_NAME"),
+        Some(Value::from("quartet-prod"))
+    );
+    let default = helm_template(&[]);
+    let deploy = default.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    assert!(
+        !deploy.to_string().contains("OTEL_"),
+        "traces on by default"
+    );
+}
+
 fn dashboard() -> Value {
     let text = std::fs::read_to_string(repo_root().join("charts/quartet/files/dashboard.json"))
         .expect("read dashboard.json");
