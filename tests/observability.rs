@@ -692,3 +692,72 @@ fn every_write_of_a_totp_enrollment_and_its_method_has_one_change_record_without
     let log = op.stop();
     assert!(!log.contains(&seed), "the TOTP seed is in the operator log");
 }
+
+#[test]
+fn every_write_of_a_catalog_bootstrap_has_one_change_record_without_the_management_token() {
+    use base64::Engine;
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    sb.apply_ok(&format!(
+        "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: catalog, namespace: default}}\n\
+         spec: {{service: catalog, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 10}}\n",
+        sb.url("catalog")
+    ));
+    let log = sb.dir.path().join("changes.jsonl");
+    let (_, start) = sb.requests("catalog", 0);
+    let op = Operator::start_with(&sb, "5m", &["--change-log", log.to_str().unwrap()]);
+    sb.apply_ok(
+        "apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclBootstrap\nmetadata: {name: boot, namespace: default}\n\
+         spec: {secretName: boot-token}\n",
+    );
+    let wait = Duration::from_secs(60);
+    wait_for("bootstrap Ready", wait, || {
+        sb.get_json("catalogaclbootstrap", "boot")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    let token = wait_for("the management token", wait, || {
+        let s = sb.get_json("secret", "boot-token")?;
+        let b = base64::engine::general_purpose::STANDARD
+            .decode(s["data"]["token"].as_str()?)
+            .ok()?;
+        String::from_utf8(b).ok()
+    });
+    sb.kubectl_ok(&["delete", "catalogaclbootstrap", "boot", "--timeout=60s"]);
+    let (items, _) = sb.requests("catalog", start);
+    let made: Vec<(String, String)> = items
+        .into_iter()
+        .filter(|(m, _, _)| !["GET", "LIST", "HEAD"].contains(&m.as_str()))
+        .map(|(m, p, _)| (m, p))
+        .collect();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .filter(|r: &Value| r["service"] == "catalog")
+        .collect();
+    assert!(!made.is_empty(), "the bootstrap made no write");
+    assert_eq!(
+        records.len(),
+        made.len(),
+        "one record per write: writes {made:#?}\nrecords {records:#?}"
+    );
+    for r in &records {
+        assert_eq!(r["resource"]["kind"], "CatalogAclBootstrap", "{r}");
+        assert_eq!(r["connection"], "default/catalog", "{r}");
+    }
+    assert!(
+        records.iter().any(|r| r["path"] == "/v1/acl/bootstrap"),
+        "{records:#?}"
+    );
+    // The token the bootstrap returned (the Secret's value) is nowhere in the change log.
+    assert!(
+        !text.contains(&token),
+        "the management token is in the change log"
+    );
+    let log = op.stop();
+    assert!(
+        !log.contains(&token),
+        "the management token is in the operator log"
+    );
+}
