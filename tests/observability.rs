@@ -761,3 +761,79 @@ fn every_write_of_a_catalog_bootstrap_has_one_change_record_without_the_manageme
         "the management token is in the operator log"
     );
 }
+
+#[test]
+fn every_write_of_workspaces_created_and_adopted_has_one_change_record_without_a_variable_value() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_workspaces();
+    // Already in the service: the operator adopts it.
+    sb.create_remote_workspace("legacy", serde_json::json!({"description": "before"}));
+    let log = sb.dir.path().join("changes.jsonl");
+    let (_, start) = sb.requests("workspaces", 0);
+    let op = Operator::start_with(&sb, "5m", &["--change-log", log.to_str().unwrap()]);
+    sb.apply_ok(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: app-vars, namespace: default}\nstringData: {password: s3cret-one}\n---\n\
+         apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {name: app, namespace: default}\n\
+         spec:\n  description: the app\n  variables:\n    - {key: region, value: eu-west-1}\n    - key: password\n      sensitive: true\n      \
+         valueFrom: {secretKeyRef: {name: app-vars, key: password}}\n---\n\
+         apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {name: legacy, namespace: default}\nspec: {description: adopted}\n",
+    );
+    let wait = Duration::from_secs(60);
+    for name in ["app", "legacy"] {
+        wait_for(&format!("{name} Ready"), wait, || {
+            sb.get_json("workspace", name)
+                .filter(|o| condition_is(o, "Ready", "True"))
+        });
+    }
+    sb.kubectl_ok(&["delete", "workspace", "app", "legacy", "--timeout=60s"]);
+    let (items, _) = sb.requests("workspaces", start);
+    let made: Vec<(String, String)> = items
+        .into_iter()
+        .filter(|(m, p, _)| m != "GET" && p.starts_with("/api/v2"))
+        .map(|(m, p, _)| (m, p))
+        .collect();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .filter(|r: &Value| r["service"] == "workspaces")
+        .collect();
+    assert_eq!(
+        records.len(),
+        made.len(),
+        "one record per write: writes {made:#?}\nrecords {records:#?}"
+    );
+    let trigger_of = |name: &str| -> BTreeSet<String> {
+        records
+            .iter()
+            .filter(|r| r["resource"]["name"] == name)
+            .map(|r| r["trigger"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let app = trigger_of("app");
+    assert!(
+        app.contains("create") && app.contains("deletion"),
+        "{app:?}"
+    );
+    let legacy = trigger_of("legacy");
+    assert!(legacy.contains("adoption"), "{legacy:?}\n{records:#?}");
+    for r in &records {
+        assert_eq!(r["resource"]["kind"], "Workspace", "{r}");
+        assert!(!r["path"].as_str().unwrap().contains("ws-"), "an id in {r}");
+    }
+    // Neither the sensitive variable's value nor the token is in the change log.
+    assert!(
+        !text.contains("s3cret-one"),
+        "a variable value is in the change log"
+    );
+    assert!(
+        !text.contains("eu-west-1"),
+        "a variable value is in the change log"
+    );
+    assert!(
+        !text.contains(&sb.root_token),
+        "the token is in the change log"
+    );
+    op.stop();
+}
