@@ -78,7 +78,13 @@ pub fn init(format: &str, otlp_endpoint: Option<&str>) -> Result<Guard, Error> {
             tracing_subscriber::filter::Targets::new().with_target(TARGET, tracing::Level::TRACE),
         );
     tracing_subscriber::registry().with(fmt).with(layer).init();
-    tracing::info!(endpoint, "exporting traces over OTLP/HTTP");
+    // The host only: a URL may carry credentials.
+    let host = endpoint
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.authority().map(|a| a.host().to_string()))
+        .unwrap_or_default();
+    tracing::info!(host, "exporting traces over OTLP/HTTP");
     Ok(Guard(Some(provider)))
 }
 

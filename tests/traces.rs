@@ -130,7 +130,7 @@ fn one_reconcile_with_a_retried_call_is_a_span_tree_linked_to_the_resources_trac
     );
     assert!(status < 300, "fault not set: {status}");
     // A short export interval, so the test does not wait the default 5 s per batch. The
-    // operator inherits it (this binary runs this one test).
+    // operator inherits it (the other test of this binary does not mind it).
     std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "200");
     let op = Operator::start_with(&sb, "5m", &["--otlp-endpoint", &receiver.url]);
     let ci_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -240,4 +240,32 @@ fn one_reconcile_with_a_retried_call_is_a_span_tree_linked_to_the_resources_trac
     // The token never goes out in a span.
     assert!(!format!("{spans:?}").contains(&sb.root_token));
     op.stop();
+}
+
+#[test]
+fn a_grpc_protocol_is_refused_with_a_sentence_saying_what_to_use() {
+    let out = std::process::Command::new(BIN)
+        .args(["crd", "--otlp-endpoint", "http://127.0.0.1:4317"])
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("OTLP protocol \"grpc\" is not in this build")
+            && err.contains("http/protobuf"),
+        "{err}"
+    );
+    // Without an endpoint, traces stay off and the protocol does not matter.
+    let out = std::process::Command::new(BIN)
+        .arg("crd")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

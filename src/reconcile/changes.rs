@@ -260,6 +260,10 @@ fn field_names(body: Option<&Value>) -> Vec<String> {
 pub fn pending_request(obj: &Value) -> Option<String> {
     let spec = obj.get("spec")?.as_object()?;
     let status = obj.get("status").and_then(Value::as_object);
+    if status.is_some_and(|s| s.contains_key("handledRequests")) {
+        // Handled per member (DrReplication), not told apart here yet.
+        return None;
+    }
     spec.iter()
         .filter(|(k, v)| k.ends_with("Request") && v.as_str().is_some_and(|v| !v.is_empty()))
         .find(|(k, v)| {
