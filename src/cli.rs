@@ -24,6 +24,11 @@ pub struct Cli {
         default_value = "text"
     )]
     pub log_format: String,
+    /// Export OpenTelemetry traces over OTLP/HTTP (protobuf) to this collector base URL (the
+    /// spans go to `{url}/v1/traces`), e.g. `http://otel-collector:4318`. Off when unset; the
+    /// other standard `OTEL_*` variables (headers, service name, batch delay) apply.
+    #[arg(long, global = true, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -93,6 +98,10 @@ pub struct OperatorArgs {
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     #[arg(long, env = "QUARTET_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
+    /// Also append the change log (one JSON record per write to a service, log target
+    /// `quartet::changes`) to this file.
+    #[arg(long, env = "QUARTET_CHANGE_LOG")]
+    pub change_log: Option<PathBuf>,
     /// Namespace of the operator's own objects (leader Lease, hash-key Secret).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub operator_namespace: String,
@@ -213,24 +222,16 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h)"))
 }
 
-fn init_logging(format: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hyper=warn,tower=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log_format);
+    // Kept to the end: dropping it sends the spans still queued.
+    let _traces = match crate::traces::init(&cli.log_format, cli.otlp_endpoint.as_deref()) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

@@ -135,9 +135,18 @@ where
         );
         self.metrics.kube_call(verb, &resource);
         let metrics = self.metrics.clone();
+        // Made here, in the caller's span (kube's request buffer carries it over), so a
+        // reconcile's writes are its children in a trace.
+        let span = crate::traces::kube_write_span(verb, &resource);
         let answer = self.inner.call(req);
         Box::pin(async move {
             let res = answer.await?;
+            if let Some(span) = span {
+                span.record(
+                    "http.response.status_code",
+                    i64::from(res.status().as_u16()),
+                );
+            }
             if let Some(also) = implied_verb(verb, res.status().as_u16()) {
                 metrics.kube_call(also, &resource);
             }
@@ -190,6 +199,10 @@ pub async fn hash_key(client: &Client, namespace: &str) -> anyhow::Result<Secret
 }
 
 pub async fn settings(client: &Client, args: &OperatorArgs) -> anyhow::Result<Settings> {
+    if let Some(path) = &args.change_log {
+        crate::reconcile::changes::to_file(path)
+            .map_err(|e| anyhow::anyhow!("cannot open the change log {}: {e}", path.display()))?;
+    }
     Ok(Settings {
         resync: args.resync_interval,
         concurrency: args.concurrency.max(1),

@@ -218,6 +218,65 @@ fn the_chart_renders_its_prometheus_rule_and_dashboard_from_the_tested_files_onl
     assert_eq!(json, dashboard());
 }
 
+#[test]
+fn the_charts_change_log_path_becomes_the_flag_and_a_volume_at_its_directory() {
+    let docs = helm_template(&["changeLog.path=/var/log/quartet/changes.jsonl"]);
+    let deploy = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("Deployment");
+    let pod = &deploy["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert!(
+        c["args"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("--change-log=/var/log/quartet/changes.jsonl")),
+        "{c}"
+    );
+    assert_eq!(c["volumeMounts"][0]["mountPath"], "/var/log/quartet", "{c}");
+    assert_eq!(pod["volumes"][0]["name"], c["volumeMounts"][0]["name"]);
+    assert!(pod["volumes"][0]["emptyDir"].is_object(), "{pod}");
+    let default = helm_template(&[]);
+    let deploy = default.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    assert!(!deploy.to_string().contains("--change-log"));
+}
+
+#[test]
+fn the_charts_traces_values_become_the_otlp_endpoint_and_otel_variables() {
+    let docs = helm_template(&[
+        "traces.otlpEndpoint=http://collector:4318",
+        "traces.env.OTEL_SERVICE_NAME=quartet-prod",
+    ]);
+    let deploy = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("Deployment");
+    let env = deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let value = |name: &str| {
+        env.iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(
+        value("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        Some(Value::from("http://collector:4318"))
+    );
+    assert_eq!(
+        value("OTEL_SERVICE_NAME"),
+        Some(Value::from("quartet-prod"))
+    );
+    let default = helm_template(&[]);
+    let deploy = default.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    assert!(
+        !deploy.to_string().contains("OTEL_"),
+        "traces on by default"
+    );
+}
+
 fn dashboard() -> Value {
     let text = std::fs::read_to_string(repo_root().join("charts/quartet/files/dashboard.json"))
         .expect("read dashboard.json");
@@ -395,5 +454,386 @@ fn a_real_prometheus_scraping_the_operator_answers_every_dashboard_query_with_a_
         1
     );
     drop(prom);
+    op.stop();
+}
+
+/// The operator's writes to the secrets service for paths containing `needle`: (method, path).
+fn writes(sb: &Sandbox, ranges: &[(u64, u64)], needle: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (from, to) in ranges {
+        let (items, _) = sb.requests("secrets", *from);
+        // The log is in order; `to` is where the next range's caller stepped in.
+        let n = (to - from) as usize;
+        out.extend(
+            items
+                .into_iter()
+                .take(n)
+                .filter(|(m, p, _)| {
+                    !["GET", "LIST", "HEAD"].contains(&m.as_str()) && p.contains(needle)
+                })
+                .map(|(m, p, _)| (m, p)),
+        );
+    }
+    out
+}
+
+#[test]
+fn every_write_of_a_secrets_policy_has_one_change_record_an_event_and_no_secret_value() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    let log = sb.dir.path().join("changes.jsonl");
+    let op = Operator::start_with(&sb, "2s", &["--change-log", log.to_str().unwrap()]);
+    let (_, start) = sb.requests("secrets", 0);
+    let policy = |cap: &str| {
+        format!(
+            "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: audited, namespace: default}}\n\
+             spec: {{type: acl, policy: \"path \\\"audit/*\\\" {{ capabilities = [\\\"{cap}\\\"] }}\"}}\n"
+        )
+    };
+    let ready_at = |generation: i64| {
+        move |o: &Value| {
+            condition_is(o, "Ready", "True")
+                && o["status"]["observedGeneration"].as_i64() == Some(generation)
+        }
+    };
+    let wait = Duration::from_secs(60);
+    // Create, then a spec change.
+    sb.apply_ok(&policy("read"));
+    wait_for("created", wait, || {
+        sb.get_json("secretspolicy", "audited").filter(ready_at(1))
+    });
+    sb.apply_ok(&policy("list"));
+    wait_for("updated", wait, || {
+        sb.get_json("secretspolicy", "audited").filter(ready_at(2))
+    });
+    // Drift: the policy is changed behind the operator's back (this write is the test's, not
+    // the operator's: it is left out of the count), and the resync restores it.
+    let (_, before_drift) = sb.requests("secrets", start);
+    let (status, _) = sb.secrets(
+        "PUT",
+        "/v1/sys/policies/acl/audited",
+        Some(serde_json::json!({"policy": "path \"x/*\" { capabilities = [\"deny\"] }"})),
+    );
+    assert_eq!(status, 204);
+    let (_, after_drift) = sb.requests("secrets", before_drift);
+    wait_for("drift repaired", wait, || {
+        let (_, body) = sb.secrets("GET", "/v1/sys/policies/acl/audited", None);
+        body["data"]["policy"]
+            .as_str()
+            .is_some_and(|p| p.contains("audit/*"))
+            .then_some(())
+    });
+    sb.kubectl_ok(&["delete", "secretspolicy", "audited", "--timeout=60s"]);
+    let (_, end) = sb.requests("secrets", after_drift);
+    let made = writes(
+        &sb,
+        &[(start, before_drift), (after_drift, end)],
+        "policies/acl/audited",
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .filter(|r: &Value| r["resource"]["name"] == "audited")
+        .collect();
+    assert_eq!(
+        records.len(),
+        made.len(),
+        "one record per write: writes {made:#?}\nrecords {records:#?}"
+    );
+    let triggers: BTreeSet<&str> = records
+        .iter()
+        .map(|r| r["trigger"].as_str().unwrap())
+        .collect();
+    for t in ["create", "spec-change", "drift-repair", "deletion"] {
+        assert!(triggers.contains(t), "no {t} record: {records:#?}");
+    }
+    for r in &records {
+        assert_eq!(r["resource"]["kind"], "SecretsPolicy");
+        assert_eq!(r["resource"]["namespace"], "default");
+        assert!(!r["resource"]["uid"].as_str().unwrap().is_empty(), "{r}");
+        assert_eq!(r["service"], "secrets");
+        assert_eq!(r["connection"], "default/secrets");
+        assert_eq!(r["path"], "/v1/sys/policies/acl/{name}", "{r}");
+        assert!(
+            r["status"]
+                .as_u64()
+                .is_some_and(|s| (200..300).contains(&s)),
+            "{r}"
+        );
+    }
+    let puts: Vec<&Value> = records.iter().filter(|r| r["method"] == "PUT").collect();
+    assert!(
+        puts.iter()
+            .all(|r| r["fields"] == serde_json::json!(["policy"])),
+        "{puts:#?}"
+    );
+    // Names, never values: neither the token nor the policy text is in the log.
+    assert!(
+        !text.contains(&sb.root_token),
+        "the token is in the change log"
+    );
+    assert!(
+        !text.contains("capabilities"),
+        "a field value is in the change log"
+    );
+    let log = op.stop();
+    assert!(
+        log.contains("quartet::changes"),
+        "no record on the log target"
+    );
+    assert!(!log.contains(&sb.root_token));
+    let events = sb.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=Changed",
+        "-o",
+        "json",
+    ]);
+    let events: Value = serde_json::from_str(&events).unwrap();
+    assert!(
+        events["items"].as_array().is_some_and(|e| !e.is_empty()),
+        "no Changed Event: {events}"
+    );
+}
+
+#[test]
+fn every_write_of_a_totp_enrollment_and_its_method_has_one_change_record_without_the_seed() {
+    use base64::Engine;
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    let (status, body) = sb.secrets(
+        "POST",
+        "/v1/identity/entity",
+        Some(serde_json::json!({"name": "dora"})),
+    );
+    assert!(status < 300, "{body}");
+    let log = sb.dir.path().join("changes.jsonl");
+    let (_, start) = sb.requests("secrets", 0);
+    let op = Operator::start_with(&sb, "5m", &["--change-log", log.to_str().unwrap()]);
+    sb.apply_ok(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\nmetadata: {name: corp, namespace: default}\nspec: {issuer: Corp}\n---\n\
+         apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpEnrollment\nmetadata: {name: dora, namespace: default}\n\
+         spec: {methodRef: {name: corp}, entityName: dora}\n",
+    );
+    let wait = Duration::from_secs(60);
+    for kind in ["totp", "totpenroll"] {
+        wait_for(&format!("{kind} Ready"), wait, || {
+            sb.get_json(kind, if kind == "totp" { "corp" } else { "dora" })
+                .filter(|o| condition_is(o, "Ready", "True"))
+        });
+    }
+    let url = wait_for("the enrollment's Secret", wait, || {
+        let s = sb.get_json("secret", "dora")?;
+        let b = base64::engine::general_purpose::STANDARD
+            .decode(s["data"]["url"].as_str()?)
+            .ok()?;
+        String::from_utf8(b).ok()
+    });
+    let seed = url
+        .split_once("secret=")
+        .map(|(_, s)| s.split('&').next().unwrap_or_default().to_string())
+        .expect("a seed in the url");
+    assert!(seed.len() >= 16, "{url}");
+    sb.kubectl_ok(&["delete", "totpenrollment", "dora", "--timeout=60s"]);
+    sb.kubectl_ok(&["delete", "totpmethod", "corp", "--timeout=60s"]);
+    let (_, end) = sb.requests("secrets", start);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let of = |kind: &str| -> Vec<&Value> {
+        records
+            .iter()
+            .filter(|r| r["resource"]["kind"] == kind)
+            .collect()
+    };
+    let totp_writes = writes(&sb, &[(start, end)], "identity/mfa/method/totp");
+    let (enrolling, method): (Vec<_>, Vec<_>) =
+        totp_writes.iter().partition(|(_, p)| p.contains("/admin-"));
+    assert_eq!(
+        of("TotpEnrollment").len(),
+        enrolling.len(),
+        "writes {enrolling:#?}\nrecords {records:#?}"
+    );
+    assert!(
+        enrolling.len() >= 2,
+        "admin-generate and admin-destroy: {enrolling:?}"
+    );
+    assert_eq!(
+        of("TotpMethod").len(),
+        method.len(),
+        "writes {method:#?}\nrecords {records:#?}"
+    );
+    let triggers: BTreeSet<&str> = of("TotpEnrollment")
+        .iter()
+        .map(|r| r["trigger"].as_str().unwrap())
+        .collect();
+    assert!(
+        triggers.contains("create") && triggers.contains("deletion"),
+        "{triggers:?}"
+    );
+    for r in of("TotpEnrollment") {
+        let path = r["path"].as_str().unwrap();
+        assert!(path.contains("/admin-"), "{r}");
+        assert!(!path.contains("dora"), "{r}");
+    }
+    // The seed (the Secret's value) and the token are nowhere in the change log.
+    assert!(!text.contains(&seed), "the TOTP seed is in the change log");
+    assert!(!text.contains("otpauth"), "the url is in the change log");
+    assert!(
+        !text.contains(&sb.root_token),
+        "the token is in the change log"
+    );
+    let log = op.stop();
+    assert!(!log.contains(&seed), "the TOTP seed is in the operator log");
+}
+
+#[test]
+fn every_write_of_a_catalog_bootstrap_has_one_change_record_without_the_management_token() {
+    use base64::Engine;
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    sb.apply_ok(&format!(
+        "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: catalog, namespace: default}}\n\
+         spec: {{service: catalog, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 10}}\n",
+        sb.url("catalog")
+    ));
+    let log = sb.dir.path().join("changes.jsonl");
+    let (_, start) = sb.requests("catalog", 0);
+    let op = Operator::start_with(&sb, "5m", &["--change-log", log.to_str().unwrap()]);
+    sb.apply_ok(
+        "apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclBootstrap\nmetadata: {name: boot, namespace: default}\n\
+         spec: {secretName: boot-token}\n",
+    );
+    let wait = Duration::from_secs(60);
+    wait_for("bootstrap Ready", wait, || {
+        sb.get_json("catalogaclbootstrap", "boot")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    let token = wait_for("the management token", wait, || {
+        let s = sb.get_json("secret", "boot-token")?;
+        let b = base64::engine::general_purpose::STANDARD
+            .decode(s["data"]["token"].as_str()?)
+            .ok()?;
+        String::from_utf8(b).ok()
+    });
+    sb.kubectl_ok(&["delete", "catalogaclbootstrap", "boot", "--timeout=60s"]);
+    let (items, _) = sb.requests("catalog", start);
+    let made: Vec<(String, String)> = items
+        .into_iter()
+        .filter(|(m, _, _)| !["GET", "LIST", "HEAD"].contains(&m.as_str()))
+        .map(|(m, p, _)| (m, p))
+        .collect();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .filter(|r: &Value| r["service"] == "catalog")
+        .collect();
+    assert!(!made.is_empty(), "the bootstrap made no write");
+    assert_eq!(
+        records.len(),
+        made.len(),
+        "one record per write: writes {made:#?}\nrecords {records:#?}"
+    );
+    for r in &records {
+        assert_eq!(r["resource"]["kind"], "CatalogAclBootstrap", "{r}");
+        assert_eq!(r["connection"], "default/catalog", "{r}");
+    }
+    assert!(
+        records.iter().any(|r| r["path"] == "/v1/acl/bootstrap"),
+        "{records:#?}"
+    );
+    // The token the bootstrap returned (the Secret's value) is nowhere in the change log.
+    assert!(
+        !text.contains(&token),
+        "the management token is in the change log"
+    );
+    let log = op.stop();
+    assert!(
+        !log.contains(&token),
+        "the management token is in the operator log"
+    );
+}
+
+#[test]
+fn every_write_of_workspaces_created_and_adopted_has_one_change_record_without_a_variable_value() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_workspaces();
+    // Already in the service: the operator adopts it.
+    sb.create_remote_workspace("legacy", serde_json::json!({"description": "before"}));
+    let log = sb.dir.path().join("changes.jsonl");
+    let (_, start) = sb.requests("workspaces", 0);
+    let op = Operator::start_with(&sb, "5m", &["--change-log", log.to_str().unwrap()]);
+    sb.apply_ok(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: app-vars, namespace: default}\nstringData: {password: s3cret-one}\n---\n\
+         apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {name: app, namespace: default}\n\
+         spec:\n  description: the app\n  variables:\n    - {key: region, value: eu-west-1}\n    - key: password\n      sensitive: true\n      \
+         valueFrom: {secretKeyRef: {name: app-vars, key: password}}\n---\n\
+         apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {name: legacy, namespace: default}\nspec: {description: adopted}\n",
+    );
+    let wait = Duration::from_secs(60);
+    for name in ["app", "legacy"] {
+        wait_for(&format!("{name} Ready"), wait, || {
+            sb.get_json("workspace", name)
+                .filter(|o| condition_is(o, "Ready", "True"))
+        });
+    }
+    sb.kubectl_ok(&["delete", "workspace", "app", "legacy", "--timeout=60s"]);
+    let (items, _) = sb.requests("workspaces", start);
+    let made: Vec<(String, String)> = items
+        .into_iter()
+        .filter(|(m, p, _)| m != "GET" && p.starts_with("/api/v2"))
+        .map(|(m, p, _)| (m, p))
+        .collect();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .filter(|r: &Value| r["service"] == "workspaces")
+        .collect();
+    assert_eq!(
+        records.len(),
+        made.len(),
+        "one record per write: writes {made:#?}\nrecords {records:#?}"
+    );
+    let trigger_of = |name: &str| -> BTreeSet<String> {
+        records
+            .iter()
+            .filter(|r| r["resource"]["name"] == name)
+            .map(|r| r["trigger"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let app = trigger_of("app");
+    assert!(
+        app.contains("create") && app.contains("deletion"),
+        "{app:?}"
+    );
+    let legacy = trigger_of("legacy");
+    assert!(legacy.contains("adoption"), "{legacy:?}\n{records:#?}");
+    for r in &records {
+        assert_eq!(r["resource"]["kind"], "Workspace", "{r}");
+        assert!(!r["path"].as_str().unwrap().contains("ws-"), "an id in {r}");
+    }
+    // Neither the sensitive variable's value nor the token is in the change log.
+    assert!(
+        !text.contains("s3cret-one"),
+        "a variable value is in the change log"
+    );
+    assert!(
+        !text.contains("eu-west-1"),
+        "a variable value is in the change log"
+    );
+    assert!(
+        !text.contains(&sb.root_token),
+        "the token is in the change log"
+    );
     op.stop();
 }

@@ -140,6 +140,9 @@ pub struct Response {
     /// The blocking-query index of a Consul-family service (`X-Consul-Index`, also sent as
     /// `X-Catalog-Index`, or `X-Nomad-Index`), when the answer carries one.
     pub index: Option<u64>,
+    /// The service's id of the request (`X-Request-Id`, or a secrets-style body's
+    /// `request_id`), for the change log.
+    pub request_id: Option<String>,
 }
 
 /// A client-side rate limit.
@@ -262,6 +265,46 @@ impl Http {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Response, ClientError> {
+        let service = self.cfg.service.to_string();
+        let cause = crate::reconcile::changes::count_call(&service);
+        self.metrics.connection_call(&self.cfg.connection, cause);
+        let span = crate::traces::call_span(
+            &service,
+            &self.cfg.connection,
+            verb,
+            &crate::reconcile::changes::path_template(path),
+        );
+        let result =
+            tracing::Instrument::instrument(self.authenticated(verb, path, body), span.clone())
+                .await;
+        let (status, request_id) = match &result {
+            Ok(r) => (r.status.as_u16(), r.request_id.clone()),
+            Err(e) => (e.status().unwrap_or(0), None),
+        };
+        crate::traces::called(&span, status);
+        if !["GET", "LIST", "HEAD"]
+            .iter()
+            .any(|v| verb.eq_ignore_ascii_case(v))
+        {
+            crate::reconcile::changes::record(
+                &service,
+                &self.cfg.connection,
+                verb,
+                path,
+                body,
+                status,
+                request_id,
+            );
+        }
+        result
+    }
+
+    async fn authenticated(
+        &self,
+        verb: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Response, ClientError> {
         match &self.cfg.auth {
             Auth::Header(name, token) => {
                 self.send(verb, path, body, Cred::Header(name, token)).await
@@ -344,6 +387,7 @@ impl Http {
                 Some(after) if attempt < self.cfg.max_retries => {
                     if after.is_some_and(|a| a > MAX_RETRY_AFTER) {
                         // The service wants a long pause: leave it to the controller's requeue.
+                        crate::traces::retried(attempt);
                         return result;
                     }
                     let wait = after.unwrap_or_else(|| backoff(attempt));
@@ -351,7 +395,10 @@ impl Http {
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
-                _ => return result,
+                _ => {
+                    crate::traces::retried(attempt);
+                    return result;
+                }
             }
         }
     }
@@ -424,6 +471,11 @@ impl Http {
             .find_map(|h| resp.headers().get(*h))
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
+        let request_id = resp
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
             service,
             detail: transport_detail(&e),
@@ -437,10 +489,17 @@ impl Http {
                     detail: e.to_string(),
                 })?
             };
+            let request_id = request_id.or_else(|| {
+                body.get("request_id")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+            });
             return Ok(Response {
                 status,
                 body,
                 index,
+                request_id,
             });
         }
         let message = redact(cred, error_message(&bytes, status));

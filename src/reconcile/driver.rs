@@ -23,7 +23,9 @@ use kube::{Api, CustomResourceExt, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
+use tracing::Instrument;
 
+use super::changes;
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
 use super::error::{jitter, Category, Error, Result};
@@ -420,18 +422,32 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
     let obj = with_finalizer(&api, obj).await?;
     let deleting = obj.meta().deletion_timestamp.is_some();
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-    let result = finalizer(&api, &finalizer_name::<K>(), obj, |event| async {
-        match event {
-            FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
-            FinalizerEvent::Cleanup(obj) => cleanup(obj, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| match e {
-        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Kube(e),
-        other => Error::Finalizer(other.to_string()),
-    });
+    // The spec is the one already applied: a write now restores what changed outside.
+    let pass = change_pass(obj.as_ref(), changes::Trigger::DriftRepair);
+    let target = obj.clone();
+    let span = crate::traces::reconcile_span(obj.as_ref());
+    let result = pass
+        .scope(finalizer(
+            &api,
+            &finalizer_name::<K>(),
+            obj,
+            |event| async {
+                match event {
+                    FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
+                    FinalizerEvent::Cleanup(obj) => cleanup(obj, &ctx).await,
+                }
+            },
+        ))
+        .instrument(span.clone())
+        .await
+        .map_err(|e| match e {
+            finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+            finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
+                Error::Kube(e)
+            }
+            other => Error::Finalizer(other.to_string()),
+        });
+    crate::traces::reconciled(&span, result.as_ref().err().map(|e| e.category().reason()));
     let kind = K::kind(&());
     ctx.metrics.reconciled(
         &kind,
@@ -443,6 +459,7 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
     } else if deleting {
         ctx.metrics.resource_gone(&kind, &namespace, &name);
     }
+    publish_changes(&ctx, target.as_ref(), &pass).await;
     result
 }
 
@@ -480,6 +497,78 @@ fn error_policy<K: Reconciled>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> A
     let wait = err.requeue_after(failures, ctx.settings.resync);
     tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, retry_in_s = wait.as_secs(), "reconcile failed");
     Action::requeue(wait)
+}
+
+/// The change-log context of a pass over `obj`: the resource and why it is reconciled
+/// (`steady`: the trigger of a write at an unchanged, synced spec).
+pub(crate) fn change_pass<K: Managed>(obj: &K, steady: changes::Trigger) -> Arc<changes::Pass> {
+    use changes::Trigger;
+    let status = obj.managed_status();
+    let request = serde_json::to_value(obj)
+        .ok()
+        .and_then(|v| changes::pending_request(&v));
+    let trigger = if obj.meta().deletion_timestamp.is_some() {
+        Trigger::Deletion
+    } else if request.is_some() {
+        Trigger::Request
+    } else if status.is_none_or(|s| s.remote_id.is_none()) {
+        // Nothing in the service yet (a first pass, or one after waiting or failing): a write
+        // creates it.
+        Trigger::Create
+    } else if status
+        .and_then(|s| conditions::get(&s.conditions, SYNCED))
+        .is_some_and(|c| c.status == "False")
+    {
+        Trigger::Retry
+    } else if status.and_then(|s| s.observed_generation) != obj.meta().generation {
+        Trigger::SpecChange
+    } else {
+        steady
+    };
+    changes::Pass::new(
+        changes::Resource {
+            kind: K::kind(&()).to_string(),
+            namespace: obj.namespace().unwrap_or_default(),
+            name: obj.name_any(),
+            uid: obj.uid().unwrap_or_default(),
+            generation: obj.meta().generation,
+        },
+        trigger,
+        request.filter(|_| trigger == Trigger::Request),
+    )
+}
+
+/// One `Changed` Event summing up the writes of a pass that the service accepted (none when
+/// nothing was changed: refused writes are in the change log and the error's own Event); and
+/// the pass's calls in `quartet_calls_per_reconcile`.
+pub(crate) async fn publish_changes<K: Managed>(ctx: &Context, obj: &K, pass: &changes::Pass) {
+    let kind = K::kind(&());
+    ctx.metrics
+        .calls_per_reconcile(&kind, K::SERVICE.as_str(), &pass.calls());
+    let records: Vec<changes::Record> = pass
+        .records()
+        .into_iter()
+        .filter(|r| (200..300).contains(&r.status))
+        .collect();
+    if records.is_empty() {
+        return;
+    }
+    let writes: Vec<String> = records
+        .iter()
+        .map(|r| format!("{} {} {}", r.method, r.path, r.status))
+        .collect();
+    let note = format!(
+        "{} write(s) to {} through {} ({}): {}",
+        records.len(),
+        records[0].service,
+        records[0].connection,
+        serde_json::to_value(records[0].trigger)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        writes.join("; ")
+    );
+    publish(ctx, obj, EventType::Normal, "Changed", "Reconcile", note).await;
 }
 
 /// What a successful pass did.
@@ -803,6 +892,9 @@ async fn sync<K: Reconciled>(
     let drift = !adopted && unchanged_spec;
     if drift && report_drift {
         return Ok((Done::DriftReported(changed), recheck, pending));
+    }
+    if adopted {
+        changes::set_trigger(changes::Trigger::Adoption);
     }
     obj.update(&client, &desired, &observed, &changed).await?;
     status.write_only_hash = hash;

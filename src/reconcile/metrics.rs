@@ -35,6 +35,8 @@ pub struct Metrics {
     leader: Gauge,
     budget_wait: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
     namespace_calls: Family<Labels, Counter>,
+    connection_calls: Family<Labels, Counter>,
+    calls_per_reconcile: HistogramFamily,
 }
 
 fn histogram() -> Histogram {
@@ -162,8 +164,27 @@ impl Default for Metrics {
              (spec.requestsPerSecond), by Connection; a rate near 1 means calls queue for it",
             budget_wait.clone(),
         );
+        let connection_calls = Family::<Labels, Counter>::default();
+        registry.register(
+            "connection_calls",
+            "Calls through each Connection by what they are spent on: `resync` (passes at an \
+             unchanged, synced spec, which compare and repair drift), `change` (passes after a \
+             create, a spec change, a retry or a deletion), `other` (logins, lease commands); \
+             the share of the Connection's budget (spec.requestsPerSecond) each uses",
+            connection_calls.clone(),
+        );
+        let calls_per_reconcile = HistogramFamily::new_with_constructor(
+            (|| Histogram::new(exponential_buckets(1.0, 2.0, 9))) as fn() -> Histogram,
+        );
+        registry.register(
+            "calls_per_reconcile",
+            "Calls to a service made by one reconcile pass, by kind and service",
+            calls_per_reconcile.clone(),
+        );
         Self {
             registry,
+            connection_calls,
+            calls_per_reconcile,
             resource_ready,
             leader,
             budget_wait,
@@ -362,6 +383,31 @@ impl Metrics {
                 ("namespace", namespace.to_string()),
             ])
             .inc();
+    }
+
+    /// A call through Connection `connection` (`namespace/name`), spent on `cause`.
+    pub fn connection_call(&self, connection: &str, cause: &str) {
+        self.connection_calls
+            .get_or_create(&vec![
+                ("connection", connection.to_string()),
+                ("cause", cause.to_string()),
+            ])
+            .inc();
+    }
+
+    /// The calls of one reconcile pass over a `kind`, by service (`calls` empty: the pass made
+    /// none, counted as 0 for `service`, the kind's own).
+    pub fn calls_per_reconcile(&self, kind: &str, service: &str, calls: &[(String, u64)]) {
+        let zero = [(service.to_string(), 0)];
+        let calls = if calls.is_empty() { &zero[..] } else { calls };
+        for (service, n) in calls {
+            self.calls_per_reconcile
+                .get_or_create(&vec![
+                    ("kind", kind.to_string()),
+                    ("service", service.clone()),
+                ])
+                .observe(*n as f64);
+        }
     }
 
     /// The Prometheus text exposition.

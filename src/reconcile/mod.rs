@@ -4,6 +4,7 @@
 //! operation rather than owning an object, [`Operated`] (one step at a time) and is registered in
 //! [`crate::controllers`]; everything else lives here.
 
+pub mod changes;
 pub mod conditions;
 pub mod context;
 pub mod driver;

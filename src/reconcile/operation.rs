@@ -35,6 +35,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, finalizer, Event as FinalizerEvent};
 use kube::ResourceExt;
 use serde_json::{Map, Value};
+use tracing::Instrument;
 
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
@@ -209,18 +210,31 @@ pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Re
     let obj = super::driver::with_finalizer(&api, obj).await?;
     let deleting = obj.meta().deletion_timestamp.is_some();
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-    let result = finalizer(&api, &finalizer_name::<K>(), obj, |event| async {
-        match event {
-            FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
-            FinalizerEvent::Cleanup(obj) => cleanup(obj, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| match e {
-        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Kube(e),
-        other => Error::Finalizer(other.to_string()),
-    });
+    let pass = super::driver::change_pass(obj.as_ref(), crate::reconcile::changes::Trigger::Step);
+    let target = obj.clone();
+    let span = crate::traces::reconcile_span(obj.as_ref());
+    let result = pass
+        .scope(finalizer(
+            &api,
+            &finalizer_name::<K>(),
+            obj,
+            |event| async {
+                match event {
+                    FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
+                    FinalizerEvent::Cleanup(obj) => cleanup(obj, &ctx).await,
+                }
+            },
+        ))
+        .instrument(span.clone())
+        .await
+        .map_err(|e| match e {
+            finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+            finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
+                Error::Kube(e)
+            }
+            other => Error::Finalizer(other.to_string()),
+        });
+    crate::traces::reconciled(&span, result.as_ref().err().map(|e| e.category().reason()));
     let kind = K::kind(&());
     ctx.metrics.reconciled(
         &kind,
@@ -232,6 +246,7 @@ pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Re
     } else if deleting {
         ctx.metrics.resource_gone(&kind, &namespace, &name);
     }
+    super::driver::publish_changes(&ctx, target.as_ref(), &pass).await;
     result
 }
 

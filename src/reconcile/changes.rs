@@ -1,0 +1,318 @@
+//! The change log: one structured record per call that changes something in a service, on the
+//! log target `quartet::changes` and, with `--change-log PATH`, as a JSON line appended to a
+//! file. A record names the resource and why it was reconciled (carried from the reconcile
+//! framework in a task-local), the service and Connection, the method and path template (ids
+//! as placeholders), the names of the fields sent (never their values), the status code and
+//! the service's request id. The reconcile framework also sums a pass's records up in one
+//! `Changed` Event.
+
+use std::io::Write;
+use std::sync::{Mutex, OnceLock};
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Why the resource was reconciled when it wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trigger {
+    Create,
+    SpecChange,
+    DriftRepair,
+    Deletion,
+    Retry,
+    /// A `...Request` field of the spec not handled yet (the record's `request` names it).
+    Request,
+    /// An object already in the service, found by name, taken over and brought to the spec.
+    Adoption,
+    /// A scheduled step of an operated kind at an unchanged spec (a rotation, a renewal, the
+    /// next stage of a run); not yet told apart per kind.
+    Step,
+}
+
+/// The resource a reconcile pass is for.
+#[derive(Clone, Debug, Serialize)]
+pub struct Resource {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub generation: Option<i64>,
+}
+
+/// One write to a service.
+#[derive(Clone, Debug, Serialize)]
+pub struct Record {
+    pub resource: Resource,
+    pub trigger: Trigger,
+    /// With trigger `request`: the spec field that asked (e.g. `rotateRequest`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    pub service: String,
+    pub connection: String,
+    pub method: String,
+    pub path: String,
+    pub fields: Vec<String>,
+    /// The HTTP status (0: no answer).
+    pub status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// The pass's resource and trigger, and the records of its writes so far.
+pub struct Pass {
+    resource: Resource,
+    /// The trigger and, for a request, the field that asked; the framework may refine it
+    /// during the pass (an adoption is known only once the service answered).
+    trigger: Mutex<(Trigger, Option<String>)>,
+    records: Mutex<Vec<Record>>,
+    /// Calls (any method) per service, for `quartet_calls_per_reconcile`.
+    calls: Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+tokio::task_local! {
+    static PASS: std::sync::Arc<Pass>;
+}
+
+impl Pass {
+    pub fn new(
+        resource: Resource,
+        trigger: Trigger,
+        request: Option<String>,
+    ) -> std::sync::Arc<Pass> {
+        std::sync::Arc::new(Pass {
+            resource,
+            trigger: Mutex::new((trigger, request)),
+            records: Mutex::new(Vec::new()),
+            calls: Mutex::default(),
+        })
+    }
+
+    /// Run `fut` with this pass as the context of the writes it makes.
+    pub async fn scope<F: std::future::Future>(self: &std::sync::Arc<Self>, fut: F) -> F::Output {
+        PASS.scope(self.clone(), fut).await
+    }
+
+    /// The records of the pass's writes.
+    pub fn records(&self) -> Vec<Record> {
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The calls of the pass so far, by service.
+    pub fn calls(&self) -> Vec<(String, u64)> {
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        calls.iter().map(|(s, n)| (s.clone(), *n)).collect()
+    }
+
+    /// Whether the pass's calls are spent on a resync (a pass at an unchanged, synced spec:
+    /// it only compares, and repairs drift or takes a scheduled step) or on a change.
+    fn trigger(&self) -> (Trigger, Option<String>) {
+        self.trigger
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn cause(&self) -> &'static str {
+        match self.trigger().0 {
+            Trigger::DriftRepair | Trigger::Step => "resync",
+            _ => "change",
+        }
+    }
+}
+
+/// Count one call to `service` (any method) in the current pass and say what it is spent on:
+/// `resync`, `change`, or `other` outside a reconcile pass (logins, lease commands).
+pub fn count_call(service: &str) -> &'static str {
+    PASS.try_with(|p| {
+        *p.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(service.to_string())
+            .or_default() += 1;
+        p.cause()
+    })
+    .unwrap_or("other")
+}
+
+/// The rest of the current pass's writes are for `trigger` (no-op outside a pass).
+pub fn set_trigger(trigger: Trigger) {
+    let _ = PASS.try_with(|p| {
+        *p.trigger.lock().unwrap_or_else(|e| e.into_inner()) = (trigger, None);
+    });
+}
+
+/// `path` as a template: ids as `{id}`, and the current pass's resource name as `{name}`.
+pub fn path_template(path: &str) -> String {
+    let name = PASS
+        .try_with(|p| p.resource.name.clone())
+        .unwrap_or_default();
+    template(path, &name)
+}
+
+static FILE: OnceLock<Mutex<std::fs::File>> = OnceLock::new();
+
+/// Append every record to `path` as a JSON line too.
+pub fn to_file(path: &std::path::Path) -> std::io::Result<()> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let _ = FILE.set(Mutex::new(f));
+    Ok(())
+}
+
+/// Record a write made in a reconcile pass (calls outside one, e.g. logins, are not changes
+/// of a resource and are not recorded).
+pub fn record(
+    service: &str,
+    connection: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    status: u16,
+    request_id: Option<String>,
+) {
+    let Ok(pass) = PASS.try_with(|p| p.clone()) else {
+        return;
+    };
+    let (trigger, request) = pass.trigger();
+    let record = Record {
+        path: template(path, &pass.resource.name),
+        resource: pass.resource.clone(),
+        trigger,
+        request,
+        service: service.to_string(),
+        connection: connection.to_string(),
+        method: method.to_ascii_uppercase(),
+        fields: field_names(body),
+        status,
+        request_id,
+    };
+    let line = serde_json::to_string(&record).unwrap_or_default();
+    tracing::info!(target: "quartet::changes", change = %line, "{} {} {} for {} {}/{} ({:?})", record.method, record.path, record.status, record.resource.kind, record.resource.namespace, record.resource.name, record.trigger);
+    if let Some(f) = FILE.get() {
+        let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = writeln!(f, "{line}") {
+            tracing::warn!(error = %e, "cannot append to the change log file");
+        }
+    }
+    pass.records
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(record);
+}
+
+/// The path without its query, the resource's name as `{name}` and id-like segments (numbers,
+/// UUIDs, service ids such as `ws-AbC123`) as `{id}`.
+fn template(path: &str, name: &str) -> String {
+    let path = path.split('?').next().unwrap_or_default();
+    path.split('/')
+        .map(|seg| {
+            if !name.is_empty() && seg == name {
+                "{name}"
+            } else if is_id(seg) {
+                "{id}"
+            } else {
+                seg
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn is_id(seg: &str) -> bool {
+    let digits = seg.chars().filter(char::is_ascii_digit).count();
+    let uuid = seg.len() == 36 && seg.chars().filter(|c| *c == '-').count() == 4;
+    let prefixed = seg
+        .split_once('-')
+        .is_some_and(|(p, rest)| p.len() <= 4 && rest.len() >= 8 && digits > 0);
+    (!seg.is_empty() && digits == seg.len()) || uuid || prefixed
+}
+
+/// The names of the fields a body sets: top-level keys, or a JSON:API document's attributes
+/// and relationships.
+fn field_names(body: Option<&Value>) -> Vec<String> {
+    let Some(Value::Object(o)) = body else {
+        return Vec::new();
+    };
+    if let Some(data) = o.get("data").and_then(Value::as_object) {
+        let mut names: Vec<String> = ["attributes", "relationships"]
+            .iter()
+            .filter_map(|k| data.get(*k).and_then(Value::as_object))
+            .flat_map(|m| m.keys().cloned())
+            .collect();
+        if !names.is_empty() {
+            names.sort();
+            return names;
+        }
+    }
+    let mut names: Vec<String> = o.keys().cloned().collect();
+    names.sort();
+    names
+}
+
+/// The first `...Request` field of a spec that its status has not handled yet (status
+/// `handled<Field>` differs): a request the pass acts on.
+pub fn pending_request(obj: &Value) -> Option<String> {
+    let spec = obj.get("spec")?.as_object()?;
+    let status = obj.get("status").and_then(Value::as_object);
+    if status.is_some_and(|s| s.contains_key("handledRequests")) {
+        // Handled per member (DrReplication), not told apart here yet.
+        return None;
+    }
+    spec.iter()
+        .filter(|(k, v)| k.ends_with("Request") && v.as_str().is_some_and(|v| !v.is_empty()))
+        .find(|(k, v)| {
+            let mut handled = String::from("handled");
+            let mut chars = k.chars();
+            if let Some(c) = chars.next() {
+                handled.extend(c.to_uppercase());
+                handled.push_str(chars.as_str());
+            }
+            status.and_then(|s| s.get(&handled)) != Some(*v)
+        })
+        .map(|(k, _)| k.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_template_keeps_the_route_and_hides_ids_and_the_name() {
+        assert_eq!(
+            template("/v1/sys/policies/acl/app-read?x=1", "app-read"),
+            "/v1/sys/policies/acl/{name}"
+        );
+        assert_eq!(
+            template("/api/v2/workspaces/ws-AbCdEf123456/vars/42", "w"),
+            "/api/v2/workspaces/{id}/vars/{id}"
+        );
+    }
+
+    #[test]
+    fn a_request_is_pending_until_the_status_names_it_handled() {
+        let obj = serde_json::json!({
+            "spec": {"rotateRequest": "r2", "unrelated": "x"},
+            "status": {"handledRotateRequest": "r1"}
+        });
+        assert_eq!(pending_request(&obj).as_deref(), Some("rotateRequest"));
+        let done = serde_json::json!({
+            "spec": {"rotateRequest": "r2"},
+            "status": {"handledRotateRequest": "r2"}
+        });
+        assert_eq!(pending_request(&done), None);
+    }
+
+    #[test]
+    fn field_names_never_carry_values() {
+        let body = serde_json::json!({"policy": "path \"x\" {}", "password": "hunter2"});
+        assert_eq!(field_names(Some(&body)), vec!["password", "policy"]);
+        let api = serde_json::json!({"data": {"type": "workspaces", "attributes": {"name": "w", "auto-apply": true}}});
+        assert_eq!(field_names(Some(&api)), vec!["auto-apply", "name"]);
+    }
+}

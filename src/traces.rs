@@ -1,0 +1,216 @@
+//! Logging and OpenTelemetry traces. Traces are off unless an OTLP endpoint is given
+//! (`--otlp-endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT`; the other standard `OTEL_*` variables,
+//! e.g. `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME`, `OTEL_BSP_SCHEDULE_DELAY`, are read by
+//! the exporter). Spans go out over OTLP/HTTP with protobuf bodies.
+//!
+//! The spans are made with `tracing` on the target `quartet::trace`, which only the
+//! OpenTelemetry layer sees, so the log lines stay as they are: one root span per reconcile
+//! pass, a child per service call and per Kubernetes write. A resource annotated with a W3C
+//! `traceparent` gets a link from its reconcile spans to that trace (a link rather than a
+//! parent: the resource's later resyncs do not pile into the trace that applied it).
+
+use std::collections::HashMap;
+
+use kube::ResourceExt;
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_otlp::WithExportConfig;
+use tracing::field::Empty;
+use tracing::Span;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
+
+/// Why traces cannot be exported.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "OTLP protocol {0:?} is not in this build: use http/protobuf (set \
+         OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, or leave it unset)"
+    )]
+    Protocol(String),
+    #[error("cannot set up the OTLP trace exporter: {0}")]
+    Exporter(String),
+}
+
+/// Keeps the trace exporter alive; dropping it sends the spans still queued.
+pub struct Guard(Option<opentelemetry_sdk::trace::SdkTracerProvider>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = p.shutdown();
+        }
+    }
+}
+
+/// The log lines' and the spans' subscriber. `otlp_endpoint`: the collector's base URL (the
+/// traces go to `{endpoint}/v1/traces`), `None` for no traces (unless
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` names one).
+pub fn init(format: &str, otlp_endpoint: Option<&str>) -> Result<Guard, Error> {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hyper=warn,tower=warn"))
+        .add_directive("quartet::trace=off".parse().expect("a valid directive"));
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    let fmt = if format == "json" {
+        fmt.json().with_filter(filter).boxed()
+    } else {
+        fmt.with_filter(filter).boxed()
+    };
+    let traces_endpoint = std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .ok()
+        .filter(|e| !e.is_empty());
+    let Some(endpoint) = otlp_endpoint
+        .filter(|e| !e.is_empty())
+        .or(traces_endpoint.as_deref())
+    else {
+        tracing_subscriber::registry().with(fmt).init();
+        return Ok(Guard(None));
+    };
+    let provider = provider(otlp_endpoint.filter(|e| !e.is_empty()))?;
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("quartet"))
+        .with_filter(
+            tracing_subscriber::filter::Targets::new().with_target(TARGET, tracing::Level::TRACE),
+        );
+    tracing_subscriber::registry().with(fmt).with(layer).init();
+    // The host only: a URL may carry credentials.
+    let host = endpoint
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.authority().map(|a| a.host().to_string()))
+        .unwrap_or_default();
+    tracing::info!(host, "exporting traces over OTLP/HTTP");
+    Ok(Guard(Some(provider)))
+}
+
+const TARGET: &str = "quartet::trace";
+
+fn provider(endpoint: Option<&str>) -> Result<opentelemetry_sdk::trace::SdkTracerProvider, Error> {
+    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .unwrap_or_default();
+    if !protocol.is_empty() && protocol != "http/protobuf" {
+        return Err(Error::Protocol(protocol));
+    }
+    let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+    if let Some(e) = endpoint {
+        // The flag is a base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is.
+        exporter = exporter.with_endpoint(format!("{}/v1/traces", e.trim_end_matches('/')));
+    }
+    let exporter = exporter
+        .build()
+        .map_err(|e| Error::Exporter(e.to_string()))?;
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name("quartet");
+    }
+    Ok(opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build())
+        .build())
+}
+
+/// The root span of one reconcile pass over `obj`, linked to the trace of its `traceparent`
+/// annotation when it has a valid one.
+pub fn reconcile_span<K: kube::Resource<DynamicType = ()>>(obj: &K) -> Span {
+    let kind = K::kind(&());
+    let span = tracing::info_span!(
+        target: TARGET,
+        parent: None,
+        "reconcile",
+        otel.name = %format!("reconcile {kind}"),
+        kind = %kind,
+        namespace = %obj.namespace().unwrap_or_default(),
+        name = %obj.name_any(),
+        generation = obj.meta().generation.unwrap_or_default(),
+        outcome = Empty,
+        error.category = Empty,
+        otel.status_code = Empty,
+    );
+    if let Some(parent) = obj.annotations().get("traceparent") {
+        let mut carrier = HashMap::from([("traceparent".to_string(), parent.clone())]);
+        if let Some(state) = obj.annotations().get("tracestate") {
+            carrier.insert("tracestate".to_string(), state.clone());
+        }
+        let cx = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
+        let linked = cx.span().span_context().clone();
+        if linked.is_valid() {
+            span.add_link(linked);
+        }
+    }
+    span
+}
+
+/// Record how the pass ended on its span: `outcome` `ok` or `error`, and the error's category.
+pub fn reconciled(span: &Span, error_category: Option<&str>) {
+    match error_category {
+        None => {
+            span.record("outcome", "ok");
+        }
+        Some(c) => {
+            span.record("outcome", "error");
+            span.record("error.category", c);
+            span.record("otel.status_code", "ERROR");
+        }
+    }
+}
+
+/// The span of one call to a service (`path`: the template, ids as placeholders).
+pub fn call_span(service: &str, connection: &str, method: &str, path: &str) -> Span {
+    let method = method.to_ascii_uppercase();
+    tracing::info_span!(
+        target: TARGET,
+        "call",
+        otel.name = %format!("{service} {method} {path}"),
+        otel.kind = "client",
+        service = %service,
+        connection = %connection,
+        http.request.method = %method,
+        url.template = %path,
+        http.response.status_code = Empty,
+        retries = Empty,
+        otel.status_code = Empty,
+    )
+}
+
+/// Record a call's answer (0: none) on its span.
+pub fn called(span: &Span, status: u16) {
+    // i64: the OpenTelemetry layer exports unsigned integers as strings.
+    span.record("http.response.status_code", i64::from(status));
+    if !(200..400).contains(&status) {
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
+/// Record on the current call's span how many times it was retried (once, when the client is
+/// done with it: each record adds an attribute). No-op outside a call span.
+pub fn retried(retries: u32) {
+    Span::current().record("retries", i64::from(retries));
+}
+
+/// The span of one write to the Kubernetes API (`verb` and `resource` as in
+/// `quartet_kube_api_calls_total`); reads and watches get none.
+pub fn kube_write_span(verb: &str, resource: &str) -> Option<Span> {
+    if !matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    ) {
+        return None;
+    }
+    Some(tracing::info_span!(
+        target: TARGET,
+        "kubernetes write",
+        otel.name = %format!("kubernetes {verb} {resource}"),
+        otel.kind = "client",
+        verb = %verb,
+        resource = %resource,
+        http.response.status_code = Empty,
+    ))
+}

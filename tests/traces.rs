@@ -1,0 +1,271 @@
+//! OpenTelemetry traces end to end: the built `quartet` binary exports its spans over
+//! OTLP/HTTP to a receiver inside this test, which decodes them with the `opentelemetry-proto`
+//! types. One reconcile of a SecretsPolicy whose write fails once (a sandbox fault) and is
+//! retried must show as a root span with the call and the Kubernetes write as its children,
+//! linked to the trace named in the resource's `traceparent` annotation.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use serde_json::json;
+use support::*;
+
+/// An OTLP/HTTP receiver on a loopback port keeping every span it is sent.
+struct Receiver {
+    url: String,
+    spans: Arc<Mutex<Vec<Span>>>,
+    posts: Arc<Mutex<usize>>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let posts = Arc::new(Mutex::new(0usize));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (kept, counted) = (spans.clone(), posts.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let app = axum::Router::new().route(
+                    "/v1/traces",
+                    axum::routing::post(move |body: axum::body::Bytes| {
+                        let (kept, counted) = (kept.clone(), counted.clone());
+                        async move {
+                            *counted.lock().unwrap() += 1;
+                            let Ok(req) = ExportTraceServiceRequest::decode(body) else {
+                                return http::StatusCode::BAD_REQUEST;
+                            };
+                            let mut kept = kept.lock().unwrap();
+                            for rs in req.resource_spans {
+                                for ss in rs.scope_spans {
+                                    kept.extend(ss.spans);
+                                }
+                            }
+                            http::StatusCode::OK
+                        }
+                    }),
+                );
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(listener, app).await.unwrap();
+            });
+        });
+        Receiver { url, spans, posts }
+    }
+
+    fn spans(&self) -> Vec<Span> {
+        self.spans.lock().unwrap().clone()
+    }
+}
+
+fn attr(span: &Span, key: &str) -> Option<Any> {
+    span.attributes
+        .iter()
+        .find(|a| a.key == key)
+        .and_then(|a| a.value.as_ref())
+        .and_then(|v| v.value.clone())
+}
+
+fn text(span: &Span, key: &str) -> Option<String> {
+    match attr(span, key)? {
+        Any::StringValue(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn int(span: &Span, key: &str) -> Option<i64> {
+    match attr(span, key)? {
+        Any::IntValue(i) => Some(i),
+        _ => None,
+    }
+}
+
+fn describe(spans: &[Span]) -> String {
+    spans
+        .iter()
+        .map(|s| {
+            format!(
+                "{} id={} parent={} attrs={:?}",
+                s.name,
+                hex::encode(&s.span_id),
+                hex::encode(&s.parent_span_id),
+                s.attributes
+                    .iter()
+                    .map(|a| format!(
+                        "{}={:?}",
+                        a.key,
+                        a.value.as_ref().and_then(|v| v.value.clone())
+                    ))
+                    .collect::<Vec<_>>()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn one_reconcile_with_a_retried_call_is_a_span_tree_linked_to_the_resources_traceparent() {
+    let receiver = Receiver::start();
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    // The policy's first write fails with a 503; the client retries it in the same call.
+    let (status, _) = http(
+        "POST",
+        &format!("{}/_sandbox/faults", sb.url("secrets")),
+        None,
+        Some(
+            json!({"method": "PUT", "path": "/v1/sys/policies/acl/traced", "status": 503, "count": 1}),
+        ),
+    );
+    assert!(status < 300, "fault not set: {status}");
+    // A short export interval, so the test does not wait the default 5 s per batch. The
+    // operator inherits it (the other test of this binary does not mind it).
+    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "200");
+    let op = Operator::start_with(&sb, "5m", &["--otlp-endpoint", &receiver.url]);
+    let ci_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    sb.apply_ok(&format!(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata:\n  name: traced\n  namespace: default\n  \
+         annotations: {{traceparent: 00-{ci_trace}-00f067aa0ba902b7-01}}\n\
+         spec: {{type: acl, policy: \"path \\\"t/*\\\" {{ capabilities = [\\\"read\\\"] }}\"}}\n"
+    ));
+    wait_for("Ready", Duration::from_secs(60), || {
+        sb.get_json("secretspolicy", "traced")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    // The PUT's call span, its reconcile root, and the root's status write, once exported.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let find = || {
+        let spans = receiver.spans();
+        let call = spans
+            .iter()
+            .find(|s| {
+                text(s, "http.request.method").as_deref() == Some("PUT")
+                    && int(s, "http.response.status_code").is_some_and(|c| c < 300)
+            })?
+            .clone();
+        let root = spans
+            .iter()
+            .find(|s| s.span_id == call.parent_span_id && s.name.starts_with("reconcile"))?
+            .clone();
+        spans
+            .iter()
+            .any(|s| s.parent_span_id == root.span_id && s.name.starts_with("kubernetes"))
+            .then_some((spans, call, root))
+    };
+    let (spans, call, root) = loop {
+        if let Some(found) = find() {
+            break found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reconcile span with a PUT and a Kubernetes write under it after 30s; {} exports, \
+             spans:\n{}\noperator log (trace lines):\n{}",
+            *receiver.posts.lock().unwrap(),
+            describe(&receiver.spans()),
+            op.log()
+                .lines()
+                .filter(|l| l.contains("trace")
+                    || l.contains("OTLP")
+                    || l.contains("opentelemetry"))
+                .take(30)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let all = describe(&spans);
+    // The root: one per pass, no parent, the resource and how the pass ended.
+    assert_eq!(root.name, "reconcile SecretsPolicy", "{all}");
+    assert!(
+        root.parent_span_id.is_empty(),
+        "the reconcile span has a parent:\n{all}"
+    );
+    assert_eq!(text(&root, "kind").as_deref(), Some("SecretsPolicy"));
+    assert_eq!(text(&root, "namespace").as_deref(), Some("default"));
+    assert_eq!(text(&root, "name").as_deref(), Some("traced"));
+    assert_eq!(int(&root, "generation"), Some(1), "{all}");
+    assert_eq!(text(&root, "outcome").as_deref(), Some("ok"), "{all}");
+    // Linked to the trace that applied it.
+    assert!(
+        root.links
+            .iter()
+            .any(|l| hex::encode(&l.trace_id) == ci_trace),
+        "no link to the traceparent's trace: {:?}",
+        root.links
+    );
+    // The call: a child in the same trace, with the service, the route and the retry.
+    assert_eq!(call.trace_id, root.trace_id);
+    assert_eq!(
+        call.name, "secrets PUT /v1/sys/policies/acl/{name}",
+        "{all}"
+    );
+    assert_eq!(text(&call, "service").as_deref(), Some("secrets"));
+    assert_eq!(
+        text(&call, "url.template").as_deref(),
+        Some("/v1/sys/policies/acl/{name}")
+    );
+    assert_eq!(
+        int(&call, "retries"),
+        Some(1),
+        "the 503 was not retried once:\n{all}"
+    );
+    // The pass's other calls (reads) are its children too.
+    let children: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent_span_id == root.span_id)
+        .collect();
+    assert!(
+        children
+            .iter()
+            .any(|s| text(s, "http.request.method").as_deref() == Some("GET")),
+        "no read under the reconcile span:\n{all}"
+    );
+    let write = children
+        .iter()
+        .find(|s| s.name.starts_with("kubernetes"))
+        .unwrap();
+    assert!(text(write, "resource").is_some(), "{all}");
+    assert!(*receiver.posts.lock().unwrap() >= 1);
+    // The token never goes out in a span.
+    assert!(!format!("{spans:?}").contains(&sb.root_token));
+    op.stop();
+}
+
+#[test]
+fn a_grpc_protocol_is_refused_with_a_sentence_saying_what_to_use() {
+    let out = std::process::Command::new(BIN)
+        .args(["crd", "--otlp-endpoint", "http://127.0.0.1:4317"])
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("OTLP protocol \"grpc\" is not in this build")
+            && err.contains("http/protobuf"),
+        "{err}"
+    );
+    // Without an endpoint, traces stay off and the protocol does not matter.
+    let out = std::process::Command::new(BIN)
+        .arg("crd")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
