@@ -559,9 +559,9 @@ impl Env {
     async fn http<K: Managed>(&self, obj: &K) -> crate::reconcile::Result<Arc<Http>> {
         let Some(d) = &self.direct else {
             let ns = obj.namespace().unwrap_or_default();
-            let conn = self
-                .ctx
-                .connection_for(&ns, obj.connection_ref(), K::SERVICE)?;
+            let conn =
+                self.ctx
+                    .connection_for(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE)?;
             if conn.spec.token_secret_ref.is_none() && conn.spec.auth.is_some() {
                 // A login is a write (it creates a token) and may page a person with an MFA
                 // push: a plan never logs in.
