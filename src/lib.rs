@@ -16,3 +16,4 @@ pub mod plan;
 pub mod reconcile;
 pub mod run;
 pub mod server;
+pub mod shard;

@@ -34,6 +34,8 @@ pub struct Settings {
     pub max_retries: u32,
     /// Service clients refuse every write (`quartet plan`).
     pub read_only: bool,
+    /// Which resources this instance serves, and its share of each Connection's budget.
+    pub shard: crate::shard::Shard,
 }
 
 impl Default for Settings {
@@ -44,6 +46,7 @@ impl Default for Settings {
             hash_key: SecretString::new("quartet-default-hash-key"),
             max_retries: 3,
             read_only: false,
+            shard: crate::shard::Shard::default(),
         }
     }
 }
@@ -464,7 +467,7 @@ impl Context {
             base_url: conn.spec.address.trim_end_matches('/').to_string(),
             auth: Auth::None,
             timeout: Duration::from_secs(conn.spec.timeout_seconds.max(1) as u64),
-            requests_per_second: conn.spec.requests_per_second,
+            requests_per_second: self.settings.shard.share(conn.spec.requests_per_second),
             ca_pem,
             extra_headers,
             max_retries: self.settings.max_retries,

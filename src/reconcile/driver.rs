@@ -276,7 +276,7 @@ pub fn controller_for<K: Managed>(
     };
     let (reader, writer) = reflector::store();
     // No generation predicate: it would swallow finalizer-add and deletion events.
-    let mut controller = Controller::for_stream(lean_watch(api, writer, life.clone()), reader);
+    let mut controller = Controller::for_stream(lean_watch(api, writer, life.clone(), ctx), reader);
     let store = controller.store();
     if K::WATCHES_SECRETS {
         controller = watch_secrets(controller, ctx, namespace);
@@ -304,22 +304,35 @@ pub fn controller_for<K: Managed>(
 /// server keeps them; server-side apply does not need the client's copy). Each complete list
 /// is reported to `life` (kube's `Store::wait_until_ready` wakes only one waiter, the
 /// controller's own, so readiness is read from the stream instead).
+///
+/// Only this instance's shard is watched (see [`crate::shard`]). A resource relabelled to
+/// another shard arrives as a deletion: the reflector drops it and `applied_objects` never
+/// hands a deletion to the controller, so no pass (and no cleanup) runs for it here.
 pub(crate) fn lean_watch<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
     life: Lifetime,
+    ctx: &Context,
 ) -> impl futures::Stream<Item = std::result::Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    watcher(api, watcher::Config::default())
+    let shard = ctx.settings.shard.clone();
+    let metrics = ctx.metrics.clone();
+    watcher(api, shard.watcher_config())
         .default_backoff()
         .modify(|obj| obj.managed_fields_mut().clear())
         .reflect(writer)
-        .inspect(move |ev| {
-            if let Ok(watcher::Event::InitDone) = ev {
-                life.synced();
+        .inspect(move |ev| match ev {
+            Ok(watcher::Event::InitDone) => life.synced(),
+            Ok(watcher::Event::Delete(obj)) if !shard.serves(obj.labels()) => {
+                let (kind, ns, name) = (K::kind(&()), obj.namespace().unwrap_or_default(), obj.name_any());
+                let to = obj.labels().get(crate::shard::LABEL).map(String::as_str).unwrap_or("");
+                tracing::info!(%kind, namespace = %ns, %name, to_shard = %to, "{kind} {ns}/{name} moved to another shard ({}={to:?}): handed over, its finalizer and remote object left as they are", crate::shard::LABEL);
+                // Its Ready series is the new shard's to report now.
+                metrics.resource_gone(&kind, &ns, &name);
             }
+            _ => {}
         })
         .applied_objects()
 }

@@ -34,6 +34,7 @@ pub struct Metrics {
     resource_ready: Family<Labels, Gauge>,
     leader: Gauge,
     budget_wait: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    shard_info: Family<Labels, Gauge>,
 }
 
 fn histogram() -> Histogram {
@@ -155,8 +156,16 @@ impl Default for Metrics {
              (spec.requestsPerSecond), by Connection; a rate near 1 means calls queue for it",
             budget_wait.clone(),
         );
+        let shard_info = Family::<Labels, Gauge>::default();
+        registry.register(
+            "shard_info",
+            "The shard this instance serves (empty: the default instance, serving resources \
+             without the quartet.dev/shard label) and its label selector; always 1",
+            shard_info.clone(),
+        );
         Self {
             registry,
+            shard_info,
             resource_ready,
             leader,
             budget_wait,
@@ -343,6 +352,17 @@ impl Metrics {
         self.budget_wait
             .get_or_create(&vec![("connection", connection.to_string())])
             .inc_by(waited.as_secs_f64());
+    }
+
+    /// Which resources this instance serves (`quartet_shard_info{shard, selector} 1`), so a
+    /// dashboard can join any series of the instance with its shard.
+    pub fn shard_info(&self, shard: &str, selector: &str) {
+        self.shard_info
+            .get_or_create(&vec![
+                ("shard", shard.to_string()),
+                ("selector", selector.to_string()),
+            ])
+            .set(1);
     }
 
     /// The Prometheus text exposition.
