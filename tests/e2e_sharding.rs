@@ -232,3 +232,63 @@ fn http_text(url: &str) -> (u16, String) {
         .expect("http get");
     (resp.status().as_u16(), resp.text().unwrap_or_default())
 }
+
+#[test]
+fn a_pass_under_way_when_the_label_moves_stops_before_writing_and_only_the_new_shard_writes() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token.clone());
+    // The old shard's read is held below for longer than the default 5 s timeout.
+    sb.kubectl_ok(&[
+        "patch",
+        "connection",
+        "secrets",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"timeoutSeconds":60}}"#,
+    ]);
+    let a = instance(&sb, Some("a"));
+    let _b = instance(&sb, Some("b"));
+    sb.apply_ok(&policy("racing", Some("a"), "\"read\""));
+    wait_ready(&sb, "racing");
+
+    // Shard a starts a pass for a spec change; its observe is held in the service while the
+    // label moves to b, so the pass resumes after the hand-over with a write still to make.
+    sb.fault(
+        "secrets",
+        serde_json::json!({"method": "GET", "path": "/v1/sys/policies/acl/racing", "status": 200, "delay_ms": 20000, "count": 1}),
+    );
+    let (_, mark) = sb.requests("secrets", 0);
+    sb.apply_ok(&policy("racing", Some("a"), "\"read\", \"list\""));
+    wait_for("shard a's read held in the service", WAIT, || {
+        sb.faults_left("secrets").is_empty().then_some(())
+    });
+    // Shard b's first read is held longer, so shard a's pass resumes first, with the old
+    // remote state in hand: without the guard it would write, and so would b.
+    sb.fault(
+        "secrets",
+        serde_json::json!({"method": "GET", "path": "/v1/sys/policies/acl/racing", "status": 200, "delay_ms": 35000, "count": 1}),
+    );
+    sb.kubectl_ok(&[
+        "label",
+        POLICIES,
+        "racing",
+        "quartet.dev/shard=b",
+        "--overwrite",
+    ]);
+    let generation = sb.get_json(POLICIES, "racing").unwrap()["metadata"]["generation"].as_i64();
+    wait_for("Ready at the new generation (by shard b)", WAIT, || {
+        sb.get_json(POLICIES, "racing")
+            .filter(|o| ready_at(o, generation))
+    });
+    wait_for("shard a's held pass stopping", WAIT, || {
+        a.log()
+            .contains("SecretsPolicy/default/racing moved to another shard during the pass")
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let writes = writes_of(&sb, "racing", mark);
+    assert_eq!(writes.len(), 1, "writes after the move: {writes:?}");
+    let o = sb.get_json(POLICIES, "racing").unwrap();
+    assert!(has_finalizer(&o) && ready_at(&o, generation), "{o}");
+}

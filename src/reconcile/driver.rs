@@ -312,25 +312,29 @@ pub(crate) fn lean_watch<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
     life: Lifetime,
-    ctx: &Context,
+    ctx: &Arc<Context>,
 ) -> impl futures::Stream<Item = std::result::Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let shard = ctx.settings.shard.clone();
-    let metrics = ctx.metrics.clone();
+    let ctx = ctx.clone();
     watcher(api, shard.watcher_config())
         .default_backoff()
         .modify(|obj| obj.managed_fields_mut().clear())
         .reflect(writer)
         .inspect(move |ev| match ev {
             Ok(watcher::Event::InitDone) => life.synced(),
+            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                ctx.take_back(|| object_key(obj));
+            }
             Ok(watcher::Event::Delete(obj)) if !shard.serves(obj.labels()) => {
+                ctx.hand_over(object_key(obj));
                 let (kind, ns, name) = (K::kind(&()), obj.namespace().unwrap_or_default(), obj.name_any());
                 let to = obj.labels().get(crate::shard::LABEL).map(String::as_str).unwrap_or("");
                 tracing::info!(%kind, namespace = %ns, %name, to_shard = %to, "{kind} {ns}/{name} moved to another shard ({}={to:?}): handed over, its finalizer and remote object left as they are", crate::shard::LABEL);
                 // Its Ready series is the new shard's to report now.
-                metrics.resource_gone(&kind, &ns, &name);
+                ctx.metrics.resource_gone(&kind, &ns, &name);
             }
             _ => {}
         })
@@ -621,6 +625,11 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     .unwrap_or_else(|| jitter(ctx.settings.resync)),
             ))
         }
+        Err(Error::HandedOver(why)) => {
+            // Not a failure and not this shard's to report: no status, no Event, no requeue.
+            tracing::info!("{why}");
+            Ok(Action::await_change())
+        }
         Err(err) => {
             let (action, rv) =
                 record_failure(obj.as_ref(), ctx, &key, &err, status, written).await?;
@@ -735,6 +744,7 @@ async fn sync<K: Reconciled>(
         if existed && unchanged_spec && report_drift {
             return Ok((Done::DriftReported(vec![DELETED_REMOTELY]), None, None));
         }
+        ctx.still_served(&object_key(obj))?;
         let created = obj.create(&client, &desired).await?;
         status.remote_id = Some(created.remote_id);
         status.write_only_hash = hash;
@@ -772,6 +782,7 @@ async fn sync<K: Reconciled>(
     if drift && report_drift {
         return Ok((Done::DriftReported(changed), recheck, pending));
     }
+    ctx.still_served(&object_key(obj))?;
     obj.update(&client, &desired, &observed, &changed).await?;
     status.write_only_hash = hash;
     Ok((
