@@ -21,6 +21,11 @@
 //! `QUARTET_BENCH_BACKEND=openbao` (or `-- --backend openbao`): the Connection then uses
 //! `tokenHeader: X-Vault-Token`, as with any OpenBao.
 //!
+//! Sharded mode (env `QUARTET_BENCH_SHARDS=K`, default 0: one instance without `--shard`): K
+//! operator processes `--shard s0` … `--shard s{K-1}`, the N resources labelled
+//! `quartet.dev/shard` round-robin; calls and CPU are summed over the processes and the peak
+//! RSS is printed per shard, with the service writes per resource (1.00: nothing served twice).
+//!
 //! Run: `cargo bench --bench converge` (builds the binary in release mode first).
 
 #[path = "../tests/support/mod.rs"]
@@ -349,7 +354,22 @@ fn is_ready(p: &SecretsPolicy) -> bool {
     })
 }
 
+/// `verb resource` → count, summed over the scrapes of every operator process.
+fn kube_calls_of(addrs: &[String]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for addr in addrs {
+        for (k, v) in kube_calls(&blocking(|| scrape(addr))) {
+            *out.entry(k).or_insert(0.0) += v;
+        }
+    }
+    out
+}
+
 async fn run(n: usize, concurrency: usize, openbao: bool) {
+    let shards: usize = std::env::var("QUARTET_BENCH_SHARDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let sb = blocking(|| {
         let sb = Sandbox::start(&[]);
         sb.install_crds();
@@ -383,26 +403,35 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     // The floor first, in its own namespace, before the operator starts (which then watches
     // only `default`): the same servers, nothing else running.
     let floor = floor(&sb, &backend, n, concurrency).await;
-    let op = Operator::start_with(
-        &sb,
-        &format!("{RESYNC_SECS}s"),
-        &[
-            "--concurrency",
-            &concurrency.to_string(),
-            "--namespace",
-            "default",
-        ],
-    );
-    let metrics_addr = blocking(|| op.metrics_addr());
+    let shard_names: Vec<Option<String>> = match shards {
+        0 => vec![None],
+        k => (0..k).map(|s| Some(format!("s{s}"))).collect(),
+    };
+    let ops: Vec<Operator> = shard_names
+        .iter()
+        .map(|shard| {
+            let c = concurrency.to_string();
+            let mut args = vec!["--concurrency", &c, "--namespace", "default"];
+            if let Some(s) = shard {
+                args.extend(["--shard", s.as_str()]);
+            }
+            Operator::start_with(&sb, &format!("{RESYNC_SECS}s"), &args)
+        })
+        .collect();
+    let metrics_addrs: Vec<String> = ops
+        .iter()
+        .map(|op| blocking(|| op.metrics_addr()))
+        .collect();
+    let ops_cpu = || ops.iter().map(|op| cpu_seconds(op.pid())).sum::<f64>();
     let client = quartet::run::client_from(Some(&sb.kubeconfig), Arc::new(Metrics::default()))
         .await
         .expect("client");
     let api: Api<SecretsPolicy> = Api::namespaced(client, "default");
     // Let the operator settle (Connection Ready) before counting.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let kube_before = kube_calls(&blocking(|| scrape(&metrics_addr)));
+    let kube_before = kube_calls_of(&metrics_addrs);
     let cursor = blocking(|| backend.cursor());
-    let op_cpu_before = cpu_seconds(op.pid());
+    let op_cpu_before = ops_cpu();
     let server_cpu_before = backend.server_cpu();
 
     let created_at = Arc::new(Mutex::new(BTreeMap::<String, Instant>::new()));
@@ -447,12 +476,15 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
                 let name = format!("bench-{i}");
                 let at = Instant::now();
                 created_at.lock().unwrap().insert(name.clone(), at);
-                api.create(
-                    &PostParams::default(),
-                    &policy(&name, &policy_body("bench", i)),
-                )
-                .await
-                .expect("create");
+                let mut p = policy(&name, &policy_body("bench", i));
+                if shards > 0 {
+                    p.metadata.labels = Some(
+                        [("quartet.dev/shard".to_string(), format!("s{}", i % shards))].into(),
+                    );
+                }
+                api.create(&PostParams::default(), &p)
+                    .await
+                    .expect("create");
             }
         })
         .await;
@@ -483,12 +515,9 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     };
     let operator = Side {
         wall,
-        kube: delta(
-            &kube_calls(&blocking(|| scrape(&metrics_addr))),
-            &kube_before,
-        ),
+        kube: delta(&kube_calls_of(&metrics_addrs), &kube_before),
         service: blocking(|| backend.policy_calls(cursor)).0,
-        client_cpu: cpu_seconds(op.pid()) - op_cpu_before,
+        client_cpu: ops_cpu() - op_cpu_before,
         server_cpu: backend.server_cpu() - server_cpu_before,
     };
     // The benchmark's own creates are the user's calls, not the operator's.
@@ -505,11 +534,12 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         .filter(|(k, _)| k.as_str() != "GET")
         .map(|(_, v)| v)
         .sum();
-    let rss = peak_rss_mib(op.pid());
-    let op_cpu_total = cpu_seconds(op.pid());
+    let rss: Vec<f64> = ops.iter().map(|op| peak_rss_mib(op.pid())).collect();
+    let op_cpu_total = ops_cpu();
 
     println!(
-        "N={n} (Connection requestsPerSecond: {}; load average {load_before} before, {load_after} after)",
+        "N={n}{} (Connection requestsPerSecond: {}; load average {load_before} before, {load_after} after)",
+        if shards > 0 { format!(" across {shards} shards (one process each)") } else { String::new() },
         std::env::var("QUARTET_BENCH_RPS").unwrap_or_else(|_| "50, the default".into())
     );
     println!(
@@ -541,14 +571,23 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         "  CPU seconds                        operator {:.2}, floor client {:.2}; servers during operator {:.2}, during floor {:.2}",
         operator.client_cpu, floor.client_cpu, operator.server_cpu, floor.server_cpu
     );
+    let rss_text = shard_names
+        .iter()
+        .zip(&rss)
+        .map(|(s, r)| match s {
+            Some(s) => format!("{s} {r:.1} MiB"),
+            None => format!("{r:.1} MiB"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
     println!(
-        "  operator peak RSS                  {rss:.1} MiB (CPU since start {op_cpu_total:.1} s)"
+        "  operator peak RSS                  {rss_text} (CPU since start {op_cpu_total:.1} s)"
     );
     println!(
         "  secrets calls/resource, one resync {}  (writes: {writes})",
         per(&resync, n)
     );
-    drop(op);
+    drop(ops);
     drop(backend);
     drop(sb);
 }

@@ -126,9 +126,19 @@ pub struct RunArgs {
     /// Elect a leader through a Lease so that only one replica writes.
     #[arg(long, env = "QUARTET_LEADER_ELECT", default_value_t = false)]
     pub leader_elect: bool,
-    /// Name of the leader-election Lease.
-    #[arg(long, default_value = "quartet-leader")]
-    pub lease_name: String,
+    /// Name of the leader-election Lease (default: `quartet-leader`, or
+    /// `quartet-leader-NAME` with `--shard NAME`, so each shard elects its own leader).
+    #[arg(long)]
+    pub lease_name: Option<String>,
+    /// Serve only the resources labelled `quartet.dev/shard=NAME` (without it: only the
+    /// resources without that label). Each shard is an instance of its own, with its own leader.
+    #[arg(long, env = "QUARTET_SHARD")]
+    pub shard: Option<String>,
+    /// How many instances (the default one and every shard) share each Connection's
+    /// `requestsPerSecond`: this instance uses 1/N of it, so N instances together stay within
+    /// the budget.
+    #[arg(long, env = "QUARTET_SHARD_COUNT", default_value_t = 1)]
+    pub shard_count: u32,
     /// After SIGTERM or SIGINT the process exits within this long, whatever it was doing:
     /// reconciles under way get most of it to finish (the rest are cut, and resumed by the next
     /// leader), then the leader releases its Lease. Keep it below the pod's

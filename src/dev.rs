@@ -138,7 +138,8 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             "(not served)".to_string()
         }
     };
-    let settings = crate::run::settings(&client, &args.operator).await?;
+    let settings =
+        crate::run::settings(&client, &args.operator, crate::shard::Shard::default()).await?;
 
     println!("Quartet dev is running (development only: nothing here is for production)");
     println!("  {:<12} {}", "kubernetes", api.url());

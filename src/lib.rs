@@ -16,4 +16,5 @@ pub mod plan;
 pub mod reconcile;
 pub mod run;
 pub mod server;
+pub mod shard;
 pub mod traces;

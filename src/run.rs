@@ -16,6 +16,7 @@ use crate::lease::{LeaderElector, LeaseConfig};
 use crate::reconcile::metrics::Metrics;
 use crate::reconcile::Settings;
 use crate::server::{Health, Role};
+use crate::shard::Shard;
 
 /// A Kubernetes client from a kubeconfig (or the usual inference), counting its requests by verb
 /// in `metrics` so benchmarks and dashboards see the operator's load on the API server.
@@ -198,12 +199,17 @@ pub async fn hash_key(client: &Client, namespace: &str) -> anyhow::Result<Secret
         .ok_or_else(|| anyhow::anyhow!("Secret {namespace}/{NAME} has no key"))
 }
 
-pub async fn settings(client: &Client, args: &OperatorArgs) -> anyhow::Result<Settings> {
+pub async fn settings(
+    client: &Client,
+    args: &OperatorArgs,
+    shard: Shard,
+) -> anyhow::Result<Settings> {
     if let Some(path) = &args.change_log {
         crate::reconcile::changes::to_file(path)
             .map_err(|e| anyhow::anyhow!("cannot open the change log {}: {e}", path.display()))?;
     }
     Ok(Settings {
+        shard,
         resync: args.resync_interval,
         concurrency: args.concurrency.max(1),
         hash_key: hash_key(client, &args.operator_namespace).await?,
@@ -220,7 +226,9 @@ const CONTROLLERS_SHARE: f64 = 0.6;
 const RELEASE_SHARE: f64 = 0.15;
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let shard = Shard::new(args.shard.clone(), args.shard_count)?;
     let metrics = Arc::new(Metrics::default());
+    metrics.shard_info(shard.label_value(), &shard.selector());
     let health = Arc::new(Health::default());
     let client = client_from(args.kubeconfig.as_deref(), metrics.clone()).await?;
     let shutdown = CancellationToken::new();
@@ -244,6 +252,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     )
     .await?;
     tracing::info!(%addr, "serving metrics and health");
+    if let Some(name) = &shard.name {
+        tracing::info!(shard = %name, selector = %shard.selector(), "serving shard {name}: only resources labelled {}", shard.selector());
+    }
 
     let elector = args.leader_elect.then(|| {
         let identity = std::env::var("POD_NAME")
@@ -252,7 +263,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         LeaderElector::new(
             client.clone(),
             LeaseConfig {
-                name: args.lease_name.clone(),
+                name: args
+                    .lease_name
+                    .clone()
+                    .unwrap_or_else(|| shard.lease_name()),
                 namespace: args.operator.operator_namespace.clone(),
                 identity,
                 duration: std::time::Duration::from_secs(15),
@@ -269,7 +283,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     health.set_role(Role::Leader);
     let settings = tokio::select! {
-        s = settings(&client, &args.operator) => s?,
+        s = settings(&client, &args.operator, shard.clone()) => s?,
         _ = shutdown.cancelled() => {
             if let Some(e) = &elector {
                 release(e, within).await;

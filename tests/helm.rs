@@ -576,3 +576,94 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+#[test]
+fn helm_template_with_two_shards_renders_a_deployment_and_a_budget_per_shard_sharing_the_rbac() {
+    let helm = Helm::new(None);
+    let out = helm.ok(&[
+        "template",
+        "quartet",
+        &chart(),
+        "--namespace",
+        "quartet-system",
+        "--set",
+        "shards={a,b}",
+    ]);
+    let d = docs(&out);
+    let of = |kind: &str| -> Vec<&Value> { d.iter().filter(|x| x["kind"] == kind).collect() };
+    let names = |kind: &str| -> Vec<String> {
+        of(kind)
+            .iter()
+            .map(|x| {
+                x["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(
+        names("Deployment"),
+        ["quartet", "quartet-shard-a", "quartet-shard-b"]
+    );
+    assert_eq!(
+        names("PodDisruptionBudget"),
+        ["quartet", "quartet-shard-a", "quartet-shard-b"]
+    );
+    // One ServiceAccount and one set of RBAC objects for every instance.
+    assert_eq!(names("ServiceAccount"), ["quartet"]);
+    assert_eq!(names("ClusterRole").len(), 1);
+    assert_eq!(names("Role"), ["quartet"]);
+    let args = |deploy: &Value| -> Vec<String> {
+        deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let deploys = of("Deployment");
+    let default_args = args(deploys[0]);
+    assert!(!default_args.iter().any(|a| a.starts_with("--shard=")));
+    assert!(default_args.contains(&"--shard-count=3".to_string()));
+    for (deploy, shard) in deploys[1..].iter().zip(["a", "b"]) {
+        let a = args(deploy);
+        for want in [
+            format!("--shard={shard}"),
+            format!("--lease-name=quartet-leader-{shard}"),
+            "--shard-count=3".to_string(),
+            "--leader-elect".to_string(),
+        ] {
+            assert!(a.contains(&want), "{shard}: {a:?}");
+        }
+        // Each shard's pods are its own Deployment's and its own budget's only.
+        let sel = &deploy["spec"]["selector"]["matchLabels"];
+        assert_eq!(sel["quartet.dev/shard"], shard);
+        assert_eq!(
+            deploy["spec"]["template"]["metadata"]["labels"]["quartet.dev/shard"],
+            shard
+        );
+    }
+    let pdbs = of("PodDisruptionBudget");
+    assert_eq!(
+        pdbs[0]["spec"]["selector"]["matchExpressions"][0],
+        serde_json::json!({"key": "quartet.dev/shard", "operator": "DoesNotExist"})
+    );
+    assert_eq!(
+        pdbs[1]["spec"]["selector"]["matchLabels"]["quartet.dev/shard"],
+        "a"
+    );
+
+    // Without dividing the budget, no instance is told to.
+    let out = helm.ok(&[
+        "template",
+        "quartet",
+        &chart(),
+        "--set",
+        "shards={a},divideConnectionBudget=false",
+    ]);
+    assert!(!out.contains("--shard-count"), "{out}");
+    // A shard name that is no label value is refused, naming the value.
+    let err = helm.fails(&["template", "quartet", &chart(), "--set", "shards={a/b}"]);
+    assert!(err.contains("shards"), "{err}");
+}

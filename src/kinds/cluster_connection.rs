@@ -68,7 +68,7 @@ pub async fn run(ctx: Arc<Context>, _namespace: Option<String>, life: Lifetime) 
         Api::namespaced(ctx.client.clone(), &ctx.tenancy().operator_namespace);
     let (reader, writer) = reflector::store();
     let controller = Controller::for_stream(
-        crate::reconcile::driver::lean_watch(api.clone(), writer, life.clone()),
+        crate::reconcile::driver::lean_watch(api.clone(), writer, life.clone(), &ctx),
         reader,
     );
     let store = controller.store();

@@ -301,7 +301,7 @@ pub async fn run(
     };
     let (reader, writer) = reflector::store();
     let controller = Controller::for_stream(
-        crate::reconcile::driver::lean_watch(api.clone(), writer, life.clone()),
+        crate::reconcile::driver::lean_watch(api.clone(), writer, life.clone(), &ctx),
         reader,
     );
     let store = controller.store();

@@ -37,6 +37,8 @@ pub struct Settings {
     pub read_only: bool,
     /// The operator's own namespace: where a ClusterConnection's Secrets are by default.
     pub operator_namespace: String,
+    /// Which resources this instance serves, and its share of each Connection's budget.
+    pub shard: crate::shard::Shard,
 }
 
 impl Default for Settings {
@@ -48,6 +50,7 @@ impl Default for Settings {
             max_retries: 3,
             read_only: false,
             operator_namespace: "default".into(),
+            shard: crate::shard::Shard::default(),
         }
     }
 }
@@ -127,6 +130,8 @@ pub struct Context {
     settled: Mutex<HashMap<String, String>>,
     /// Objects woken by a change of their Connection or of a Secret they read.
     urgent: Mutex<std::collections::HashSet<String>>,
+    /// Objects whose shard label moved away while this instance served them.
+    handed_over: Mutex<std::collections::HashSet<String>>,
     /// When an operation kind's last step asked to run again, per object (the watch event of
     /// its own status write, skipped, must not push that run back).
     next_step: Mutex<HashMap<String, Instant>>,
@@ -170,6 +175,7 @@ impl Context {
             fresh: Mutex::new(HashMap::new()),
             settled: Mutex::new(HashMap::new()),
             urgent: Mutex::new(std::collections::HashSet::new()),
+            handed_over: Mutex::new(std::collections::HashSet::new()),
             stretched_logged: Mutex::new(HashMap::new()),
             next_step: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
@@ -313,6 +319,37 @@ impl Context {
     }
 
     /// Mark `key` as woken by a change it must react to (its Connection, a Secret it reads).
+    /// `key` left this instance's shard (its label moved): a pass already under way must not
+    /// write for it any more.
+    pub fn hand_over(&self, key: String) {
+        if let Ok(mut h) = self.handed_over.lock() {
+            h.insert(key);
+        }
+    }
+
+    /// The object of `key` is this instance's again (its label came back); `key` is only
+    /// made when something was handed over, since every watch event comes through here.
+    pub fn take_back(&self, key: impl FnOnce() -> String) {
+        if let Ok(mut h) = self.handed_over.lock() {
+            if !h.is_empty() {
+                h.remove(&key());
+            }
+        }
+    }
+
+    /// Fails with [`Error::HandedOver`] when `key` has moved to another shard since the pass
+    /// began: called right before each write to the service, so the old shard's pass under way
+    /// at a move stops before writing and only the new shard writes.
+    pub fn still_served(&self, key: &str) -> Result<()> {
+        let moved = self.handed_over.lock().is_ok_and(|h| h.contains(key));
+        if moved {
+            return Err(Error::HandedOver(format!(
+                "{key} moved to another shard during the pass: the new shard writes it"
+            )));
+        }
+        Ok(())
+    }
+
     pub fn mark_urgent(&self, key: String) {
         self.urgent
             .lock()
@@ -542,7 +579,7 @@ impl Context {
             base_url: conn.spec.address.trim_end_matches('/').to_string(),
             auth: Auth::None,
             timeout: Duration::from_secs(conn.spec.timeout_seconds.max(1) as u64),
-            requests_per_second: conn.spec.requests_per_second,
+            requests_per_second: self.settings.shard.share(conn.spec.requests_per_second),
             ca_pem,
             extra_headers,
             max_retries: self.settings.max_retries,

@@ -278,7 +278,7 @@ pub fn controller_for<K: Managed>(
     };
     let (reader, writer) = reflector::store();
     // No generation predicate: it would swallow finalizer-add and deletion events.
-    let mut controller = Controller::for_stream(lean_watch(api, writer, life.clone()), reader);
+    let mut controller = Controller::for_stream(lean_watch(api, writer, life.clone(), ctx), reader);
     let store = controller.store();
     if K::WATCHES_SECRETS {
         controller = watch_secrets(controller, ctx, namespace);
@@ -347,22 +347,39 @@ fn tenancy_wakes<K: Managed>(
 /// server keeps them; server-side apply does not need the client's copy). Each complete list
 /// is reported to `life` (kube's `Store::wait_until_ready` wakes only one waiter, the
 /// controller's own, so readiness is read from the stream instead).
+///
+/// Only this instance's shard is watched (see [`crate::shard`]). A resource relabelled to
+/// another shard arrives as a deletion: the reflector drops it and `applied_objects` never
+/// hands a deletion to the controller, so no pass (and no cleanup) runs for it here.
 pub(crate) fn lean_watch<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
     life: Lifetime,
+    ctx: &Arc<Context>,
 ) -> impl futures::Stream<Item = std::result::Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    watcher(api, watcher::Config::default())
+    let shard = ctx.settings.shard.clone();
+    let ctx = ctx.clone();
+    watcher(api, shard.watcher_config())
         .default_backoff()
         .modify(|obj| obj.managed_fields_mut().clear())
         .reflect(writer)
-        .inspect(move |ev| {
-            if let Ok(watcher::Event::InitDone) = ev {
-                life.synced();
+        .inspect(move |ev| match ev {
+            Ok(watcher::Event::InitDone) => life.synced(),
+            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                ctx.take_back(|| object_key(obj));
             }
+            Ok(watcher::Event::Delete(obj)) if !shard.serves(obj.labels()) => {
+                ctx.hand_over(object_key(obj));
+                let (kind, ns, name) = (K::kind(&()), obj.namespace().unwrap_or_default(), obj.name_any());
+                let to = obj.labels().get(crate::shard::LABEL).map(String::as_str).unwrap_or("");
+                tracing::info!(%kind, namespace = %ns, %name, to_shard = %to, "{kind} {ns}/{name} moved to another shard ({}={to:?}): handed over, its finalizer and remote object left as they are", crate::shard::LABEL);
+                // Its Ready series is the new shard's to report now.
+                ctx.metrics.resource_gone(&kind, &ns, &name);
+            }
+            _ => {}
         })
         .applied_objects()
 }
@@ -739,6 +756,11 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     .unwrap_or_else(|| jitter(ctx.settings.resync)),
             ))
         }
+        Err(Error::HandedOver(why)) => {
+            // Not a failure and not this shard's to report: no status, no Event, no requeue.
+            tracing::info!("{why}");
+            Ok(Action::await_change())
+        }
         Err(err) => {
             let (action, rv) =
                 record_failure(obj.as_ref(), ctx, &key, &err, status, written).await?;
@@ -856,6 +878,7 @@ async fn sync<K: Reconciled>(
         if existed && unchanged_spec && report_drift {
             return Ok((Done::DriftReported(vec![DELETED_REMOTELY]), None, None));
         }
+        ctx.still_served(&object_key(obj))?;
         let created = obj.create(&client, &desired).await?;
         status.remote_id = Some(created.remote_id);
         status.write_only_hash = hash;
@@ -893,6 +916,7 @@ async fn sync<K: Reconciled>(
     if drift && report_drift {
         return Ok((Done::DriftReported(changed), recheck, pending));
     }
+    ctx.still_served(&object_key(obj))?;
     if adopted {
         changes::set_trigger(changes::Trigger::Adoption);
     }

@@ -50,6 +50,10 @@ pub enum Error {
         reason: &'static str,
         message: String,
     },
+    /// The resource moved to another shard while this pass was under way: the pass stops
+    /// before its next write and writes nothing more (see [`crate::shard`]).
+    #[error("{0}")]
+    HandedOver(String),
 }
 
 /// Bounded error categories.
@@ -118,7 +122,7 @@ impl Error {
             },
             Error::Kube(e) => kube_category(e),
             Error::KubeNotInstalled { .. } => Category::KubeNotInstalled,
-            Error::Finalizer(_) => Category::KubeApi,
+            Error::Finalizer(_) | Error::HandedOver(_) => Category::KubeApi,
             Error::Connection(_) => Category::ConnectionUnavailable,
             Error::MissingReference(_) | Error::InUse(_) => Category::ReferenceMissing,
             Error::Unsupported(_) => Category::Unsupported,

@@ -37,6 +37,7 @@ pub struct Metrics {
     namespace_calls: Family<Labels, Counter>,
     connection_calls: Family<Labels, Counter>,
     calls_per_reconcile: HistogramFamily,
+    shard_info: Family<Labels, Gauge>,
 }
 
 fn histogram() -> Histogram {
@@ -181,10 +182,18 @@ impl Default for Metrics {
             "Calls to a service made by one reconcile pass, by kind and service",
             calls_per_reconcile.clone(),
         );
+        let shard_info = Family::<Labels, Gauge>::default();
+        registry.register(
+            "shard_info",
+            "The shard this instance serves (empty: the default instance, serving resources \
+             without the quartet.dev/shard label) and its label selector; always 1",
+            shard_info.clone(),
+        );
         Self {
             registry,
             connection_calls,
             calls_per_reconcile,
+            shard_info,
             resource_ready,
             leader,
             budget_wait,
@@ -408,6 +417,17 @@ impl Metrics {
                 ])
                 .observe(*n as f64);
         }
+    }
+
+    /// Which resources this instance serves (`quartet_shard_info{shard, selector} 1`), so a
+    /// dashboard can join any series of the instance with its shard.
+    pub fn shard_info(&self, shard: &str, selector: &str) {
+        self.shard_info
+            .get_or_create(&vec![
+                ("shard", shard.to_string()),
+                ("selector", selector.to_string()),
+            ])
+            .set(1);
     }
 
     /// The Prometheus text exposition.
