@@ -306,7 +306,7 @@ fn lifecycle_uses_exactly(set: &[&str], args: &[&str]) {
     .into_iter()
     .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))
     .collect();
-    for crd in quartet::controllers::crds() {
+    for crd in quartet::runtime::controllers::crds() {
         if crd.spec.group == "quartet.dev" {
             continue;
         }
@@ -318,7 +318,7 @@ fn lifecycle_uses_exactly(set: &[&str], args: &[&str]) {
         }
     }
     // Every kind's controller lists and watches its resources from the start.
-    for crd in quartet::controllers::crds() {
+    for crd in quartet::runtime::controllers::crds() {
         for verb in ["list", "watch"] {
             let rule = (
                 crd.spec.group.clone(),

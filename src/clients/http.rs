@@ -12,9 +12,9 @@ use rand::Rng;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use super::secrets_login::Session;
 use crate::api::Service;
-use crate::reconcile::metrics::Metrics;
+use crate::clients::secrets::login::Session;
+use crate::metrics::Metrics;
 
 /// A string that never prints: `Debug` and `Display` show `[redacted]`.
 #[derive(Clone, Default, PartialEq, Eq)]

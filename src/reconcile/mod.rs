@@ -2,7 +2,7 @@
 //! apply, status conditions, events, drift resync, backoff and metrics. A kind implements
 //! [`Reconciled`] (what its remote object is and which calls to make) or, when it drives an
 //! operation rather than owning an object, [`Operated`] (one step at a time) and is registered in
-//! [`crate::controllers`]; everything else lives here.
+//! [`crate::runtime::controllers`]; everything else lives here.
 
 pub mod changes;
 pub mod conditions;
@@ -12,7 +12,6 @@ pub mod error;
 pub mod features;
 pub mod gitops;
 pub mod hash;
-pub mod metrics;
 pub mod operation;
 pub mod owned_secret;
 pub mod related;
