@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    quartet::cli::main()
+    quartet::cmd::main()
 }

@@ -33,10 +33,10 @@ fn assert_dir_holds(dir: &str, generated: &[(String, String)]) {
 
 #[test]
 fn committed_crds_match_the_rust_types() {
-    assert_dir_holds("crds", &quartet::crdgen::files().expect("CRDs serialize"));
+    assert_dir_holds("crds", &quartet::cmd::crd::files().expect("CRDs serialize"));
     assert_dir_holds(
         "charts/quartet/templates/crds",
-        &quartet::crdgen::chart_templates().expect("CRDs serialize"),
+        &quartet::cmd::crd::chart_templates().expect("CRDs serialize"),
     );
     // Helm would install a crds/ directory a second time, and never upgrade it.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -78,7 +78,7 @@ fn crds_carry_only_kubernetes_formats_and_bound_every_string_list_and_map() {
         }
     }
     let mut bad = Vec::new();
-    for crd in quartet::crdgen::crds() {
+    for crd in quartet::cmd::crd::crds() {
         for v in &crd.spec.versions {
             let schema = serde_json::to_value(
                 v.schema
@@ -100,7 +100,7 @@ fn crds_carry_only_kubernetes_formats_and_bound_every_string_list_and_map() {
 
 #[test]
 fn every_kind_is_namespaced_in_the_quartet_category_with_a_short_name() {
-    for crd in quartet::controllers::crds() {
+    for crd in quartet::runtime::controllers::crds() {
         let names = &crd.spec.names;
         assert_eq!(crd.spec.scope, "Namespaced", "{}", names.kind);
         assert!(
@@ -141,7 +141,7 @@ fn every_spec_field_is_documented() {
         }
     }
     let mut missing = Vec::new();
-    for crd in quartet::controllers::crds() {
+    for crd in quartet::runtime::controllers::crds() {
         for v in &crd.spec.versions {
             let schema = serde_json::to_value(
                 v.schema
@@ -169,7 +169,7 @@ fn every_spec_field_is_documented() {
 #[cfg(feature = "sandbox")]
 #[test]
 fn every_crd_prices_its_cel_rules_under_half_the_kubernetes_budget() {
-    let (table, over) = quartet::crdgen::cel_cost_report().expect("CRDs serialize");
+    let (table, over) = quartet::cmd::crd::cel_cost_report().expect("CRDs serialize");
     println!("{table}");
     assert!(over.is_empty(), "over budget:\n{}", over.join("\n"));
 }
@@ -181,7 +181,7 @@ fn every_crd_prices_its_cel_rules_under_half_the_kubernetes_budget() {
 #[test]
 fn no_crd_declares_a_format_kubernetes_does_not_know() {
     let mut warnings = Vec::new();
-    for crd in quartet::crdgen::crds() {
+    for crd in quartet::cmd::crd::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let value = serde_json::to_value(&crd).expect("CRD serializes");
         for w in quartet_sandbox::apiserver::schema::crd_warnings(&value, None) {
@@ -201,7 +201,7 @@ fn quartet_crd_check_prints_the_costs_and_fails_only_when_over_budget() {
         .output()
         .expect("quartet runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for crd in quartet::crdgen::crds() {
+    for crd in quartet::cmd::crd::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         assert!(
             stdout.lines().any(|l| l == name),
@@ -209,7 +209,7 @@ fn quartet_crd_check_prints_the_costs_and_fails_only_when_over_budget() {
         );
     }
     assert!(stdout.contains("total of spec.validation.openAPIV3Schema against 100,000,000"));
-    let (_, over) = quartet::crdgen::cel_cost_report().expect("CRDs serialize");
+    let (_, over) = quartet::cmd::crd::cel_cost_report().expect("CRDs serialize");
     assert_eq!(
         out.status.success(),
         over.is_empty(),

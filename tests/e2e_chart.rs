@@ -366,7 +366,7 @@ fn the_chart_installed_by_helm_runs_every_kind_to_ready_as_its_service_account()
         }
         std::thread::sleep(Duration::from_millis(500));
     };
-    let every_kind: BTreeSet<String> = quartet::controllers::crds()
+    let every_kind: BTreeSet<String> = quartet::runtime::controllers::crds()
         .iter()
         .map(|c| c.spec.names.kind.clone())
         .collect();

@@ -131,7 +131,7 @@ fn missing_crds_are_reported_and_a_crd_installed_later_is_served_without_a_resta
     let served = kinds_served(&addr);
     assert_eq!(
         served.len(),
-        quartet::controllers::registry().len(),
+        quartet::runtime::controllers::registry().len(),
         "{served:?}"
     );
     for (kind, v) in &served {

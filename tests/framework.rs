@@ -11,9 +11,9 @@ use kube::runtime::reflector;
 use kube::{Api, Client, ResourceExt};
 use quartet::api::{Connection, SecretsPolicy};
 use quartet::clients::SecretString;
-use quartet::lease::{LeaderElector, LeaseConfig};
 use quartet::reconcile::metrics::Metrics;
 use quartet::reconcile::{Context, Error, Settings};
+use quartet::runtime::leader::{LeaderElector, LeaseConfig};
 use quartet_sandbox::apiserver::{ApiServer, ApiServerOptions};
 
 async fn cluster() -> (ApiServer, Client) {
@@ -21,7 +21,9 @@ async fn cluster() -> (ApiServer, Client) {
         .await
         .expect("dev API server");
     let client = server.client().await.expect("client");
-    quartet::dev::install_crds(&client).await.expect("CRDs");
+    quartet::cmd::dev::install_crds(&client)
+        .await
+        .expect("CRDs");
     (server, client)
 }
 

@@ -145,7 +145,7 @@ fn helm_template_with_default_values_renders_the_operator_and_its_least_privileg
     // The chart ships every CRD the operator serves, as templates (Helm upgrades those, never
     // crds/), kept on uninstall.
     want.extend(
-        quartet::crdgen::crds()
+        quartet::cmd::crd::crds()
             .iter()
             .map(|_| "CustomResourceDefinition".to_string()),
     );
@@ -555,7 +555,7 @@ fn helm_install_upgrade_and_uninstall_on_a_bare_dev_cluster() {
     let out = sandbox.kubectl_ok(&["get", "crd", "-o", "name"]);
     assert_eq!(
         out.lines().count(),
-        quartet::crdgen::crds().len(),
+        quartet::cmd::crd::crds().len(),
         "every CRD stays: {out}"
     );
     let conn = get(&sandbox, &["connection", "secrets", "-n", "default"]);

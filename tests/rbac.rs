@@ -287,7 +287,7 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
     .into_iter()
     .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))
     .collect();
-    for crd in quartet::controllers::crds() {
+    for crd in quartet::runtime::controllers::crds() {
         if crd.spec.group == "quartet.dev" {
             continue;
         }
@@ -299,7 +299,7 @@ fn the_chart_grants_exactly_what_the_operator_uses() {
         }
     }
     // Every kind's controller lists and watches its resources from the start.
-    for crd in quartet::controllers::crds() {
+    for crd in quartet::runtime::controllers::crds() {
         for verb in ["list", "watch"] {
             let rule = (
                 crd.spec.group.clone(),

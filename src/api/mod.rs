@@ -3,13 +3,9 @@
 
 pub mod catalog;
 pub mod connection;
-pub mod directory;
-pub mod dr_replication;
 pub mod gitops;
 pub mod scheduler;
 pub mod secrets;
-pub mod secrets_policy;
-pub mod transform;
 pub mod workspaces;
 
 use schemars::JsonSchema;
@@ -20,9 +16,9 @@ pub use connection::{Connection, ConnectionSpec, ConnectionStatus, Service};
 pub use gitops::{DriftPolicy, GitOps, Suspend};
 pub use scheduler::DeploymentGate;
 pub use secrets::idp::{IdpAuthMethod, IdpGroup, IdpUser};
+pub use secrets::policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
 pub use secrets::totp::{TotpEnrollment, TotpMethod};
-pub use secrets_policy::{SecretsPolicy, SecretsPolicySpec, SecretsPolicyStatus};
-pub use transform::{
+pub use secrets::transform::{
     TransformAlphabet, TransformRole, TransformStore, TransformTemplate, Transformation,
 };
 pub use workspaces::nocode::{NoCodeModule, NoCodeWorkspace};

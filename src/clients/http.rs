@@ -12,8 +12,8 @@ use rand::Rng;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use super::secrets_login::Session;
 use crate::api::Service;
+use crate::clients::secrets::login::Session;
 use crate::reconcile::metrics::Metrics;
 
 /// A string that never prints: `Debug` and `Display` show `[redacted]`.

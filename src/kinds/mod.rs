@@ -3,10 +3,6 @@
 
 pub mod catalog;
 pub mod connection;
-pub mod directory;
-pub mod dr_replication;
 pub mod scheduler;
 pub mod secrets;
-pub mod secrets_policy;
-pub mod transform;
 pub mod workspaces;

@@ -15,7 +15,7 @@ use super::error::{Error, Result};
 use super::metrics::Metrics;
 use crate::api::{Connection, ConnectionRef, SecretKeyRef, Service};
 use crate::clients::http::{Auth, Http, HttpConfig, SecretString};
-use crate::clients::secrets_login::{IdpCredentials, Session};
+use crate::clients::secrets::login::{IdpCredentials, Session};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::Resource;

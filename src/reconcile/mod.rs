@@ -2,7 +2,7 @@
 //! apply, status conditions, events, drift resync, backoff and metrics. A kind implements
 //! [`Reconciled`] (what its remote object is and which calls to make) or, when it drives an
 //! operation rather than owning an object, [`Operated`] (one step at a time) and is registered in
-//! [`crate::controllers`]; everything else lives here.
+//! [`crate::runtime::controllers`]; everything else lives here.
 
 pub mod conditions;
 pub mod context;

@@ -3,9 +3,8 @@
 //! (full pagination by `meta.pagination`, path encoding); one file per engine.
 
 pub mod nocode;
-pub mod runs;
-#[allow(clippy::module_inception)]
-pub mod workspaces;
+pub mod run;
+pub mod workspace;
 
 use std::sync::Arc;
 
@@ -13,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::http::{ClientError, Http};
 
-pub use workspaces::WorkspacesClient;
+pub use workspace::WorkspacesClient;
 
 /// Largest page the service serves; lists are read with it to keep calls few.
 pub const PAGE_SIZE: usize = 100;

@@ -1,6 +1,8 @@
 //! Kinds of the secrets service that live in their own module directory.
 
+pub mod directory;
+pub mod dr;
 pub mod idp;
-pub mod idp_auth;
-pub mod totp_enrollment;
-pub mod totp_method;
+pub mod policy;
+pub mod totp;
+pub mod transform;

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::workspaces::run::WorkspaceRun;
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service, Workspace};
-use crate::clients::workspaces::runs::RunsClient;
+use crate::clients::workspaces::run::RunsClient;
 use crate::reconcile::{Context, Error, Managed, Operated, Result, Step};
 
 impl Managed for WorkspaceRun {

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::settings;
 use crate::api::workspaces::workspace::{DeletionMode, ListPolicy, Workspace};
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
-use crate::clients::workspaces::workspaces::Var;
+use crate::clients::workspaces::workspace::Var;
 use crate::clients::workspaces::{attr_str, WorkspacesClient};
 use crate::reconcile::hash::keyed_hash;
 use crate::reconcile::{Context, Created, Error, Managed, Reconciled, Result};
