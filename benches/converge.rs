@@ -282,7 +282,7 @@ fn policy(name: &str, body: &str) -> SecretsPolicy {
 async fn floor(sb: &Sandbox, backend: &Backend<'_>, n: usize, concurrency: usize) -> Side {
     blocking(|| sb.kubectl_ok(&["create", "namespace", "floor"]));
     let metrics = Arc::new(Metrics::default());
-    let client = quartet::cmd::run::client_from(Some(&sb.kubeconfig), metrics.clone())
+    let client = quartet::runtime::kube_client::client_from(Some(&sb.kubeconfig), metrics.clone())
         .await
         .expect("client");
     let api: Api<SecretsPolicy> = Api::namespaced(client, "floor");
@@ -394,9 +394,12 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         ],
     );
     let metrics_addr = blocking(|| op.metrics_addr());
-    let client = quartet::cmd::run::client_from(Some(&sb.kubeconfig), Arc::new(Metrics::default()))
-        .await
-        .expect("client");
+    let client = quartet::runtime::kube_client::client_from(
+        Some(&sb.kubeconfig),
+        Arc::new(Metrics::default()),
+    )
+    .await
+    .expect("client");
     let api: Api<SecretsPolicy> = Api::namespaced(client, "default");
     // Let the operator settle (Connection Ready) before counting.
     tokio::time::sleep(Duration::from_secs(2)).await;
