@@ -15,10 +15,19 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `quartet --version`: the crate's version and the git commit it was built from (set by
+/// `build.rs`; `unknown` when built outside a git checkout without `QUARTET_GIT_COMMIT`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("QUARTET_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "quartet",
-    version,
+    version = VERSION,
     about = "Kubernetes operator for a secrets service, a workspace service, a catalog and a scheduler"
 )]
 pub struct Cli {
@@ -37,27 +46,43 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the controllers against a cluster (kubeconfig, or in-cluster config).
+    #[command(after_help = "Example:\n  quartet run --namespace team-a --leader-elect")]
     Run(run::RunArgs),
     /// Print the CustomResourceDefinitions as YAML, or write one file per kind.
+    #[command(
+        after_help = "Example:\n  quartet crd | kubectl apply --server-side -f -\n  quartet crd --out crds --chart charts/quartet/templates/crds"
+    )]
     Crd(crd::CrdArgs),
     /// What applying manifests would do to the services, without changing anything: exit 0
     /// when nothing would change, 2 when something would, 1 when a resource is blocked or on
     /// error.
+    #[command(after_help = "Example:\n  quartet plan -f examples/secrets-policy.yaml -o markdown")]
     Plan(plan::PlanArgs),
     /// Start the emulated services only (and, with --kubeconfig, the dev Kubernetes API server).
     /// For development and tests, never production.
     #[cfg(feature = "sandbox")]
+    #[command(after_help = "Example:\n  quartet sandbox --kubeconfig sandbox.kubeconfig")]
     Sandbox(sandbox::SandboxArgs),
     /// Everything embedded for a first look: dev Kubernetes API server with the CRDs installed,
     /// the emulated services, Connections to them, and the controllers. Serves until Ctrl-C.
     #[cfg(feature = "sandbox")]
+    #[command(after_help = "Example:\n  quartet dev --kubeconfig quartet-dev.kubeconfig")]
     Dev(dev::DevArgs),
     /// Lease operations of the secrets service: lookup, list, renew, revoke, revoke-prefix,
     /// revoke-force, tidy, count and list irrevocable leases.
+    #[command(
+        after_help = "Example:\n  quartet leases count --irrevocable --connection secrets/prod"
+    )]
     Leases(leases::LeasesArgs),
     /// Log in to the secrets service (identity-provider auth method) and print the token.
+    #[command(
+        after_help = "Example:\n  quartet login idp alice --address https://secrets.example.com:8200"
+    )]
     Login(login::LoginArgs),
     /// The catalog from the command line: `login --oidc` (interactive OIDC login).
+    #[command(
+        after_help = "Example:\n  quartet catalog login --oidc --auth-method oidc --address https://catalog.example.com:8501"
+    )]
     Catalog(catalog::CatalogArgs),
     /// Not in this build (built without the `sandbox` feature).
     #[cfg(not(feature = "sandbox"))]
