@@ -61,7 +61,7 @@ pub fn routes() -> Vec<Route> {
             .write(lookup_entity)
             .doc("Look up an entity by id or name.", ""),
     ];
-    r.extend(super::mfa::routes());
+    r.extend(crate::secrets::totp::routes());
     r
 }
 

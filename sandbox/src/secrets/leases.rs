@@ -228,7 +228,7 @@ pub fn revoke_one(store: &mut Store, id: &str, force: bool) -> Result<(), String
             mount,
             set,
             accounts,
-        } => super::ad::release(store, mount, set, accounts),
+        } => crate::secrets::directory::release(store, mount, set, accounts),
         LeaseKind::Synthetic { fail_revoke } => {
             if *fail_revoke {
                 Err("failed to revoke: backend refused the revocation".to_string())
@@ -384,7 +384,7 @@ fn renew(c: &mut Ctx) -> Result<Resp, ApiError> {
     }
     let n = now();
     // A check-out renewed without increment gets its set's current ttl (see `ad::renewal_ttl`).
-    let base = super::ad::renewal_ttl(store, &l).unwrap_or(l.ttl);
+    let base = crate::secrets::directory::renewal_ttl(store, &l).unwrap_or(l.ttl);
     let mut ttl = if inc > 0 { inc } else { base };
     if let Some(max) = l.max_expire {
         ttl = ttl.min((max - n).max(0));
@@ -393,7 +393,7 @@ fn renew(c: &mut Ctx) -> Result<Resp, ApiError> {
     l.last_renewal = Some(n);
     store.leases.insert(id.clone(), l.clone());
     if let LeaseKind::AdCheckout { .. } = &l.kind {
-        super::ad::note_renewal(store, &l);
+        crate::secrets::directory::note_renewal(store, &l);
     }
     Ok(Resp {
         lease_id: id,

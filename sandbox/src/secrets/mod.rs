@@ -17,24 +17,24 @@
 //! documents are stored, not executed).
 
 pub mod acl;
-mod ad;
+mod directory;
 mod dr;
 pub mod fields;
 pub mod http;
 mod identity;
 mod idp;
 mod leases;
-mod mfa;
 mod openapi;
 pub mod otp;
 mod persist;
 mod pgp;
+mod policy;
 pub mod provider;
 pub mod route;
 mod sys_auth;
 mod sys_password;
-mod sys_policies;
 mod tokens;
+mod totp;
 mod transform;
 
 use std::collections::{BTreeMap, HashMap};
@@ -89,7 +89,7 @@ pub struct World {
     /// Unseal key shares (hex), used for DR operation-token generation.
     pub key_shares: Vec<String>,
     /// The emulated directory of the directory engine, shared by every cluster.
-    pub directory: ad::Directory,
+    pub directory: directory::Directory,
     /// Where the state is saved after every request (`--state-dir`).
     pub state_file: Option<std::path::PathBuf>,
 }
@@ -116,9 +116,9 @@ pub struct Store {
     #[serde(default)]
     pub entities: BTreeMap<String, identity::Entity>,
     #[serde(default)]
-    pub mfa_methods: BTreeMap<String, mfa::TotpMethod>,
+    pub mfa_methods: BTreeMap<String, totp::TotpMethod>,
     #[serde(default)]
-    pub login_enforcements: BTreeMap<String, mfa::LoginEnforcement>,
+    pub login_enforcements: BTreeMap<String, totp::LoginEnforcement>,
     #[serde(default)]
     pub leases: BTreeMap<String, leases::Lease>,
     /// State of each transform mount, keyed by mount path.
@@ -126,7 +126,7 @@ pub struct Store {
     pub transform: BTreeMap<String, transform::TransformMount>,
     /// State of each directory mount, keyed by mount path.
     #[serde(default)]
-    pub ad: BTreeMap<String, ad::AdMount>,
+    pub ad: BTreeMap<String, directory::AdMount>,
     #[serde(default)]
     pub password_policies: BTreeMap<String, String>,
 }
@@ -396,7 +396,7 @@ fn backend_routes(b: Backend) -> &'static [Route] {
     static AD: OnceLock<Vec<Route>> = OnceLock::new();
     match b {
         Backend::System => SYS.get_or_init(|| {
-            let mut r = sys_policies::routes();
+            let mut r = policy::routes();
             r.extend(sys_auth::routes());
             r.extend(sys_auth::status_routes());
             r.extend(leases::routes());
@@ -409,7 +409,7 @@ fn backend_routes(b: Backend) -> &'static [Route] {
         Backend::Identity => IDENTITY.get_or_init(identity::routes),
         Backend::Idp => IDP.get_or_init(idp::routes),
         Backend::Transform => TRANSFORM.get_or_init(transform::routes),
-        Backend::Ad => AD.get_or_init(ad::routes),
+        Backend::Ad => AD.get_or_init(directory::routes),
     }
 }
 
@@ -589,7 +589,7 @@ async fn dispatch(
             }
         }
         let out = handle(&mut world, h.idx, op, path, data, token, namespace);
-        ad::flush_released(&mut world);
+        directory::flush_released(&mut world);
         if let Some(f) = world.state_file.clone() {
             persist::save(&world, &f);
         }
@@ -828,7 +828,7 @@ fn admin_api(
         return provider::admin(&mut world.provider, method, r, body);
     }
     if let Some(r) = rest.strip_prefix("ad/") {
-        return ad::admin(world, cluster, method, r, body);
+        return directory::admin(world, cluster, method, r, body);
     }
     if let Some(r) = rest.strip_prefix("transform/") {
         return transform::admin(&world.clusters[cluster].store.transform, method, r);
@@ -864,7 +864,7 @@ fn admin_api(
         let store = &world.clusters[cluster].store;
         let (entity, mid) = r.split_once('/').unwrap_or((r, ""));
         let (Some(secret), Some(m)) = (
-            mfa::entity_secret(store, entity, mid),
+            totp::entity_secret(store, entity, mid),
             store.mfa_methods.get(mid),
         ) else {
             return (404, serde_json::json!({ "errors": [] }));

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{ad, dr, provider, transform, Cluster, Store, World};
+use super::{directory, dr, provider, transform, Cluster, Store, World};
 
 pub const FILE: &str = "secrets-state.json";
 
@@ -25,7 +25,7 @@ struct ClusterSnap {
 struct Snapshot {
     clusters: Vec<ClusterSnap>,
     provider: provider::Provider,
-    directory: ad::Directory,
+    directory: directory::Directory,
     key_shares: Vec<String>,
     #[serde(default)]
     wrapping_key_pem: Option<String>,

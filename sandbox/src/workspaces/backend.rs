@@ -90,7 +90,7 @@ pub fn step(state: &mut State) -> bool {
                     _ => "planned",
                 })
             }
-            s if s == super::runs::awaiting_status(&run) => {
+            s if s == crate::workspaces::run::awaiting_status(&run) => {
                 if run.auto_apply {
                     Some("confirmed")
                 } else {

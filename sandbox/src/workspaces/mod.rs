@@ -30,7 +30,7 @@ mod jsonapi;
 mod model;
 mod nocode;
 mod orgs;
-mod runs;
+mod run;
 mod tags;
 mod teams;
 mod versions;
@@ -129,7 +129,7 @@ pub fn router(opts: &SandboxOptions) -> anyhow::Result<Router> {
         .merge(tags::routes())
         .merge(tags::binding_routes())
         .merge(teams::routes())
-        .merge(runs::routes())
+        .merge(run::routes())
         .merge(nocode::routes())
         .merge(admin_api::routes())
         .fallback(fallback)

@@ -54,7 +54,7 @@ use super::orgs::visible_org;
 use super::workspace::{
     check_includes, create_project_for, new_workspace, valid_name, workspace_json,
 };
-use super::{query, runs, versions, Svc};
+use super::{query, run, versions, Svc};
 
 pub fn routes() -> Router<Svc> {
     Router::new()
@@ -890,7 +890,7 @@ async fn create_workspace(
             version,
         });
         // A no-code workspace gets its configuration version (the module's) at creation.
-        runs::new_configuration_version(state, &mut ws, "tfe-module", false);
+        run::new_configuration_version(state, &mut ws, "tfe-module", false);
         let ws_id = ws.id.clone();
         let auto_apply = ws.auto_apply;
         state.workspaces.insert(ws_id.clone(), ws);
@@ -898,12 +898,12 @@ async fn create_workspace(
         // The provisioning run applies by itself (no-code provisioning has no confirmation
         // step), whatever the workspace's auto-apply setting for later runs.
         let _ = auto_apply;
-        let opts = runs::NewRun {
+        let opts = run::NewRun {
             auto_apply: Some(true),
             message: Some("Triggered via no-code provisioning".into()),
-            ..runs::NewRun::default()
+            ..run::NewRun::default()
         };
-        runs::queue_run(state, Some(caller), &ws_id, opts)?;
+        run::queue_run(state, Some(caller), &ws_id, opts)?;
         let ws = state
             .workspaces
             .get(&ws_id)
@@ -1000,14 +1000,14 @@ async fn start_upgrade(
         state.workspaces.insert(ws.id.clone(), ws.clone());
         state.no_code_modules.insert(nc.id.clone(), nc);
         // The upgrade run is a normal run that stops for confirmation.
-        let opts = runs::NewRun {
+        let opts = run::NewRun {
             auto_apply: Some(false),
             plan_only: Some(false),
             message: Some("No-code module upgrade".into()),
             upgrade_to: Some((target, vid)),
-            ..runs::NewRun::default()
+            ..run::NewRun::default()
         };
-        let run_id = runs::queue_run(state, Some(caller), &ws.id, opts)?;
+        let run_id = run::queue_run(state, Some(caller), &ws.id, opts)?;
         let run = state.runs.get(&run_id).ok_or_else(ApiError::not_found)?;
         Ok(ok(json!({"data": upgrade_json(&headers, &ws, run)})))
     })
@@ -1099,12 +1099,12 @@ async fn confirm_upgrade(
         let r = upgrade_run(state, &ws, &run)?;
         // Accepted whenever the run is confirmable (its `actions.is-confirmable`); the
         // confirmed run applies and the workspace records the version once applied.
-        if !runs::is_confirmable(&r) {
+        if !run::is_confirmable(&r) {
             return Err(ApiError::conflict(
                 "The upgrade run is not paused for confirmation",
             ));
         }
-        runs::confirm(state, &r.id)?;
+        run::confirm(state, &r.id)?;
         if let Some(run) = state.runs.get_mut(&r.id) {
             run.upgrade_applied = true;
         }

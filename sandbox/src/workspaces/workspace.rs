@@ -44,7 +44,7 @@ use super::auth::{self, Caller};
 use super::jsonapi::*;
 use super::model::*;
 use super::orgs::{org_json, visible_org};
-use super::{query, runs, tags, versions, Svc};
+use super::{query, run, tags, versions, Svc};
 
 pub fn routes() -> Router<Svc> {
     Router::new()
@@ -407,32 +407,32 @@ fn workspace_included(
                     .as_ref()
                     .and_then(|c| state.configuration_versions.get(c))
                 {
-                    push_unique(out, runs::cv_json(cv));
+                    push_unique(out, run::cv_json(cv));
                 }
             }
             "current_run" => {
                 if let Some(r) = current_run {
-                    push_unique(out, runs::run_json(state, caller, r));
+                    push_unique(out, run::run_json(state, caller, r));
                 }
             }
             "current_run.plan" => {
                 if let Some(r) = current_run {
-                    push_unique(out, runs::run_json(state, caller, r));
-                    push_unique(out, runs::plan_json(r));
+                    push_unique(out, run::run_json(state, caller, r));
+                    push_unique(out, run::plan_json(r));
                 }
             }
             "current_run.configuration_version"
             | "current_run.configuration_version.ingress_attributes" => {
                 if let Some(r) = current_run {
-                    push_unique(out, runs::run_json(state, caller, r));
+                    push_unique(out, run::run_json(state, caller, r));
                     if let Some(cv) = state.configuration_versions.get(&r.configuration_version) {
-                        push_unique(out, runs::cv_json(cv));
+                        push_unique(out, run::cv_json(cv));
                     }
                 }
             }
             "locked_by" => {
                 if let Some(r) = locking_run(state, &ws.id) {
-                    push_unique(out, runs::run_json(state, caller, r));
+                    push_unique(out, run::run_json(state, caller, r));
                 } else if let Some(u) = ws.manual_lock.as_ref().and_then(|u| state.users.get(u)) {
                     push_unique(out, super::orgs::user_json(u));
                 }
@@ -1091,7 +1091,7 @@ async fn create(
         }
         if let Some(vcs) = &ws.vcs_repo {
             let _ = vcs;
-            runs::new_configuration_version(state, &mut ws, "github", false);
+            run::new_configuration_version(state, &mut ws, "github", false);
         }
         let id = ws.id.clone();
         state.workspaces.insert(id.clone(), ws);
@@ -1130,7 +1130,7 @@ fn update(state: &mut State, caller: &Caller, id: &str, body: &Bytes) -> ApiResu
         ws.project = p;
     }
     if !had_vcs && ws.vcs_repo.is_some() {
-        runs::new_configuration_version(state, &mut ws, "github", false);
+        run::new_configuration_version(state, &mut ws, "github", false);
     }
     ws.updated_at = chrono::Utc::now();
     state.workspaces.insert(id.to_string(), ws);
