@@ -712,7 +712,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
     }));
     let client = quartet::runtime::kube_client::client_from(
         Some(&sb.kubeconfig),
-        Arc::new(quartet::reconcile::metrics::Metrics::default()),
+        Arc::new(quartet::metrics::Metrics::default()),
     )
     .await
     .expect("client");

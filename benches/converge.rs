@@ -34,7 +34,7 @@ use futures::{stream, StreamExt, TryStreamExt};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use quartet::api::SecretsPolicy;
-use quartet::reconcile::metrics::Metrics;
+use quartet::metrics::Metrics;
 use support::openbao::OpenBao;
 use support::*;
 

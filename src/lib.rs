@@ -4,5 +4,6 @@ pub mod api;
 pub mod clients;
 pub mod cmd;
 pub mod kinds;
+pub mod metrics;
 pub mod reconcile;
 pub mod runtime;

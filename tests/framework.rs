@@ -11,7 +11,7 @@ use kube::runtime::reflector;
 use kube::{Api, Client, ResourceExt};
 use quartet::api::{Connection, SecretsPolicy};
 use quartet::clients::SecretString;
-use quartet::reconcile::metrics::Metrics;
+use quartet::metrics::Metrics;
 use quartet::reconcile::{Context, Error, Settings};
 use quartet::runtime::leader::{LeaderElector, LeaseConfig};
 use quartet_sandbox::apiserver::{ApiServer, ApiServerOptions};

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::api::Service;
 use crate::clients::secrets::login::Session;
-use crate::reconcile::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// A string that never prints: `Debug` and `Display` show `[redacted]`.
 #[derive(Clone, Default, PartialEq, Eq)]

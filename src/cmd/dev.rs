@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::run::OperatorArgs;
 use super::sandbox::{print_services, sandbox_options, start_apiserver, ServiceArgs};
 use crate::api::Service;
-use crate::reconcile::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::runtime::controllers;
 
 /// Name of the Secret holding the sandbox tokens in `quartet dev`.

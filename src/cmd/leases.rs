@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::api::{Connection, Service};
 use crate::clients::http::{Auth, Http, HttpConfig, SecretString};
 use crate::clients::ClientError;
-use crate::reconcile::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// The connection flags are global to `quartet leases`: they go before or after the verb.
 #[derive(Args, Debug)]

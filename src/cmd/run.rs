@@ -9,7 +9,7 @@ use clap::Args;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::reconcile::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::reconcile::Settings;
 use crate::runtime::controllers;
 use crate::runtime::kube_client::{client_from, hash_key};

@@ -12,10 +12,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 
 use super::error::{Error, Result};
-use super::metrics::Metrics;
 use crate::api::{Connection, ConnectionRef, SecretKeyRef, Service};
 use crate::clients::http::{Auth, Http, HttpConfig, SecretString};
 use crate::clients::secrets::login::{IdpCredentials, Session};
+use crate::metrics::Metrics;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::Resource;

@@ -11,7 +11,6 @@ pub mod error;
 pub mod features;
 pub mod gitops;
 pub mod hash;
-pub mod metrics;
 pub mod operation;
 pub mod owned_secret;
 pub mod related;

@@ -36,8 +36,8 @@ use crate::api::{
 };
 use crate::api::{NoCodeModule, NoCodeWorkspace, Workspace, WorkspaceRun};
 use crate::kinds;
+use crate::metrics::Metrics;
 use crate::reconcile::driver::{self, Lifetime, Reconciled};
-use crate::reconcile::metrics::Metrics;
 use crate::reconcile::operation::{run_operation, Operated};
 use crate::reconcile::related::run_operation_related;
 use crate::reconcile::{Context, Settings};

@@ -11,7 +11,7 @@ use kube::{Api, Client, Config};
 use rand::Rng;
 
 use crate::clients::SecretString;
-use crate::reconcile::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// A Kubernetes client from a kubeconfig (or the usual inference), counting its requests by verb
 /// in `metrics` so benchmarks and dashboards see the operator's load on the API server.

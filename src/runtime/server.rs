@@ -18,7 +18,7 @@ use axum::routing::get;
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use crate::reconcile::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// What this replica is doing, for `/readyz`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

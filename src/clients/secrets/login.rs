@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use crate::api::Service;
 use crate::clients::http::{ClientError, Http, SecretString};
-use crate::reconcile::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// What a login sends (from the Connection's `spec.auth.idp` and its Secrets).
 #[derive(Clone, Debug)]

@@ -39,8 +39,8 @@ use crate::api::{
 use crate::api::{NoCodeModule, NoCodeWorkspace, Workspace, WorkspaceRun};
 use crate::clients::http::Auth;
 use crate::clients::{Http, HttpConfig, SecretString};
+use crate::metrics::Metrics;
 use crate::reconcile::driver::Managed;
-use crate::reconcile::metrics::Metrics;
 use crate::reconcile::{Context, Operated, Reconciled, Settings};
 
 /// The field manager of the dry-run applies.

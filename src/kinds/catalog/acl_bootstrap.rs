@@ -267,7 +267,7 @@ impl CatalogAclBootstrap {
         for r in &rep {
             // A secondary's replicated index can pass the primary's list index (other tables
             // move the raft index too): no lag then.
-            let lag = crate::reconcile::metrics::ReplicationLag {
+            let lag = crate::metrics::ReplicationLag {
                 index: primary.0.map(|p| p.saturating_sub(r.replicated_index)),
                 token_index: primary
                     .1
