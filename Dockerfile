@@ -5,6 +5,8 @@ FROM rust:1-bookworm AS build
 RUN rustup target add x86_64-unknown-linux-musl && apt-get update && apt-get install -y musl-tools
 WORKDIR /src
 COPY . .
+# The commit `quartet --version` prints (the build context has no .git): `--build-arg QUARTET_GIT_COMMIT=$(git rev-parse --short HEAD)`.
+ARG QUARTET_GIT_COMMIT=unknown
 RUN cargo build --release --locked --no-default-features --target x86_64-unknown-linux-musl --bin quartet
 
 FROM scratch

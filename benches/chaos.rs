@@ -710,7 +710,7 @@ async fn run(n: usize, kills: usize, seed: u64, rate: f64) {
         current: Some(blocking(|| Operator::start(&sb, RESYNC))),
         logs: Vec::new(),
     }));
-    let client = quartet::cmd::run::client_from(
+    let client = quartet::runtime::kube_client::client_from(
         Some(&sb.kubeconfig),
         Arc::new(quartet::metrics::Metrics::default()),
     )

@@ -287,7 +287,7 @@ fn policy(name: &str, body: &str) -> SecretsPolicy {
 async fn floor(sb: &Sandbox, backend: &Backend<'_>, n: usize, concurrency: usize) -> Side {
     blocking(|| sb.kubectl_ok(&["create", "namespace", "floor"]));
     let metrics = Arc::new(Metrics::default());
-    let client = quartet::cmd::run::client_from(Some(&sb.kubeconfig), metrics.clone())
+    let client = quartet::runtime::kube_client::client_from(Some(&sb.kubeconfig), metrics.clone())
         .await
         .expect("client");
     let api: Api<SecretsPolicy> = Api::namespaced(client, "floor");
@@ -423,7 +423,7 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         .map(|op| blocking(|| op.metrics_addr()))
         .collect();
     let ops_cpu = || ops.iter().map(|op| cpu_seconds(op.pid())).sum::<f64>();
-    let client = quartet::cmd::run::client_from(Some(&sb.kubeconfig), Arc::new(Metrics::default()))
+    let client = quartet::runtime::kube_client::client_from(Some(&sb.kubeconfig), Arc::new(Metrics::default()))
         .await
         .expect("client");
     let api: Api<SecretsPolicy> = Api::namespaced(client, "default");

@@ -1,4 +1,10 @@
 //! Quartet: a Kubernetes operator for four infrastructure services. See README.md.
+//!
+//! The modules are layers, lowest first, each using only those before it: [`api`] (the custom
+//! resource types), [`metrics`], [`clients`] (one per service), [`reconcile`] (the framework),
+//! [`kinds`] (one module per kind), [`runtime`] (the operator process) and [`cmd`] (the
+//! command line). Each service has the same module names in `api`, `clients` and `kinds`; see
+//! docs/layout.md.
 
 pub mod api;
 pub mod clients;

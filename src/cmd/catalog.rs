@@ -28,6 +28,9 @@ pub struct CatalogArgs {
 #[derive(Subcommand, Debug)]
 pub enum CatalogCommand {
     /// Log in to the catalog (interactive OIDC flow through a browser) and print the token.
+    #[command(
+        after_help = "Example:\n  quartet catalog login --oidc --auth-method oidc --address https://catalog.example.com:8501"
+    )]
     Login(CatalogLoginArgs),
 }
 

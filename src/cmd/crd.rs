@@ -1,12 +1,11 @@
 //! `quartet crd`: the CRDs as YAML, generated from the Rust types (the single source).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use clap::Args;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
-
-use crate::cmd::CrdArgs;
 
 /// The CRDs as installed: the Rust types' schemas with their descriptions reflowed
 /// ([`reflow`]), so `kubectl explain` prints whole sentences, and made fit for a real API
@@ -345,6 +344,22 @@ fn check() -> anyhow::Result<()> {
          server's estimator, which comes with the `sandbox` feature. Use a development build, \
          which has it by default: `cargo run -- crd --check`"
     )
+}
+
+#[derive(Args, Debug)]
+pub struct CrdArgs {
+    /// Write one file per CRD into this directory instead of printing.
+    #[arg(long)]
+    pub out: Vec<PathBuf>,
+    /// Write one Helm template per CRD into this directory (the chart's `templates/crds`),
+    /// installed with `crds.install` and kept on uninstall with `crds.keep`.
+    #[arg(long)]
+    pub chart: Vec<PathBuf>,
+    /// Print each CRD's CEL rule costs as kube-apiserver 1.36 estimates them, against its
+    /// limits; fail when a rule is over the per-rule limit or a CRD's rules use half or more
+    /// of the whole-schema budget. Needs the `sandbox` feature (the estimator lives there).
+    #[arg(long, conflicts_with_all = ["out", "chart"])]
+    pub check: bool,
 }
 
 pub fn crd(args: CrdArgs) -> anyhow::Result<()> {

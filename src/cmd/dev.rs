@@ -1,21 +1,24 @@
-//! `quartet sandbox` and `quartet dev`: the emulated services, the dev Kubernetes API server,
-//! and (for dev) the CRDs, Connections and controllers wired to them. Development only.
+//! `quartet dev`: the emulated services, the dev Kubernetes API server, and the CRDs,
+//! Connections and controllers wired to them. Development only.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Args;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
-use quartet_sandbox::apiserver::{ApiServer, ApiServerOptions};
-use quartet_sandbox::{Sandbox, SandboxOptions};
+use quartet_sandbox::apiserver::ApiServer;
+use quartet_sandbox::Sandbox;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::run::OperatorArgs;
+use super::sandbox::{print_services, sandbox_options, start_apiserver, ServiceArgs};
 use crate::api::Service;
-use crate::cmd::{DevArgs, SandboxArgs, ServiceArgs};
 use crate::metrics::Metrics;
 use crate::runtime::controllers;
 
@@ -23,82 +26,26 @@ use crate::runtime::controllers;
 pub const TOKEN_SECRET: &str = "quartet-sandbox-tokens";
 const FIELD_MANAGER: &str = "quartet-dev";
 
-fn sandbox_options(args: &ServiceArgs) -> SandboxOptions {
-    SandboxOptions {
-        secrets_addr: args.secrets_addr,
-        workspaces_addr: args.workspaces_addr,
-        catalog_addr: args.catalog_addr,
-        scheduler_addr: args.scheduler_addr,
-        root_token: args.root_token.clone(),
-        edition: args.edition,
-        secrets_clusters: args.secrets_clusters,
-        organization: args.organization.clone(),
-        state_dir: args.state_dir.as_ref().map(|d| d.join("services")),
-    }
-}
-
-async fn start_apiserver(args: &ServiceArgs) -> anyhow::Result<ApiServer> {
-    ApiServer::start(ApiServerOptions {
-        addr: args.kube_addr,
-        token: random_token(),
-        state_dir: args.state_dir.as_ref().map(|d| d.join("kubernetes")),
-    })
-    .await
-}
-
-fn random_token() -> String {
-    use rand::Rng;
-    let bytes: [u8; 16] = rand::rng().random();
-    hex::encode(bytes)
-}
-
-fn print_services(sandbox: &Sandbox) {
-    for (i, url) in sandbox.secrets_urls.iter().enumerate() {
-        let label = if sandbox.secrets_urls.len() > 1 {
-            format!("secrets[{i}]")
-        } else {
-            "secrets".into()
-        };
-        println!("  {label:<12} {url}");
-    }
-    println!("  {:<12} {}", "workspaces", sandbox.workspaces_url);
-    println!("  {:<12} {}", "catalog", sandbox.catalog_url);
-    println!("  {:<12} {}", "scheduler", sandbox.scheduler_url);
-}
-
-pub async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
-    let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
-    println!("Quartet sandbox (development and tests only; tokens: the value of --root-token)");
-    print_services(&sandbox);
-    if let Some(path) = &args.kubeconfig {
-        let api = start_apiserver(&args.services).await?;
-        api.write_kubeconfig(path)?;
-        println!("  {:<12} {}", "kubernetes", api.url());
-        println!("  {:<12} {}", "kubeconfig", path.display());
-        println!("Quartet sandbox is ready");
-        wait_for_signal().await;
-        drop(api);
-    } else {
-        println!("Quartet sandbox is ready");
-        wait_for_signal().await;
-    }
-    sandbox.shutdown();
-    Ok(())
-}
-
-async fn wait_for_signal() {
-    let token = CancellationToken::new();
-    controllers::cancel_on_signal(token.clone()).await;
-}
-
 /// `quartet dev` exits this long after Ctrl-C at the latest (as `quartet run` does by default).
 const DEV_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Args, Debug)]
+pub struct DevArgs {
+    #[command(flatten)]
+    pub services: ServiceArgs,
+    /// Where to write the kubeconfig of the dev cluster.
+    #[arg(long, default_value = "quartet-dev.kubeconfig")]
+    pub kubeconfig: PathBuf,
+    #[command(flatten)]
+    pub operator: OperatorArgs,
+}
 
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let api = start_apiserver(&args.services).await?;
     api.write_kubeconfig(&args.kubeconfig)?;
     let metrics = Arc::new(Metrics::default());
-    let client = crate::cmd::run::client_from(Some(&args.kubeconfig), metrics.clone()).await?;
+    let client =
+        crate::runtime::kube_client::client_from(Some(&args.kubeconfig), metrics.clone()).await?;
     install_crds(&client).await?;
     let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
     create_connections(

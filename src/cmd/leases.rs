@@ -21,27 +21,28 @@ use crate::clients::http::{Auth, Http, HttpConfig, SecretString};
 use crate::clients::ClientError;
 use crate::metrics::Metrics;
 
+/// The connection flags are global to `quartet leases`: they go before or after the verb.
 #[derive(Args, Debug)]
 pub struct LeasesArgs {
     /// A secrets Connection in the cluster, `NAMESPACE/NAME` (its address, token Secret, CA and
     /// token header are used; the token is read through the kubeconfig's credentials).
-    #[arg(long, conflicts_with = "address")]
+    #[arg(long, global = true, conflicts_with = "address")]
     pub connection: Option<String>,
     /// Kubeconfig for `--connection`; default: $KUBECONFIG or ~/.kube/config.
-    #[arg(long, env = "KUBECONFIG")]
+    #[arg(long, global = true, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Address of the secrets service, e.g. `https://secrets.example.com:8200`.
-    #[arg(long, env = "QUARTET_ADDRESS")]
+    #[arg(long, global = true, env = "QUARTET_ADDRESS")]
     pub address: Option<String>,
     /// Token for `--address` (read from the environment only, so it never appears in a process
     /// list or a shell history).
     #[arg(skip)]
     pub token: Option<String>,
     /// Header carrying the token with `--address` (`X-Vault-Token` for OpenBao).
-    #[arg(long, default_value = "X-Secrets-Token")]
+    #[arg(long, global = true, default_value = "X-Secrets-Token")]
     pub token_header: String,
     /// Output: a table for people, or the service's `data` as JSON.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, global = true, value_enum, default_value = "table")]
     pub output: Output,
     #[command(subcommand)]
     pub verb: Verb,
@@ -56,16 +57,28 @@ pub enum Output {
 #[derive(Subcommand, Debug)]
 pub enum Verb {
     /// Show one lease.
+    #[command(
+        after_help = "Example:\n  quartet leases lookup database/creds/app/abc123 --connection secrets/prod"
+    )]
     Lookup { lease_id: String },
     /// List lease IDs under a prefix (needs sudo).
+    #[command(
+        after_help = "Example:\n  quartet leases list database/creds/ --address https://secrets.example.com:8200"
+    )]
     List { prefix: String },
     /// Renew a lease; `--increment` asks for that many seconds (default: the lease's own TTL).
+    #[command(
+        after_help = "Example:\n  quartet leases renew database/creds/app/abc123 --increment 1h --connection secrets/prod"
+    )]
     Renew {
         lease_id: String,
         #[arg(long)]
         increment: Option<String>,
     },
     /// Revoke one lease.
+    #[command(
+        after_help = "Example:\n  quartet leases revoke database/creds/app/abc123 --connection secrets/prod"
+    )]
     Revoke {
         lease_id: String,
         /// Wait until the revocation is done (default true, as the real server does).
@@ -73,6 +86,9 @@ pub enum Verb {
         sync: bool,
     },
     /// Revoke every lease under a prefix (needs sudo): lists and counts them, then asks.
+    #[command(
+        after_help = "Example:\n  quartet leases revoke-prefix database/creds/app/ --connection secrets/prod"
+    )]
     RevokePrefix {
         prefix: String,
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -83,19 +99,29 @@ pub enum Verb {
     },
     /// Revoke every lease under a prefix ignoring backend errors (emergencies only; needs
     /// sudo): lists and counts them, then asks.
+    #[command(
+        after_help = "Example:\n  quartet leases revoke-force database/creds/app/ --yes --connection secrets/prod"
+    )]
     RevokeForce {
         prefix: String,
         #[arg(long)]
         yes: bool,
     },
     /// Revoke leases whose token is gone (heavy storage I/O on large servers).
+    #[command(after_help = "Example:\n  quartet leases tidy --connection secrets/prod")]
     Tidy,
     /// Count leases; only irrevocable leases can be counted.
+    #[command(
+        after_help = "Example:\n  quartet leases count --irrevocable --address https://secrets.example.com:8200"
+    )]
     Count {
         #[arg(long, required = true)]
         irrevocable: bool,
     },
     /// List irrevocable leases (at most 10,000 unless `--limit N` or `--limit none`).
+    #[command(
+        after_help = "Example:\n  quartet leases irrevocable --limit none -o json --connection secrets/prod"
+    )]
     Irrevocable {
         #[arg(long)]
         limit: Option<String>,
@@ -380,7 +406,7 @@ async fn client(args: &LeasesArgs) -> Result<Http, LeasesError> {
             let (ns, name) = c.split_once('/').ok_or_else(|| {
                 LeasesError::Usage(format!("--connection {c:?}: expected NAMESPACE/NAME"))
             })?;
-            let kube = crate::cmd::run::client_from(args.kubeconfig.as_deref(), metrics.clone())
+            let kube = crate::runtime::kube_client::client_from(args.kubeconfig.as_deref(), metrics.clone())
                 .await
                 .map_err(|e| {
                     LeasesError::Kube(format!("the Kubernetes client could not be set up: {e:#}"))

@@ -26,6 +26,9 @@ pub struct LoginArgs {
 pub enum LoginMethod {
     /// Log in with the identity-provider auth method: password, then a passcode or a push
     /// when the account asks for one.
+    #[command(
+        after_help = "Example:\n  quartet login idp alice --address https://secrets.example.com:8200\n  (the password is read from QUARTET_PASSWORD, or prompted for)"
+    )]
     Idp(IdpLoginArgs),
 }
 

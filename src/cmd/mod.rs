@@ -8,18 +8,26 @@ pub mod leases;
 pub mod login;
 pub mod plan;
 pub mod run;
+#[cfg(feature = "sandbox")]
+pub mod sandbox;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
+
+/// `quartet --version`: the crate's version and the git commit it was built from (set by
+/// `build.rs`; `unknown` when built outside a git checkout without `QUARTET_GIT_COMMIT`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("QUARTET_GIT_COMMIT"),
+    ")"
+);
 
 #[derive(Parser, Debug)]
 #[command(
     name = "quartet",
-    version,
+    version = VERSION,
     about = "Kubernetes operator for a secrets service, a workspace service, a catalog and a scheduler"
 )]
 pub struct Cli {
@@ -43,28 +51,44 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the controllers against a cluster (kubeconfig, or in-cluster config).
-    Run(RunArgs),
+    #[command(after_help = "Example:\n  quartet run --namespace team-a --leader-elect")]
+    Run(run::RunArgs),
     /// Print the CustomResourceDefinitions as YAML, or write one file per kind.
-    Crd(CrdArgs),
+    #[command(
+        after_help = "Example:\n  quartet crd | kubectl apply --server-side -f -\n  quartet crd --out crds --chart charts/quartet/templates/crds"
+    )]
+    Crd(crd::CrdArgs),
     /// What applying manifests would do to the services, without changing anything: exit 0
     /// when nothing would change, 2 when something would, 1 when a resource is blocked or on
     /// error.
-    Plan(crate::cmd::plan::PlanArgs),
+    #[command(after_help = "Example:\n  quartet plan -f examples/secrets-policy.yaml -o markdown")]
+    Plan(plan::PlanArgs),
     /// Start the emulated services only (and, with --kubeconfig, the dev Kubernetes API server).
     /// For development and tests, never production.
     #[cfg(feature = "sandbox")]
-    Sandbox(SandboxArgs),
+    #[command(after_help = "Example:\n  quartet sandbox --kubeconfig sandbox.kubeconfig")]
+    Sandbox(sandbox::SandboxArgs),
     /// Everything embedded for a first look: dev Kubernetes API server with the CRDs installed,
     /// the emulated services, Connections to them, and the controllers. Serves until Ctrl-C.
     #[cfg(feature = "sandbox")]
-    Dev(DevArgs),
+    #[command(after_help = "Example:\n  quartet dev --kubeconfig quartet-dev.kubeconfig")]
+    Dev(dev::DevArgs),
     /// Lease operations of the secrets service: lookup, list, renew, revoke, revoke-prefix,
     /// revoke-force, tidy, count and list irrevocable leases.
-    Leases(crate::cmd::leases::LeasesArgs),
+    #[command(
+        after_help = "Example:\n  quartet leases count --irrevocable --connection secrets/prod"
+    )]
+    Leases(leases::LeasesArgs),
     /// Log in to the secrets service (identity-provider auth method) and print the token.
-    Login(crate::cmd::login::LoginArgs),
+    #[command(
+        after_help = "Example:\n  quartet login idp alice --address https://secrets.example.com:8200"
+    )]
+    Login(login::LoginArgs),
     /// The catalog from the command line: `login --oidc` (interactive OIDC login).
-    Catalog(crate::cmd::catalog::CatalogArgs),
+    #[command(
+        after_help = "Example:\n  quartet catalog login --oidc --auth-method oidc --address https://catalog.example.com:8501"
+    )]
+    Catalog(catalog::CatalogArgs),
     /// Not in this build (built without the `sandbox` feature).
     #[cfg(not(feature = "sandbox"))]
     #[command(hide = true)]
@@ -77,7 +101,7 @@ pub enum Command {
 
 /// Any arguments of a subcommand this build leaves out.
 #[cfg(not(feature = "sandbox"))]
-#[derive(Args, Debug)]
+#[derive(clap::Args, Debug)]
 pub struct NotBuilt {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
     pub args: Vec<String>,
@@ -93,152 +117,6 @@ fn not_built(command: &str) -> anyhow::Result<()> {
          source, `cargo run --release -- {command}` (or `cargo install --path .` for a \
          `quartet` binary with it)"
     )
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct OperatorArgs {
-    /// Drift resync interval: every resource is compared with its service this often (±10%)
-    /// even when nothing changed in Kubernetes. Examples: `30s`, `5m`.
-    #[arg(long, env = "QUARTET_RESYNC_INTERVAL", default_value = "5m", value_parser = parse_duration)]
-    pub resync_interval: Duration,
-    /// Reconciles run at once per kind.
-    #[arg(long, env = "QUARTET_CONCURRENCY", default_value_t = 8)]
-    pub concurrency: u16,
-    /// Where `/metrics`, `/healthz` and `/readyz` are served.
-    #[arg(long, env = "QUARTET_METRICS_ADDR", default_value = "0.0.0.0:8080")]
-    pub metrics_addr: SocketAddr,
-    /// Also append the change log (one JSON record per write to a service, log target
-    /// `quartet::changes`) to this file.
-    #[arg(long, env = "QUARTET_CHANGE_LOG")]
-    pub change_log: Option<PathBuf>,
-    /// Namespace of the operator's own objects (leader Lease, hash-key Secret).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
-    pub operator_namespace: String,
-    /// HTTP retries after the first attempt, for 429, 5xx and connection failures.
-    #[arg(long, default_value_t = 3)]
-    pub max_retries: u32,
-}
-
-#[derive(Args, Debug)]
-pub struct RunArgs {
-    /// Kubeconfig to use; default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Watch only this namespace (default: all namespaces). The same as one
-    /// `--watch-namespaces`.
-    #[arg(long, env = "QUARTET_NAMESPACE")]
-    pub namespace: Option<String>,
-    /// Watch only these namespaces, comma-separated or repeated (default: all namespaces):
-    /// one watch per namespace, so the operator needs rights in these namespaces only.
-    #[arg(long, env = "QUARTET_WATCH_NAMESPACES", value_delimiter = ',')]
-    pub watch_namespaces: Vec<String>,
-    /// Elect a leader through a Lease so that only one replica writes.
-    #[arg(long, env = "QUARTET_LEADER_ELECT", default_value_t = false)]
-    pub leader_elect: bool,
-    /// Name of the leader-election Lease (default: `quartet-leader`, or
-    /// `quartet-leader-NAME` with `--shard NAME`, so each shard elects its own leader).
-    #[arg(long)]
-    pub lease_name: Option<String>,
-    /// Serve only the resources labelled `quartet.dev/shard=NAME` (without it: only the
-    /// resources without that label). Each shard is an instance of its own, with its own leader.
-    #[arg(long, env = "QUARTET_SHARD")]
-    pub shard: Option<String>,
-    /// How many instances (the default one and every shard) share each Connection's
-    /// `requestsPerSecond`: this instance uses 1/N of it, so N instances together stay within
-    /// the budget.
-    #[arg(long, env = "QUARTET_SHARD_COUNT", default_value_t = 1)]
-    pub shard_count: u32,
-    /// After SIGTERM or SIGINT the process exits within this long, whatever it was doing:
-    /// reconciles under way get most of it to finish (the rest are cut, and resumed by the next
-    /// leader), then the leader releases its Lease. Keep it below the pod's
-    /// terminationGracePeriodSeconds.
-    #[arg(long, env = "QUARTET_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
-    pub shutdown_timeout: Duration,
-    #[command(flatten)]
-    pub operator: OperatorArgs,
-}
-
-#[derive(Args, Debug)]
-pub struct CrdArgs {
-    /// Write one file per CRD into this directory instead of printing.
-    #[arg(long)]
-    pub out: Vec<PathBuf>,
-    /// Write one Helm template per CRD into this directory (the chart's `templates/crds`),
-    /// installed with `crds.install` and kept on uninstall with `crds.keep`.
-    #[arg(long)]
-    pub chart: Vec<PathBuf>,
-    /// Print each CRD's CEL rule costs as kube-apiserver 1.36 estimates them, against its
-    /// limits; fail when a rule is over the per-rule limit or a CRD's rules use half or more
-    /// of the whole-schema budget. Needs the `sandbox` feature (the estimator lives there).
-    #[arg(long, conflicts_with_all = ["out", "chart"])]
-    pub check: bool,
-}
-
-#[cfg(feature = "sandbox")]
-#[derive(Args, Debug, Clone)]
-pub struct ServiceArgs {
-    /// Listen address of the secrets service (cluster i of --secrets-clusters listens on port+i).
-    #[arg(long, default_value = "127.0.0.1:8200")]
-    pub secrets_addr: SocketAddr,
-    /// Listen address of the workspace service.
-    #[arg(long, default_value = "127.0.0.1:8800")]
-    pub workspaces_addr: SocketAddr,
-    /// Listen address of the catalog service.
-    #[arg(long, default_value = "127.0.0.1:8500")]
-    pub catalog_addr: SocketAddr,
-    /// Listen address of the scheduler.
-    #[arg(long, default_value = "127.0.0.1:4646")]
-    pub scheduler_addr: SocketAddr,
-    /// Root token of the secrets service (also the workspace owners' token and the scheduler's
-    /// management token).
-    #[arg(
-        long,
-        env = "QUARTET_ROOT_TOKEN",
-        default_value = "root",
-        hide_env_values = true
-    )]
-    pub root_token: String,
-    /// Licence the secrets service pretends to hold: community, enterprise or premium.
-    #[arg(long, default_value = "premium")]
-    pub edition: quartet_sandbox::Edition,
-    /// Number of secrets clusters, for DR replication.
-    #[arg(long, default_value_t = 1)]
-    pub secrets_clusters: u16,
-    /// Organization created ready to use in the workspace service.
-    #[arg(long, default_value = "quartet")]
-    pub organization: String,
-    /// Persist state here so a restart keeps it (default: memory only).
-    #[arg(long)]
-    pub state_dir: Option<PathBuf>,
-    /// Listen address of the dev Kubernetes API server (when one is started).
-    #[arg(long, default_value = "127.0.0.1:6443")]
-    pub kube_addr: SocketAddr,
-}
-
-#[cfg(feature = "sandbox")]
-#[derive(Args, Debug)]
-pub struct SandboxArgs {
-    #[command(flatten)]
-    pub services: ServiceArgs,
-    /// Also start the dev Kubernetes API server (bare: no CRDs) and write its kubeconfig here.
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-}
-
-#[cfg(feature = "sandbox")]
-#[derive(Args, Debug)]
-pub struct DevArgs {
-    #[command(flatten)]
-    pub services: ServiceArgs,
-    /// Where to write the kubeconfig of the dev cluster.
-    #[arg(long, default_value = "quartet-dev.kubeconfig")]
-    pub kubeconfig: PathBuf,
-    #[command(flatten)]
-    pub operator: OperatorArgs,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h)"))
 }
 
 pub fn main() -> ExitCode {
@@ -260,22 +138,22 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         if let Command::Plan(args) = cli.command {
-            return crate::cmd::plan::run(args).await;
+            return plan::run(args).await;
         }
         let done = match cli.command {
-            Command::Run(args) => crate::cmd::run::run(args).await,
-            Command::Crd(args) => crate::cmd::crd::crd(args),
+            Command::Run(args) => run::run(args).await,
+            Command::Crd(args) => crd::crd(args),
             #[cfg(feature = "sandbox")]
-            Command::Sandbox(args) => crate::cmd::dev::sandbox(args).await,
+            Command::Sandbox(args) => sandbox::sandbox(args).await,
             #[cfg(feature = "sandbox")]
-            Command::Dev(args) => crate::cmd::dev::dev(args).await,
-            Command::Leases(args) => crate::cmd::leases::run(args).await.map_err(Into::into),
+            Command::Dev(args) => dev::dev(args).await,
+            Command::Leases(args) => leases::run(args).await.map_err(Into::into),
             #[cfg(not(feature = "sandbox"))]
             Command::Sandbox(_) => not_built("sandbox"),
             #[cfg(not(feature = "sandbox"))]
             Command::Dev(_) => not_built("dev"),
-            Command::Login(args) => crate::cmd::login::run(args).await.map_err(Into::into),
-            Command::Catalog(args) => crate::cmd::catalog::run(args).await.map_err(Into::into),
+            Command::Login(args) => login::run(args).await.map_err(Into::into),
+            Command::Catalog(args) => catalog::run(args).await.map_err(Into::into),
             Command::Plan(_) => unreachable!("handled above"),
         };
         done.map(|()| ExitCode::SUCCESS)

@@ -1,204 +1,91 @@
 //! `quartet run`: the controller manager.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ObjectMeta, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config};
-use rand::Rng;
+use clap::Args;
+use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::clients::SecretString;
-use crate::cmd::{OperatorArgs, RunArgs};
 use crate::metrics::Metrics;
 use crate::reconcile::Settings;
 use crate::runtime::controllers;
+use crate::runtime::kube_client::{client_from, hash_key};
 use crate::runtime::leader::{LeaderElector, LeaseConfig};
 use crate::runtime::server::{Health, Role};
 use crate::shard::Shard;
 
-/// A Kubernetes client from a kubeconfig (or the usual inference), counting its requests by verb
-/// in `metrics` so benchmarks and dashboards see the operator's load on the API server.
-pub async fn client_from(
-    kubeconfig: Option<&std::path::Path>,
-    metrics: Arc<Metrics>,
-) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            Config::from_custom_kubeconfig(
-                Kubeconfig::read_from(path)?,
-                &KubeConfigOptions::default(),
-            )
-            .await?
-        }
-        None => Config::infer().await?,
-    };
-    Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&CountCalls(metrics))
-        .build())
+#[derive(Args, Debug, Clone)]
+pub struct OperatorArgs {
+    /// Drift resync interval: every resource is compared with its service this often (±10%)
+    /// even when nothing changed in Kubernetes. Examples: `30s`, `5m`.
+    #[arg(long, env = "QUARTET_RESYNC_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    pub resync_interval: Duration,
+    /// Reconciles run at once per kind.
+    #[arg(long, env = "QUARTET_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: u16,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    #[arg(long, env = "QUARTET_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Also append the change log (one JSON record per write to a service, log target
+    /// `quartet::changes`) to this file.
+    #[arg(long, env = "QUARTET_CHANGE_LOG")]
+    pub change_log: Option<PathBuf>,
+    /// Namespace of the operator's own objects (leader Lease, hash-key Secret).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub operator_namespace: String,
+    /// HTTP retries after the first attempt, for 429, 5xx and connection failures.
+    #[arg(long, default_value_t = 3)]
+    pub max_retries: u32,
 }
 
-/// The RBAC verb and resource (`resource.group[/subresource]`, core group empty) of a request,
-/// e.g. `("patch", "secretspolicies.secrets.quartet.dev/status")`.
-pub fn classify(method: &str, path: &str, query: &str) -> (&'static str, String) {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (group, rest) = match segs.first() {
-        Some(&"api") => ("", &segs[segs.len().min(2)..]),
-        Some(&"apis") if segs.len() >= 3 => (segs[1], &segs[3..]),
-        _ => return ("other", path.to_string()),
-    };
-    let rest = match rest {
-        ["namespaces", _ns, more @ ..] if !more.is_empty() => more,
-        other => other,
-    };
-    let (resource, named, sub) = match rest {
-        [plural] => (*plural, false, None),
-        [plural, _name] => (*plural, true, None),
-        [plural, _name, sub, ..] => (*plural, true, Some(*sub)),
-        _ => ("", false, None),
-    };
-    let verb = match method {
-        "GET"
-            if query
-                .split('&')
-                .any(|kv| kv == "watch=true" || kv == "watch=1") =>
-        {
-            "watch"
-        }
-        "GET" if named => "get",
-        "GET" => "list",
-        "POST" => "create",
-        "PUT" => "update",
-        "PATCH" => "patch",
-        "DELETE" if named => "delete",
-        "DELETE" => "deletecollection",
-        _ => "other",
-    };
-    let mut name = if group.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource}.{group}")
-    };
-    if let Some(sub) = sub {
-        name = format!("{name}/{sub}");
-    }
-    (verb, name)
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Kubeconfig to use; default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch only this namespace (default: all namespaces). The same as one
+    /// `--watch-namespaces`.
+    #[arg(long, env = "QUARTET_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Watch only these namespaces, comma-separated or repeated (default: all namespaces):
+    /// one watch per namespace, so the operator needs rights in these namespaces only.
+    #[arg(long, env = "QUARTET_WATCH_NAMESPACES", value_delimiter = ',')]
+    pub watch_namespaces: Vec<String>,
+    /// Elect a leader through a Lease so that only one replica writes.
+    #[arg(long, env = "QUARTET_LEADER_ELECT", default_value_t = false)]
+    pub leader_elect: bool,
+    /// Name of the leader-election Lease (default: `quartet-leader`, or
+    /// `quartet-leader-NAME` with `--shard NAME`, so each shard elects its own leader).
+    #[arg(long)]
+    pub lease_name: Option<String>,
+    /// Serve only the resources labelled `quartet.dev/shard=NAME` (without it: only the
+    /// resources without that label). Each shard is an instance of its own, with its own leader.
+    #[arg(long, env = "QUARTET_SHARD")]
+    pub shard: Option<String>,
+    /// How many instances (the default one and every shard) share each Connection's
+    /// `requestsPerSecond`: this instance uses 1/N of it, so N instances together stay within
+    /// the budget.
+    #[arg(long, env = "QUARTET_SHARD_COUNT", default_value_t = 1)]
+    pub shard_count: u32,
+    /// After SIGTERM or SIGINT the process exits within this long, whatever it was doing:
+    /// reconciles under way get most of it to finish (the rest are cut, and resumed by the next
+    /// leader), then the leader releases its Lease. Keep it below the pod's
+    /// terminationGracePeriodSeconds.
+    #[arg(long, env = "QUARTET_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+    #[command(flatten)]
+    pub operator: OperatorArgs,
 }
 
-/// The second RBAC verb a request needed, known from its answer: a PATCH (server-side apply)
-/// or PUT answered `201 Created` made the object, which the API server authorizes as `create`
-/// as well.
-pub fn implied_verb(verb: &str, status: u16) -> Option<&'static str> {
-    (matches!(verb, "patch" | "update") && status == 201).then_some("create")
+/// A duration as people write it: `30s`, `5m`, `1h`.
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h)"))
 }
 
-/// Counts every request of the client in `quartet_kube_api_calls_total` by [`classify`], and
-/// once more by [`implied_verb`] when the answer shows it needed another verb.
-struct CountCalls(Arc<Metrics>);
-
-impl<S> tower::Layer<S> for CountCalls {
-    type Service = Counted<S>;
-    fn layer(&self, inner: S) -> Counted<S> {
-        Counted {
-            inner,
-            metrics: self.0.clone(),
-        }
-    }
-}
-
-struct Counted<S> {
-    inner: S,
-    metrics: Arc<Metrics>,
-}
-
-impl<S, B> tower::Service<http::Request<kube::client::Body>> for Counted<S>
-where
-    S: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
-        let (verb, resource) = classify(
-            req.method().as_str(),
-            req.uri().path(),
-            req.uri().query().unwrap_or(""),
-        );
-        self.metrics.kube_call(verb, &resource);
-        let metrics = self.metrics.clone();
-        // Made here, in the caller's span (kube's request buffer carries it over), so a
-        // reconcile's writes are its children in a trace.
-        let span = crate::traces::kube_write_span(verb, &resource);
-        let answer = self.inner.call(req);
-        Box::pin(async move {
-            let res = answer.await?;
-            if let Some(span) = span {
-                span.record(
-                    "http.response.status_code",
-                    i64::from(res.status().as_u16()),
-                );
-            }
-            if let Some(also) = implied_verb(verb, res.status().as_u16()) {
-                metrics.kube_call(also, &resource);
-            }
-            Ok(res)
-        })
-    }
-}
-
-/// The key of the keyed hashes of write-only inputs: the `quartet-hash-key` Secret in the
-/// operator's namespace, created with 32 random bytes on first start (so every replica and every
-/// restart uses the same key, and nobody without that Secret can test guesses against status).
-pub async fn hash_key(client: &Client, namespace: &str) -> anyhow::Result<SecretString> {
-    const NAME: &str = "quartet-hash-key";
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let read = |s: Secret| {
-        s.data.and_then(|d| {
-            d.get("key")
-                .map(|b| String::from_utf8_lossy(&b.0).to_string())
-        })
-    };
-    if let Some(key) = api.get_opt(NAME).await?.and_then(read) {
-        return Ok(SecretString::new(key));
-    }
-    let mut bytes = [0u8; 32];
-    rand::rng().fill(&mut bytes);
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(NAME.into()),
-            ..Default::default()
-        },
-        string_data: Some([("key".to_string(), hex::encode(bytes))].into()),
-        ..Default::default()
-    };
-    match api.create(&PostParams::default(), &secret).await {
-        Ok(s) => {
-            if let Some(k) = read(s) {
-                return Ok(SecretString::new(k));
-            }
-        }
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e.into()),
-    }
-    // Another replica won the race (or the server did not echo data): read what is stored.
-    api.get(NAME)
-        .await
-        .ok()
-        .and_then(read)
-        .map(SecretString::new)
-        .ok_or_else(|| anyhow::anyhow!("Secret {namespace}/{NAME} has no key"))
-}
-
+/// The framework's settings from the command line and the cluster (the hash key).
 pub async fn settings(
     client: &Client,
     args: &OperatorArgs,

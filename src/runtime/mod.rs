@@ -2,5 +2,6 @@
 //! leader election, and the metrics and health server.
 
 pub mod controllers;
+pub mod kube_client;
 pub mod leader;
 pub mod server;

@@ -1,5 +1,5 @@
-//! Custom resource types of the secrets service that live in their own module directory (the
-//! identity kinds of spec A: TOTP methods and enrollments).
+//! Custom resource types of the secrets service (group `secrets.quartet.dev`), one module per
+//! engine, named as in [`crate::kinds::secrets`] and [`crate::clients::secrets`].
 
 pub mod directory;
 pub mod dr;

@@ -1,4 +1,6 @@
-//! Client of the secrets service (spec A), `/v1` API with `X-Secrets-Token`.
+//! Client of the secrets service (spec A), `/v1` API with `X-Secrets-Token`: the core calls
+//! (token lookup, policies) here, and one module per engine, named as in
+//! [`crate::api::secrets`] and [`crate::kinds::secrets`].
 
 pub mod directory;
 pub mod dr;

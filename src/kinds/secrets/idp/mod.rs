@@ -1,3 +1,6 @@
+//! The identity-provider auth method: its config and mount in [`auth`]; here its users and
+//! groups.
+//!
 //! IdpUser ↔ `/v1/auth/:mount/users/:name`, IdpGroup ↔ `/v1/auth/:mount/groups/:name`
 //! (spec A §2.3, §4.2). Name-keyed: a user or group that already exists is adopted, and a write
 //! whose response was lost is found again by name.

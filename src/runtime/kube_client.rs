@@ -1,0 +1,195 @@
+//! The operator's Kubernetes client (its requests counted by RBAC verb and resource in the
+//! metrics) and the key of the keyed hashes of write-only inputs, which every replica reads
+//! from the same Secret.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use rand::Rng;
+
+use crate::clients::SecretString;
+use crate::metrics::Metrics;
+
+/// A Kubernetes client from a kubeconfig (or the usual inference), counting its requests by verb
+/// in `metrics` so benchmarks and dashboards see the operator's load on the API server.
+pub async fn client_from(
+    kubeconfig: Option<&std::path::Path>,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            Config::from_custom_kubeconfig(
+                Kubeconfig::read_from(path)?,
+                &KubeConfigOptions::default(),
+            )
+            .await?
+        }
+        None => Config::infer().await?,
+    };
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&CountCalls(metrics))
+        .build())
+}
+
+/// The RBAC verb and resource (`resource.group[/subresource]`, core group empty) of a request,
+/// e.g. `("patch", "secretspolicies.secrets.quartet.dev/status")`.
+pub fn classify(method: &str, path: &str, query: &str) -> (&'static str, String) {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match segs.first() {
+        Some(&"api") => ("", &segs[segs.len().min(2)..]),
+        Some(&"apis") if segs.len() >= 3 => (segs[1], &segs[3..]),
+        _ => return ("other", path.to_string()),
+    };
+    let rest = match rest {
+        ["namespaces", _ns, more @ ..] if !more.is_empty() => more,
+        other => other,
+    };
+    let (resource, named, sub) = match rest {
+        [plural] => (*plural, false, None),
+        [plural, _name] => (*plural, true, None),
+        [plural, _name, sub, ..] => (*plural, true, Some(*sub)),
+        _ => ("", false, None),
+    };
+    let verb = match method {
+        "GET"
+            if query
+                .split('&')
+                .any(|kv| kv == "watch=true" || kv == "watch=1") =>
+        {
+            "watch"
+        }
+        "GET" if named => "get",
+        "GET" => "list",
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" if named => "delete",
+        "DELETE" => "deletecollection",
+        _ => "other",
+    };
+    let mut name = if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    };
+    if let Some(sub) = sub {
+        name = format!("{name}/{sub}");
+    }
+    (verb, name)
+}
+
+/// The second RBAC verb a request needed, known from its answer: a PATCH (server-side apply)
+/// or PUT answered `201 Created` made the object, which the API server authorizes as `create`
+/// as well.
+pub fn implied_verb(verb: &str, status: u16) -> Option<&'static str> {
+    (matches!(verb, "patch" | "update") && status == 201).then_some("create")
+}
+
+/// Counts every request of the client in `quartet_kube_api_calls_total` by [`classify`], and
+/// once more by [`implied_verb`] when the answer shows it needed another verb.
+struct CountCalls(Arc<Metrics>);
+
+impl<S> tower::Layer<S> for CountCalls {
+    type Service = Counted<S>;
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            metrics: self.0.clone(),
+        }
+    }
+}
+
+struct Counted<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S, B> tower::Service<http::Request<kube::client::Body>> for Counted<S>
+where
+    S: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
+        let (verb, resource) = classify(
+            req.method().as_str(),
+            req.uri().path(),
+            req.uri().query().unwrap_or(""),
+        );
+        self.metrics.kube_call(verb, &resource);
+        let metrics = self.metrics.clone();
+        // Made here, in the caller's span (kube's request buffer carries it over), so a
+        // reconcile's writes are its children in a trace.
+        let span = crate::traces::kube_write_span(verb, &resource);
+        let answer = self.inner.call(req);
+        Box::pin(async move {
+            let res = answer.await?;
+            if let Some(span) = span {
+                span.record(
+                    "http.response.status_code",
+                    i64::from(res.status().as_u16()),
+                );
+            }
+            if let Some(also) = implied_verb(verb, res.status().as_u16()) {
+                metrics.kube_call(also, &resource);
+            }
+            Ok(res)
+        })
+    }
+}
+
+/// The key of the keyed hashes of write-only inputs: the `quartet-hash-key` Secret in the
+/// operator's namespace, created with 32 random bytes on first start (so every replica and every
+/// restart uses the same key, and nobody without that Secret can test guesses against status).
+pub async fn hash_key(client: &Client, namespace: &str) -> anyhow::Result<SecretString> {
+    const NAME: &str = "quartet-hash-key";
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let read = |s: Secret| {
+        s.data.and_then(|d| {
+            d.get("key")
+                .map(|b| String::from_utf8_lossy(&b.0).to_string())
+        })
+    };
+    if let Some(key) = api.get_opt(NAME).await?.and_then(read) {
+        return Ok(SecretString::new(key));
+    }
+    let mut bytes = [0u8; 32];
+    rand::rng().fill(&mut bytes);
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(NAME.into()),
+            ..Default::default()
+        },
+        string_data: Some([("key".to_string(), hex::encode(bytes))].into()),
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(s) => {
+            if let Some(k) = read(s) {
+                return Ok(SecretString::new(k));
+            }
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    // Another replica won the race (or the server did not echo data): read what is stored.
+    api.get(NAME)
+        .await
+        .ok()
+        .and_then(read)
+        .map(SecretString::new)
+        .ok_or_else(|| anyhow::anyhow!("Secret {namespace}/{NAME} has no key"))
+}
