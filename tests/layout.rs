@@ -7,9 +7,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first: a module may use itself and the modules before it.
-const LAYERS: [&str; 7] = [
+const LAYERS: [&str; 9] = [
     "api",
     "metrics",
+    "traces",
+    "shard",
     "clients",
     "reconcile",
     "kinds",
