@@ -423,9 +423,12 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         .map(|op| blocking(|| op.metrics_addr()))
         .collect();
     let ops_cpu = || ops.iter().map(|op| cpu_seconds(op.pid())).sum::<f64>();
-    let client = quartet::runtime::kube_client::client_from(Some(&sb.kubeconfig), Arc::new(Metrics::default()))
-        .await
-        .expect("client");
+    let client = quartet::runtime::kube_client::client_from(
+        Some(&sb.kubeconfig),
+        Arc::new(Metrics::default()),
+    )
+    .await
+    .expect("client");
     let api: Api<SecretsPolicy> = Api::namespaced(client, "default");
     // Let the operator settle (Connection Ready) before counting.
     tokio::time::sleep(Duration::from_secs(2)).await;

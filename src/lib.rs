@@ -7,6 +7,7 @@
 //! docs/layout.md.
 
 pub mod api;
+pub mod changes;
 pub mod clients;
 pub mod cmd;
 pub mod kinds;

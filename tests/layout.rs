@@ -7,11 +7,12 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first: a module may use itself and the modules before it.
-const LAYERS: [&str; 9] = [
+const LAYERS: [&str; 10] = [
     "api",
     "metrics",
     "traces",
     "shard",
+    "changes",
     "clients",
     "reconcile",
     "kinds",

@@ -266,13 +266,13 @@ impl Http {
         body: Option<&Value>,
     ) -> Result<Response, ClientError> {
         let service = self.cfg.service.to_string();
-        let cause = crate::reconcile::changes::count_call(&service);
+        let cause = crate::changes::count_call(&service);
         self.metrics.connection_call(&self.cfg.connection, cause);
         let span = crate::traces::call_span(
             &service,
             &self.cfg.connection,
             verb,
-            &crate::reconcile::changes::path_template(path),
+            &crate::changes::path_template(path),
         );
         let result =
             tracing::Instrument::instrument(self.authenticated(verb, path, body), span.clone())
@@ -286,7 +286,7 @@ impl Http {
             .iter()
             .any(|v| verb.eq_ignore_ascii_case(v))
         {
-            crate::reconcile::changes::record(
+            crate::changes::record(
                 &service,
                 &self.cfg.connection,
                 verb,

@@ -406,11 +406,14 @@ async fn client(args: &LeasesArgs) -> Result<Http, LeasesError> {
             let (ns, name) = c.split_once('/').ok_or_else(|| {
                 LeasesError::Usage(format!("--connection {c:?}: expected NAMESPACE/NAME"))
             })?;
-            let kube = crate::runtime::kube_client::client_from(args.kubeconfig.as_deref(), metrics.clone())
-                .await
-                .map_err(|e| {
-                    LeasesError::Kube(format!("the Kubernetes client could not be set up: {e:#}"))
-                })?;
+            let kube = crate::runtime::kube_client::client_from(
+                args.kubeconfig.as_deref(),
+                metrics.clone(),
+            )
+            .await
+            .map_err(|e| {
+                LeasesError::Kube(format!("the Kubernetes client could not be set up: {e:#}"))
+            })?;
             let conn = Api::<Connection>::namespaced(kube.clone(), ns)
                 .get(name)
                 .await

@@ -92,7 +92,7 @@ pub async fn settings(
     shard: Shard,
 ) -> anyhow::Result<Settings> {
     if let Some(path) = &args.change_log {
-        crate::reconcile::changes::to_file(path)
+        crate::changes::to_file(path)
             .map_err(|e| anyhow::anyhow!("cannot open the change log {}: {e}", path.display()))?;
     }
     Ok(Settings {

@@ -25,12 +25,12 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tracing::Instrument;
 
-use super::changes;
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
 use super::error::{jitter, Category, Error, Result};
 use super::gitops::{self, Intent, Progress, DRIFTED, DRIFT_REPORTED};
 use crate::api::{Connection, ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::changes;
 use crate::clients::Http;
 
 /// What every managed kind exposes to the framework.

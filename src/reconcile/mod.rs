@@ -4,7 +4,6 @@
 //! operation rather than owning an object, [`Operated`] (one step at a time) and is registered in
 //! [`crate::runtime::controllers`]; everything else lives here.
 
-pub mod changes;
 pub mod conditions;
 pub mod context;
 pub mod driver;
@@ -15,6 +14,7 @@ pub mod hash;
 pub mod operation;
 pub mod owned_secret;
 pub mod related;
+pub mod show;
 pub mod tenancy;
 pub mod tenancy_watch;
 

@@ -210,7 +210,7 @@ pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Re
     let obj = super::driver::with_finalizer(&api, obj).await?;
     let deleting = obj.meta().deletion_timestamp.is_some();
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-    let pass = super::driver::change_pass(obj.as_ref(), crate::reconcile::changes::Trigger::Step);
+    let pass = super::driver::change_pass(obj.as_ref(), crate::changes::Trigger::Step);
     let target = obj.clone();
     let span = crate::traces::reconcile_span(obj.as_ref());
     let result = pass

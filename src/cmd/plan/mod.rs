@@ -14,7 +14,6 @@
 mod cluster;
 pub mod render;
 pub mod secrets;
-pub mod show;
 
 use std::collections::BTreeSet;
 use std::io::Read;

@@ -295,7 +295,7 @@ impl Reconciled for AdEngine {
         observed: &EngineObserved,
         field: &str,
     ) -> Option<(String, String)> {
-        use crate::cmd::plan::show;
+        use crate::reconcile::show;
         if field == "connectionTimeout/requestTimeout" {
             let t = |k: &str| show::json(desired.timeouts.get(k));
             return show::pair(

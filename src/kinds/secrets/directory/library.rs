@@ -132,7 +132,7 @@ impl Reconciled for AdLibrarySet {
         observed: &SetObserved,
         field: &str,
     ) -> Option<(String, String)> {
-        use crate::cmd::plan::show;
+        use crate::reconcile::show;
         let (want, have) = (&desired.set, &observed.set);
         match field {
             "serviceAccountNames" => show::pair(

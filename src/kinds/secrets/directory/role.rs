@@ -235,7 +235,7 @@ impl Reconciled for AdRole {
         observed: &RoleObserved,
         field: &str,
     ) -> Option<(String, String)> {
-        use crate::cmd::plan::show;
+        use crate::reconcile::show;
         match field {
             "serviceAccountName" => show::pair(
                 show::text(&observed.role.service_account_name),

@@ -248,7 +248,7 @@ impl Reconciled for IdpAuthMethod {
 
     /// Configuration fields only: the API token is write-only (compared by its keyed hash).
     fn shown(d: &Desired, o: &IdpConfig, field: &str) -> Option<(String, String)> {
-        use crate::cmd::plan::show;
+        use crate::reconcile::show;
         let list = |v: &Option<Vec<String>>| show::set(v.as_deref().unwrap_or_default());
         let (have, want) = match field {
             "orgName" => return show::pair(show::text(&o.org_name), show::text(&d.org_name)),

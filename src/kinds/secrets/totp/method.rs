@@ -187,7 +187,7 @@ impl Reconciled for TotpMethod {
         observed: &TotpMethodInfo,
         field: &str,
     ) -> Option<(String, String)> {
-        use crate::cmd::plan::show;
+        use crate::reconcile::show;
         let (d, o) = (&desired.config, &observed.config);
         let (have, want) = match field {
             "issuer" => return show::pair(show::text(&o.issuer), show::text(&d.issuer)),

@@ -68,7 +68,7 @@ impl Reconciled for TransformAlphabet {
     }
 
     fn shown(desired: &Alphabet, observed: &Alphabet, field: &str) -> Option<(String, String)> {
-        use crate::cmd::plan::show;
+        use crate::reconcile::show;
         (field == "alphabet").then(|| {
             (
                 show::text(&observed.alphabet),

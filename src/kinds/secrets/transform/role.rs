@@ -176,7 +176,7 @@ impl Reconciled for TransformRole {
     }
 
     fn shown(desired: &Role, observed: &Observed, field: &str) -> Option<(String, String)> {
-        use crate::cmd::plan::show;
+        use crate::reconcile::show;
         (field == "transformations").then(|| {
             (
                 show::set(&observed.role.transformations),

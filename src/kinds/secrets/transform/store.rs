@@ -249,7 +249,7 @@ impl Reconciled for TransformStore {
 
     /// Spec fields only: the credentials are write-only (compared by their keyed hash).
     fn shown(d: &Desired, o: &Remote, field: &str) -> Option<(String, String)> {
-        use crate::cmd::plan::show;
+        use crate::reconcile::show;
         match field {
             "driver" => show::pair(show::text(&o.driver), show::text(&d.driver)),
             "connectionString" => show::pair(

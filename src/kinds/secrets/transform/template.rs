@@ -126,7 +126,7 @@ impl Reconciled for TransformTemplate {
     }
 
     fn shown(desired: &Template, observed: &Observed, field: &str) -> Option<(String, String)> {
-        use crate::cmd::plan::show;
+        use crate::reconcile::show;
         let have = &observed.template;
         let formats = |m: &Option<BTreeMap<String, String>>| {
             let pairs: Vec<String> = m

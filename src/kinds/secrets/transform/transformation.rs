@@ -406,7 +406,7 @@ impl Reconciled for Transformation {
 
     /// Spec fields only: an imported key is write-only (compared by its keyed hash).
     fn shown(d: &Desired, observed: &Observed, field: &str) -> Option<(String, String)> {
-        use crate::cmd::plan::show;
+        use crate::reconcile::show;
         let o = &observed.remote;
         let list = |v: &Option<Vec<String>>| show::set(v.as_deref().unwrap_or_default());
         match field {
