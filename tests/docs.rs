@@ -23,15 +23,6 @@ use std::process::Command;
 
 use support::*;
 
-/// Pages other branches add (the coordinator removes this exception once they are merged):
-/// links to them are not checked while they do not exist.
-const PENDING_PAGES: [&str; 4] = [
-    "docs/tenancy.md",
-    "docs/observability.md",
-    "docs/sharding.md",
-    "docs/layout.md",
-];
-
 /// The languages a block may be marked with, and whether the test runs it.
 const LANGUAGES: [&str; 8] = [
     "yaml", "sh", "console", "json", "text", "markdown", "mermaid", "bash",
@@ -483,9 +474,6 @@ fn every_relative_link_points_to_an_existing_file_and_heading() {
             };
             let rel = resolved.to_str().unwrap().to_string();
             if !root.join(&resolved).exists() {
-                if PENDING_PAGES.contains(&rel.as_str()) {
-                    continue;
-                }
                 problems.push(format!(
                     "{page} line {line}: the link ({target}) points to {rel}, which does not exist"
                 ));
@@ -532,16 +520,10 @@ fn the_readme_is_short_links_every_docs_page_and_shows_the_command_ci_runs() {
         .into_iter()
         .map(|(_, t)| t.split('#').next().unwrap().to_string())
         .collect();
-    let mut missing: Vec<String> = pages()
+    let missing: Vec<String> = pages()
         .into_iter()
         .filter(|p| p.starts_with("docs/") && !linked.contains(p))
         .collect();
-    missing.extend(
-        PENDING_PAGES
-            .iter()
-            .filter(|p| !linked.contains(**p))
-            .map(|p| p.to_string()),
-    );
     assert!(
         missing.is_empty(),
         "README.md does not link these docs pages (add them to \"Read next\"): {missing:?}"
