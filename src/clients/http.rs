@@ -243,6 +243,11 @@ impl Http {
         self.cfg.read_only
     }
 
+    /// The Connection (`namespace/name`) the calls go through.
+    pub fn connection(&self) -> &str {
+        &self.cfg.connection
+    }
+
     /// The service's address (`scheme://host[:port]`, no trailing `/`).
     pub fn base_url(&self) -> &str {
         &self.cfg.base_url

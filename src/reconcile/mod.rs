@@ -11,6 +11,7 @@ pub mod error;
 pub mod features;
 pub mod gitops;
 pub mod hash;
+pub mod lost;
 pub mod operation;
 pub mod owned_secret;
 pub mod related;

@@ -31,6 +31,12 @@ fn encode(s: &str) -> String {
 }
 
 impl CatalogClient {
+    /// The Connection and address a search for lost responses is scoped to
+    /// ([`crate::reconcile::lost`]).
+    pub fn lost_scope(&self) -> String {
+        format!("{} {}", self.http.connection(), self.http.base_url())
+    }
+
     /// `PUT /v1/acl/bootstrap` with the operator-generated `BootstrapSecret`: the management
     /// token (`AccessorID`, `SecretID`). 403 when the ACL system was already bootstrapped.
     pub async fn bootstrap(&self, secret: &str) -> Result<Value, ClientError> {

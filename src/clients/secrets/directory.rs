@@ -118,6 +118,12 @@ fn warning(body: &Value) -> Option<String> {
 }
 
 impl AdClient {
+    /// The Connection and address a search for lost responses is scoped to
+    /// ([`crate::reconcile::lost`]).
+    pub fn lost_scope(&self) -> String {
+        format!("{} {}", self.http.connection(), self.http.base_url())
+    }
+
     fn p(&self, mount: &str, rest: &str) -> String {
         format!("/v1/{}/{rest}", mount_path(mount))
     }

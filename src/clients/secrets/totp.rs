@@ -131,6 +131,12 @@ pub fn method_body(c: &TotpConfig) -> Map<String, Value> {
 }
 
 impl SecretsMfaClient {
+    /// The Connection and address a search for lost responses is scoped to
+    /// ([`crate::reconcile::lost`]).
+    pub fn lost_scope(&self) -> String {
+        format!("{} {}", self.http.connection(), self.http.base_url())
+    }
+
     /// Read a TOTP method by id; `None` when the service has none with that id.
     pub async fn read_totp(&self, id: &str) -> Result<Option<TotpMethodInfo>, ClientError> {
         match self

@@ -12,7 +12,11 @@
 //! it into the token's `Description`): after each login and on delete, tokens of the auth method
 //! with this resource's marker other than the ones it holds are deleted, so a login whose answer
 //! was lost (or retried by the client) leaves no token behind. That needs `acl:read` and
-//! `acl:write` on the Connection's token; without them the strays expire by themselves.
+//! `acl:write` on the Connection's token; without them the strays expire by themselves. After a
+//! login the search is made once per auth method and process, and again only for a resource the
+//! last one showed a stray of or whose login had an unknown outcome
+//! ([`crate::reconcile::lost`]): not a listing of every token of the auth method after each of
+//! N logins. On delete it is always made.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,7 +34,7 @@ use crate::api::scheduler::parse_duration;
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::catalog::CatalogClient;
 use crate::clients::http::SecretString;
-use crate::reconcile::{Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{lost, Context, Error, Managed, Operated, Result, Step};
 
 const DEFAULT_ROTATION: Duration = Duration::from_secs(24 * 3600);
 const PREVIOUS: &str = "previousToken";
@@ -250,6 +254,12 @@ impl CatalogAclToken {
 /// answer never arrived is found again.
 const LOGIN_MARKER: &str = "quartet.dev/resource";
 
+/// The resource uid a token's description carries in its login marker.
+fn marker_uid(description: &str) -> Option<&str> {
+    let at = description.find(&format!("\"{LOGIN_MARKER}\":\""))? + LOGIN_MARKER.len() + 4;
+    description[at..].split('"').next()
+}
+
 impl CatalogAclToken {
     /// The user's `meta` plus the marker of this resource (its uid).
     fn login_meta(&self) -> BTreeMap<String, String> {
@@ -263,7 +273,12 @@ impl CatalogAclToken {
     /// token the strays are left to expire, and that is logged.
     async fn delete_strays(&self, client: &CatalogClient, keep: &[&str]) {
         let Some(uid) = self.uid() else { return };
-        let marker = format!("\"{LOGIN_MARKER}\":\"{uid}\"");
+        let scope = self.lost_scope(client);
+        // After a login; on delete (nothing kept) always.
+        if !keep.is_empty() && !lost::must_search(&scope, &uid) {
+            return;
+        }
+        let listing = lost::listing(&scope);
         let stubs = match client.tokens_of(&self.spec.auth_method).await {
             Ok(s) => s,
             Err(e) => {
@@ -271,12 +286,19 @@ impl CatalogAclToken {
                 return;
             }
         };
+        // Resources with tokens besides the ones they hold, as far as this listing tells.
+        let mut left = Vec::new();
+        let mut kept = false;
         for stub in stubs {
             let accessor = stub["AccessorID"].as_str().unwrap_or_default();
-            let mine = stub["Description"]
-                .as_str()
-                .is_some_and(|d| d.contains(&marker));
-            if !mine || accessor.is_empty() || keep.contains(&accessor) {
+            let Some(owner) = stub["Description"].as_str().and_then(marker_uid) else {
+                continue;
+            };
+            if owner != uid {
+                left.push(owner.to_string());
+                continue;
+            }
+            if accessor.is_empty() || keep.contains(&accessor) {
                 continue;
             }
             match client.delete_token(accessor).await {
@@ -284,10 +306,25 @@ impl CatalogAclToken {
                     tracing::info!(%accessor, "deleted a token left by a login whose answer was lost")
                 }
                 Err(e) => {
+                    kept = true;
                     tracing::info!(%accessor, error = %e, "could not delete a token left by a lost login")
                 }
             }
         }
+        listing.done(left);
+        if kept {
+            // Still there: search again next time.
+            drop(lost::attempt(&scope, &uid));
+        }
+    }
+
+    /// Tokens of one auth method of one catalog: the scope of a search.
+    fn lost_scope(&self, client: &CatalogClient) -> String {
+        format!(
+            "catalog-login {} {}",
+            client.lost_scope(),
+            self.spec.auth_method
+        )
     }
 }
 
@@ -326,14 +363,26 @@ impl Operated for CatalogAclToken {
         }
         // 3. Log in; the new token goes to the Secret before the old one is logged out.
         let bearer = self.bearer(ctx).await?;
-        let t = client
+        // Unsure until the new token is in the Secret: a lost answer or a failed write leaves
+        // a token for the next pass's search.
+        let attempt = lost::attempt(&self.lost_scope(client), &self.uid().unwrap_or_default());
+        let t = match client
             .login(
                 &self.spec.auth_method,
                 bearer.expose(),
                 self.spec.namespace.as_deref(),
                 &self.login_meta(),
             )
-            .await?;
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => {
+                if !lost::outcome_unknown(&e) {
+                    attempt.known();
+                }
+                return Err(e.into());
+            }
+        };
         let secret = t
             .get("SecretID")
             .and_then(Value::as_str)
@@ -364,6 +413,7 @@ impl Operated for CatalogAclToken {
             },
         )
         .await?;
+        attempt.known();
         // A login whose answer was lost (or retried by the client) left a token nobody holds.
         let keep: Vec<&str> = [Some(accessor.as_str()), old_accessor.as_deref()]
             .into_iter()

@@ -26,7 +26,7 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::secrets::directory::{AdClient, CheckedOut};
 use crate::clients::{ClientError, SecretString};
 use crate::reconcile::error::jitter;
-use crate::reconcile::{Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{lost, Context, Error, Managed, Operated, Result, Step};
 
 impl Managed for AdCheckout {
     const SERVICE: Service = Service::Secrets;
@@ -147,7 +147,7 @@ impl AdCheckout {
         let uid = self.uid().unwrap_or_default();
         // First give back what an earlier check-out borrowed without being recorded (a lost
         // answer): otherwise this resource would hold two accounts.
-        if strays::reclaim(ctx, client, mount, set, &uid).await? == strays::Reclaim::Busy {
+        if strays::reclaim(ctx, client, mount, set, &uid, false).await? == strays::Reclaim::Busy {
             return Ok(Step::not_ready(
                 "CheckingOut",
                 format!("another check-out of set {set} is under way"),
@@ -156,7 +156,13 @@ impl AdCheckout {
         }
         let ttl = self.spec.ttl.as_deref().and_then(duration_secs);
         let call = strays::InFlight::start(mount, set);
-        let co: CheckedOut = match client.check_out(mount, set, ttl).await {
+        let attempt = lost::attempt(&strays::scope(client, mount, set), &uid);
+        let result = client.check_out(mount, set, ttl).await;
+        if !matches!(&result, Err(e) if lost::outcome_unknown(e)) {
+            // Answered (the registry holds the account until its status does) or refused.
+            attempt.known();
+        }
+        let co: CheckedOut = match result {
             Ok(co) => {
                 call.answered(&co.service_account_name, &uid);
                 co
@@ -193,7 +199,13 @@ impl AdCheckout {
         {
             // Do not keep an account nobody can use (if this check-in fails too, the account
             // is a stray for the next pass to give back).
-            let _ = client.check_in(mount, set, &co.service_account_name).await;
+            if client
+                .check_in(mount, set, &co.service_account_name)
+                .await
+                .is_err()
+            {
+                strays::unsure(client, mount, set, &uid);
+            }
             strays::settled(mount, set, &co.service_account_name);
             return Err(e);
         }
@@ -254,6 +266,12 @@ impl Operated for AdCheckout {
             // The password is gone with the Secret: give the account back and borrow again.
             if let Err(e) = client.check_in(&mount, &recorded_set, &account).await {
                 tracing::info!(error = %e, "check-in before a new check-out failed");
+                strays::unsure(
+                    client,
+                    &mount,
+                    &recorded_set,
+                    &self.uid().unwrap_or_default(),
+                );
             }
             return self.check_out(ctx, client, &mount, &set, true).await;
         }
@@ -301,6 +319,7 @@ impl Operated for AdCheckout {
                         &mount,
                         &set,
                         &self.uid().unwrap_or_default(),
+                        true,
                     )
                     .await?
                     {

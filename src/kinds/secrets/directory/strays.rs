@@ -14,6 +14,12 @@
 //! A set with `disable_check_in_enforcement` cannot tell borrowers apart, so nothing is
 //! reclaimed from it (its strays end with their leases); nor by an operator whose RBAC does not
 //! let it list AdCheckouts in every namespace.
+//!
+//! The search (the set, its status, every AdCheckout) is made once per set and process, and
+//! again only after a check-out of unknown outcome, an account this process failed to give
+//! back, or for a resource with an answered check-out not yet recorded
+//! ([`crate::reconcile::lost`]): not before each of N check-outs, which also lets check-outs
+//! of one set run side by side once it was searched.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -25,7 +31,7 @@ use super::ad_error;
 use crate::api::secrets::directory::AdCheckout;
 use crate::clients::secrets::directory::AdClient;
 use crate::clients::ClientError;
-use crate::reconcile::{Context, Result};
+use crate::reconcile::{lost, Context, Result};
 
 type SetKey = (String, String);
 
@@ -114,18 +120,36 @@ pub fn strays(
         .collect()
 }
 
+/// The scope of the search of a set's strays.
+pub fn scope(client: &AdClient, mount: &str, set: &str) -> String {
+    format!("ad-set {} {mount} {set}", client.lost_scope())
+}
+
+/// A check-out of `uid` or a check-in of its account may have left a stray.
+pub fn unsure(client: &AdClient, mount: &str, set: &str, uid: &str) {
+    drop(lost::attempt(&scope(client, mount, set), uid));
+}
+
 /// Check in the strays of `mount`/`set`, as resource `uid` (whose own pending check-outs,
-/// unrecorded when it asks, are strays too).
+/// unrecorded when it asks, are strays too). `always`: search even where no stray can be
+/// (a delete).
 pub async fn reclaim(
     ctx: &Context,
     client: &AdClient,
     mount: &str,
     set: &str,
     uid: &str,
+    always: bool,
 ) -> Result<Reclaim> {
+    let scope = scope(client, mount, set);
+    let own_pending = with(mount, set, |p| p.answered.values().any(|o| o == uid));
+    if !always && !own_pending && !lost::must_search_any(&scope) {
+        return Ok(Reclaim::Done(Vec::new()));
+    }
     if with(mount, set, |p| p.calls) > 0 {
         return Ok(Reclaim::Busy);
     }
+    let listing = lost::listing(&scope);
     let Some(config) = client
         .read_set(mount, set)
         .await
@@ -134,6 +158,7 @@ pub async fn reclaim(
         return Ok(Reclaim::Done(Vec::new()));
     };
     if config.disable_check_in_enforcement {
+        listing.done([]);
         return Ok(Reclaim::Done(Vec::new()));
     }
     let borrowed: BTreeSet<String> = client
@@ -145,6 +170,7 @@ pub async fn reclaim(
         .map(|a| a.name)
         .collect();
     if borrowed.is_empty() {
+        listing.done([]);
         return Ok(Reclaim::Done(Vec::new()));
     }
     // Fresh from the API server: a status written a moment ago must count. Every namespace:
@@ -190,6 +216,7 @@ pub async fn reclaim(
         }
         settled(mount, set, &account);
     }
+    listing.done([]);
     Ok(Reclaim::Done(done))
 }
 

@@ -1,17 +1,19 @@
 //! TotpMethod ↔ `/v1/identity/mfa/method/totp[/:id]` (spec A §2.7, §4.5).
 //!
 //! The service assigns the method's UUID, so the driver records it in status the moment create
-//! returns. A create whose response is lost leaves no id in status: every create is therefore
+//! returns. A create whose response is lost leaves no id in status: a create is therefore
 //! preceded by a search (list, then the settings of each method) for the method this resource
 //! created, recognised by its `name`, which Quartet sets to `quartet-<resource uid>` on create
-//! (the service keeps method names unique). Methods adopted through `spec.methodId` keep their
-//! own name.
+//! (the service keeps method names unique). The search is made once per Connection and process,
+//! and again only for a resource the last one showed a method of or whose create had an unknown
+//! outcome ([`crate::reconcile::lost`]): not a listing of every method before each of N
+//! creates. Methods adopted through `spec.methodId` keep their own name.
 
 use crate::api::secrets::totp::TotpMethod;
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::secrets::totp::{SecretsMfaClient, TotpConfig, TotpMethodInfo};
 use crate::clients::ClientError;
-use crate::reconcile::{features, Context, Created, Error, Managed, Reconciled, Result};
+use crate::reconcile::{features, lost, Context, Created, Error, Managed, Reconciled, Result};
 
 impl Managed for TotpMethod {
     const SERVICE: Service = Service::Secrets;
@@ -109,24 +111,39 @@ pub fn is_in_use(e: &ClientError) -> bool {
 
 impl TotpMethod {
     /// The method this resource created earlier whose create response was lost, found by its
-    /// name among all methods.
+    /// name among all methods (when a lost response is possible at all: see the module doc).
     async fn find_created(
         &self,
         client: &SecretsMfaClient,
         marker: &str,
     ) -> Result<Option<TotpMethodInfo>> {
+        let scope = scope(client);
+        if !lost::must_search(&scope, marker) {
+            return Ok(None);
+        }
+        let listing = lost::listing(&scope);
+        let mut names = Vec::new();
+        let mut found = None;
         for (id, info) in client.list_totp().await? {
             let info = match info {
                 Some(i) if !i.name.is_empty() || !i.config.issuer.is_empty() => Some(i),
                 _ => client.read_totp(&id).await?,
             };
-            if let Some(i) = info.filter(|i| i.name == marker) {
+            let Some(i) = info else { continue };
+            names.push(i.name.clone());
+            if i.name == marker && found.is_none() {
                 tracing::info!(method_id = %i.id, "found the method of an earlier create whose response was lost");
-                return Ok(Some(i));
+                found = Some(i);
             }
         }
-        Ok(None)
+        listing.done(names);
+        Ok(found)
     }
+}
+
+/// Methods are unique per Connection (and its namespace): the scope of a search.
+fn scope(client: &SecretsMfaClient) -> String {
+    format!("totp-method {}", client.lost_scope())
 }
 
 impl Reconciled for TotpMethod {
@@ -170,6 +187,7 @@ impl Reconciled for TotpMethod {
         }
         if let Some(id) = remote_id {
             if let Some(m) = client.read_totp(id).await? {
+                lost::recorded(&scope(client), &desired.marker);
                 return Ok(Some(m));
             }
         }
@@ -204,9 +222,23 @@ impl Reconciled for TotpMethod {
     }
 
     async fn create(&self, client: &SecretsMfaClient, desired: &Desired) -> Result<Created> {
-        let id = client
+        // Unsure until the id is seen in status: a failed status write must search again.
+        let attempt = lost::attempt(&scope(client), &desired.marker);
+        let id = match client
             .create_totp(&desired.config, Some(&desired.marker))
-            .await?;
+            .await
+        {
+            Ok(id) => {
+                attempt.until_recorded();
+                id
+            }
+            Err(e) => {
+                if !lost::outcome_unknown(&e) {
+                    attempt.known();
+                }
+                return Err(e.into());
+            }
+        };
         Ok(Created {
             remote_id: id,
             complete: true,
