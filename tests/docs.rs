@@ -5,7 +5,10 @@
 //! - A ```` ```yaml ```` block preceded by `<!-- file: PATH -->` is that file (under `examples/`
 //!   or `charts/`, which other tests apply) or one of its documents, character for character
 //!   (comment lines heading a document aside); any other ```` ```yaml ```` block is applied with
-//!   `kubectl apply --dry-run=server` to the dev API server with the CRDs installed.
+//!   `kubectl apply --dry-run=server` to the dev API server with the CRDs installed, except that
+//!   a block preceded by `<!-- chart values -->` is rendered by the real `helm template` with the
+//!   chart of `charts/quartet` (it must render), and one preceded by `<!-- fragment -->` (a part
+//!   of a resource, e.g. its `spec.connectionRef`) must only parse.
 //! - In a ```` ```sh ```` / ```` ```console ```` block, each `quartet ...` or
 //!   `cargo run ... -- ...` command is parsed by the real binary with `--help` appended, and the
 //!   commands that change nothing (`quartet crd --check`) are run as written.
@@ -15,6 +18,8 @@
 //!
 //! Each failure is a sentence naming the file, the line and the block.
 
+#[path = "support/helm.rs"]
+mod helm_support;
 mod support;
 
 use std::collections::BTreeSet;
@@ -183,6 +188,29 @@ fn yaml_documents(text: &str) -> Vec<String> {
 
 #[test]
 fn every_yaml_block_is_an_example_file_or_is_accepted_by_the_api_server() {
+    /// `helm template` of the chart with `values`; the reason when it does not render.
+    fn chart_renders_with(values: &str) -> Option<String> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let file = dir.path().join("values.yaml");
+        std::fs::write(&file, values).expect("the values file");
+        let out = Command::new(helm_support::helm_bin())
+            .args(["template", "quartet"])
+            .arg(repo_root().join("charts/quartet"))
+            .arg("--values")
+            .arg(&file)
+            .env("HELM_CONFIG_HOME", dir.path())
+            .env("HELM_CACHE_HOME", dir.path())
+            .env("HELM_DATA_HOME", dir.path())
+            .output()
+            .expect("helm runs");
+        (!out.status.success()).then(|| {
+            format!(
+                "the chart values do not render with `helm template`: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })
+    }
+
     let yaml: Vec<Block> = all_blocks()
         .into_iter()
         .filter(|b| b.lang == "yaml")
@@ -196,6 +224,21 @@ fn every_yaml_block_is_an_example_file_or_is_accepted_by_the_api_server() {
                 .and_then(|m| m.strip_suffix("-->"))
                 .map(|f| f.trim().to_string())
         });
+        match b.marker.as_deref() {
+            Some("<!-- fragment -->") => {
+                if let Err(e) = serde_yaml::from_str::<serde_json::Value>(&b.body) {
+                    problems.push(format!("{} is not YAML: {e}", b.at()));
+                }
+                continue;
+            }
+            Some("<!-- chart values -->") => {
+                if let Some(problem) = chart_renders_with(&b.body) {
+                    problems.push(format!("{}: {problem}", b.at()));
+                }
+                continue;
+            }
+            _ => {}
+        }
         let Some(file) = named else {
             to_apply.push(b);
             continue;
