@@ -127,7 +127,50 @@ fn a_cluster_connection_serves_the_namespaces_it_admits_refuses_the_others_witho
             ),
         "{broken}"
     );
+    assert!(condition_is(&broken, "Stalled", "True"), "{broken}");
     capture(&broken, "broken");
+
+    // Like a Connection: suspended, it is not checked (Ready=False, Suspended); a reconcile
+    // request is echoed once handled; resumed, it is Ready again.
+    sb.kubectl_ok(&[
+        "patch",
+        "clusterconnection",
+        "shared",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ]);
+    let suspended = wait_for("ClusterConnection shared suspended", WAIT, || {
+        get(&sb, "clusterconnection", "", "shared").filter(|o| {
+            condition(o, "Ready")
+                .is_some_and(|c| c["reason"] == "Suspended" && c["status"] == "False")
+        })
+    });
+    capture(&suspended, "suspended");
+    sb.kubectl_ok(&[
+        "patch",
+        "clusterconnection",
+        "shared",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":false}}"#,
+    ]);
+    sb.kubectl_ok(&[
+        "annotate",
+        "--overwrite",
+        "clusterconnection",
+        "shared",
+        "reconcile.quartet.dev/requestedAt=now-1",
+    ]);
+    wait_for(
+        "ClusterConnection shared resumed, the request echoed",
+        WAIT,
+        || {
+            get(&sb, "clusterconnection", "", "shared").filter(|o| {
+                condition_is(o, "Ready", "True") && o["status"]["lastHandledReconcileAt"] == "now-1"
+            })
+        },
+    );
 
     let (_, mark) = sb.requests("secrets", 0);
     sb.apply_ok(&policy("tenant-a-explicit", "team-a", true));

@@ -46,6 +46,12 @@ use super::SecretKeyRef;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterConnectionSpec {
+    /// `true` stops the ClusterConnection's own checks of the service (the probe of the token,
+    /// the lease count, login renewals it schedules): `Ready` is `False` with reason
+    /// `Suspended`. Resources that use it go on calling the service: suspend them to stop
+    /// those. Setting it back to `false` checks at once.
+    #[serde(flatten)]
+    pub gitops: crate::api::Suspend,
     /// Which service this ClusterConnection reaches: `secrets`, `workspaces`, `catalog` or
     /// `scheduler`.
     pub service: Service,

@@ -16,20 +16,57 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::api::ClusterConnection;
+use crate::api::ConnectionStatus;
 use crate::reconcile::conditions::{self, READY};
 use crate::reconcile::driver::{field_manager, Lifetime};
+use crate::reconcile::gitops;
 use crate::reconcile::tenancy::as_connection;
 use crate::reconcile::{Context, Error, Result};
 
 async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Action> {
     let name = cc.name_any();
+    let intent = gitops::Intent::of(
+        cc.as_ref(),
+        cc.status
+            .as_ref()
+            .and_then(|s| s.last_handled_reconcile_at.as_deref()),
+    );
+    if intent.suspend {
+        let generation = cc.metadata.generation;
+        let before = cc.status.clone().unwrap_or_default();
+        let mut status = before.clone();
+        status.observed_generation = generation;
+        conditions::set(
+            &mut status.conditions,
+            READY,
+            false,
+            gitops::SUSPENDED,
+            "spec.suspend is true: the service is not checked until it is set back to false",
+            generation,
+        );
+        gitops::set_progress(
+            &mut status.conditions,
+            gitops::Progress::Suspended,
+            generation,
+        );
+        ctx.metrics
+            .resource_ready("ClusterConnection", "", &name, false);
+        if status != before {
+            write_status(&ctx, &name, &status).await?;
+        }
+        // Resuming is a spec change, which wakes it.
+        return Ok(Action::await_change());
+    }
     if cc.spec.auth.is_none() {
         // Switched from a login to a token Secret: the login's token is no longer needed.
         ctx.end_session("", &name).await;
     }
     let conn = as_connection(&cc, &ctx.tenancy().operator_namespace);
     let before = cc.status.clone().unwrap_or_default();
-    let (status, requeue) = super::connection::check(&conn, cc.as_ref(), &ctx).await;
+    let (mut status, requeue) = super::connection::check(&conn, cc.as_ref(), &ctx).await;
+    if intent.requested_at.is_some() {
+        status.last_handled_reconcile_at = intent.requested_at;
+    }
     ctx.metrics.resource_ready(
         "ClusterConnection",
         "",
@@ -37,21 +74,27 @@ async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Acti
         conditions::get(&status.conditions, READY).is_some_and(|c| c.status == "True"),
     );
     if status != before {
-        let patch = json!({
-            "apiVersion": "quartet.dev/v1alpha1",
-            "kind": "ClusterConnection",
-            "status": status,
-        });
-        Api::<ClusterConnection>::all(ctx.client.clone())
-            .patch_status(
-                &name,
-                &PatchParams::apply(&field_manager::<ClusterConnection>()).force(),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map_err(Error::kube_for::<ClusterConnection>)?;
+        write_status(&ctx, &name, &status).await?;
     }
     Ok(Action::requeue(requeue))
+}
+
+/// Server-side apply of a ClusterConnection's status (cluster-scoped: no namespace).
+async fn write_status(ctx: &Context, name: &str, status: &ConnectionStatus) -> Result<()> {
+    let patch = json!({
+        "apiVersion": "quartet.dev/v1alpha1",
+        "kind": "ClusterConnection",
+        "status": status,
+    });
+    Api::<ClusterConnection>::all(ctx.client.clone())
+        .patch_status(
+            name,
+            &PatchParams::apply(&field_manager::<ClusterConnection>()).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(Error::kube_for::<ClusterConnection>)?;
+    Ok(())
 }
 
 fn error_policy(_cc: Arc<ClusterConnection>, err: &Error, _ctx: Arc<Context>) -> Action {

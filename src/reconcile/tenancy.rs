@@ -290,8 +290,7 @@ pub fn as_connection(cc: &ClusterConnection, operator_namespace: &str) -> Connec
             timeout_seconds: s.timeout_seconds,
             requests_per_second: s.requests_per_second,
             allowed_namespaces: Vec::new(),
-            // A ClusterConnection has no spec.suspend: its checks always run.
-            gitops: Default::default(),
+            gitops: s.gitops.clone(),
         },
         status: cc.status.clone(),
     }
