@@ -283,7 +283,7 @@ fn helm_template_with_non_default_values_renders_them() {
             "--concurrency=4",
             "--metrics-addr=0.0.0.0:9090",
             "--shutdown-timeout=20s",
-            "--namespace=team-a"
+            "--watch-namespaces=team-a"
         ]
     );
     assert_eq!(
@@ -462,7 +462,9 @@ fn helm_install_upgrade_and_uninstall_on_a_bare_dev_cluster() {
         );
     }
 
-    // Upgrade: non-default values reach the objects; a disabled PDB goes away.
+    // Upgrade: non-default values reach the objects; a disabled PDB goes away. Watching one
+    // namespace puts the operator's Role there, so the namespace exists first, as it would.
+    sandbox.kubectl_ok(&["create", "namespace", "team-a"]);
     let out = helm.ok(&[
         "upgrade",
         "quartet",
@@ -478,7 +480,9 @@ fn helm_install_upgrade_and_uninstall_on_a_bare_dev_cluster() {
     assert_eq!(deploy["spec"]["replicas"], 3);
     assert_eq!(deploy["metadata"]["generation"], 2);
     let args = deploy["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
-    assert!(args.contains("--namespace=team-a"), "{args}");
+    assert!(args.contains("--watch-namespaces=team-a"), "{args}");
+    let role = get(&sandbox, &["role", "quartet-watch", "-n", "team-a"]);
+    assert!(role["rules"].as_array().is_some_and(|r| !r.is_empty()), "{role}");
     assert!(!installed(&sandbox).contains(&"poddisruptionbudget.policy/quartet".to_string()));
     let out = helm.ok(&["history", "quartet", "--namespace", "quartet-system"]);
     assert!(out.contains("Upgrade complete"), "{out}");
