@@ -482,7 +482,10 @@ fn helm_install_upgrade_and_uninstall_on_a_bare_dev_cluster() {
     let args = deploy["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     assert!(args.contains("--watch-namespaces=team-a"), "{args}");
     let role = get(&sandbox, &["role", "quartet-watch", "-n", "team-a"]);
-    assert!(role["rules"].as_array().is_some_and(|r| !r.is_empty()), "{role}");
+    assert!(
+        role["rules"].as_array().is_some_and(|r| !r.is_empty()),
+        "{role}"
+    );
     assert!(!installed(&sandbox).contains(&"poddisruptionbudget.policy/quartet".to_string()));
     let out = helm.ok(&["history", "quartet", "--namespace", "quartet-system"]);
     assert!(out.contains("Upgrade complete"), "{out}");
