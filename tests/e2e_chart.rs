@@ -347,16 +347,9 @@ fn the_chart_installed_by_helm_runs_every_kind_to_ready_as_its_service_account()
         r#"{"spec":{"tokenSecretRef":{"name":"catalog-management-token","key":"token"}}}"#,
     ]);
 
-    // A DR secondary refuses the token lookup a Connection probes with, so the Connections to
-    // the two secondaries are not Ready once replication is on; the DrReplication using them is.
-    let secondaries = [
-        "Connection/default/secrets-1".to_string(),
-        "Connection/default/secrets-2".to_string(),
-    ];
     let deadline = std::time::Instant::now() + WAIT * 3;
     let ready_kinds = loop {
-        let (mut pending, kinds) = not_ready(&sb);
-        pending.retain(|id, _| !secondaries.contains(id));
+        let (pending, kinds) = not_ready(&sb);
         if pending.is_empty() {
             break kinds;
         }

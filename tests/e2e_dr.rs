@@ -144,6 +144,27 @@ fn a_primary_and_two_secondaries_converge_and_follow_its_wal() {
         assert_eq!(c["state"], "stream-wals", "{o}");
         assert_eq!(c["peers"][0]["connectionStatus"], "connected", "{o}");
     }
+    // A secondary refuses the token lookup a Connection probes with; its Connection says it is
+    // a DR secondary instead of failing (asked to check now rather than at the 30 s resync).
+    sb.kubectl_ok(&[
+        "annotate",
+        "connection",
+        "secrets-1",
+        "--overwrite",
+        "reconcile.quartet.dev/requestedAt=after-enable",
+    ]);
+    let conn = wait_for("the secondary's Connection says DrSecondary", WAIT, || {
+        sb.get_json("connection", "secrets-1").filter(|c| {
+            c["status"]["lastHandledReconcileAt"] == "after-enable"
+                && c["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|x| x["type"] == "Ready" && x["reason"] == "DrSecondary")
+        })
+    });
+    assert!(condition_is(&conn, "Ready", "True"), "{conn}");
+    assert!(condition_is(&conn, "Stalled", "False"), "{conn}");
     // Removing a secondary from the spec revokes it on the primary.
     sb.kubectl_ok(&[
         "patch",

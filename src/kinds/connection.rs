@@ -49,27 +49,64 @@ async fn irrevocable(http: &Http) -> Option<(i64, Vec<(String, i64)>)> {
     }
 }
 
+/// What the probe found.
+enum Probed {
+    /// The service accepted the token; for the secrets service, what the token can reach.
+    Accepted(Option<Vec<String>>),
+    /// A DR secondary of the secrets service: it refuses every path but the DR ones (the
+    /// real service answers `400 path disabled in replication DR secondary mode`, token or
+    /// not), so the token cannot be checked until the cluster is promoted. Such a Connection
+    /// is what a DrReplication drives the secondary through, so it is not an error.
+    DrSecondary,
+}
+
 /// A call every valid token may make, per service. For the secrets service, also what the token
 /// can reach (`status.features`, from the OpenAPI description; `None` when it cannot be read).
-async fn probe(http: &Http) -> Result<Option<Vec<String>>> {
+async fn probe(http: &Http) -> Result<Probed> {
     let path = match http.service() {
         Service::Secrets => "/v1/auth/token/lookup-self",
         Service::Workspaces => "/api/v2/account/details",
         Service::Catalog => "/v1/acl/token/self",
         Service::Scheduler => "/v1/acl/token/self",
     };
-    http.call("GET", path, None).await?;
+    if let Err(e) = http.call("GET", path, None).await {
+        if http.service() == Service::Secrets && is_dr_secondary(http, &e).await {
+            return Ok(Probed::DrSecondary);
+        }
+        return Err(e.into());
+    }
     if http.service() != Service::Secrets {
-        return Ok(None);
+        return Ok(Probed::Accepted(None));
     }
     match http
         .call("GET", "/v1/sys/internal/specs/openapi", None)
         .await
     {
-        Ok(resp) => Ok(Some(features::from_openapi(&resp.body))),
+        Ok(resp) => Ok(Probed::Accepted(Some(features::from_openapi(&resp.body)))),
         Err(e) => {
             tracing::info!(error = %e, "the OpenAPI description could not be read: features unknown");
-            Ok(None)
+            Ok(Probed::Accepted(None))
+        }
+    }
+}
+
+/// Whether a refused probe came from a DR secondary: the refusal is a 400 naming the DR
+/// secondary mode, and the DR status (which a secondary answers without a token) says
+/// `mode: secondary`. Both are asked so that no other 400 is mistaken for one.
+async fn is_dr_secondary(http: &Http, refused: &ClientError) -> bool {
+    let named = matches!(refused, ClientError::Status { status: 400, message, .. }
+        if message.contains("DR secondary mode"));
+    if !named {
+        return false;
+    }
+    match http
+        .call("GET", "/v1/sys/replication/dr/status", None)
+        .await
+    {
+        Ok(resp) => resp.body["data"]["mode"] == "secondary",
+        Err(e) => {
+            tracing::debug!(error = %e, "the DR status could not be read");
+            false
         }
     }
 }
@@ -122,7 +159,7 @@ pub(crate) async fn check<K: kube::Resource<DynamicType = ()>>(
         let http = ctx.build_http(conn).await?;
         session = http.session().cloned();
         let found = probe(&http).await?;
-        if conn.spec.service == Service::Secrets {
+        if conn.spec.service == Service::Secrets && matches!(found, Probed::Accepted(_)) {
             leases = irrevocable(&http).await;
         }
         Ok::<_, Error>(found)
@@ -171,7 +208,24 @@ pub(crate) async fn check<K: kube::Resource<DynamicType = ()>>(
     let requeue = match &result {
         Ok(found) => {
             ctx.succeeded(&key);
-            status.features = found.clone();
+            let (reason, message) = match found {
+                Probed::Accepted(features) => {
+                    status.features = features.clone();
+                    (
+                        "Connected",
+                        format!("{} answered and accepted the token", conn.spec.address),
+                    )
+                }
+                // The features and lease count of the last check as a primary stay: the
+                // secondary cannot be asked, and they hold again once it is promoted.
+                Probed::DrSecondary => (
+                    "DrSecondary",
+                    format!(
+                        "{} is a DR secondary: it answers only DR replication requests, so the token is checked once it is promoted",
+                        conn.spec.address
+                    ),
+                ),
+            };
             if let Some((total, _)) = &leases {
                 status.irrevocable_leases = Some(*total);
             }
@@ -179,8 +233,8 @@ pub(crate) async fn check<K: kube::Resource<DynamicType = ()>>(
                 &mut status.conditions,
                 READY,
                 true,
-                "Connected",
-                format!("{} answered and accepted the token", conn.spec.address),
+                reason,
+                message,
                 generation,
             );
             gitops::set_progress(&mut status.conditions, Progress::Done, generation);
