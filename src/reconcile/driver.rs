@@ -18,7 +18,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, CustomResourceExt, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -29,51 +29,20 @@ use super::error::{jitter, Category, Error, Result};
 use super::finalize;
 use super::gitops::{self, Progress, DRIFTED, DRIFT_REPORTED};
 use super::pass::{self, current_status, Start};
-use crate::api::{Connection, ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::{Connection, DeletionPolicy, ManagedStatus};
 use crate::changes;
 use crate::clients::Http;
 
-/// What every managed kind exposes to the framework.
-pub trait Managed:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + CustomResourceExt
-    + Clone
-    + Debug
-    + Serialize
-    + DeserializeOwned
-    + Send
-    + Sync
-    + 'static
-{
-    const SERVICE: Service;
-    fn connection_ref(&self) -> Option<&ConnectionRef>;
-    fn deletion_policy(&self) -> DeletionPolicy;
-    fn managed_status(&self) -> Option<&ManagedStatus>;
-    /// Names of the Secrets (in the resource's namespace) whose contents the resource reads:
-    /// a change of one wakes the resource at once (a rotated password is sent now, not at the
-    /// next resync). Kinds that return any must set [`Managed::WATCHES_SECRETS`].
-    fn secret_refs(&self) -> Vec<String> {
-        Vec::new()
-    }
-    /// Why the remote object is kept when the resource is deleted with
-    /// [`Managed::deletion_policy`] `Retain` (the `Retained` Event says it).
-    fn retain_note(&self) -> String {
-        "deletionPolicy Retain".into()
-    }
-    /// Whether the controller watches Secrets for [`Managed::secret_refs`] (needs list/watch on
-    /// Secrets, so only kinds that read Secrets turn it on).
-    const WATCHES_SECRETS: bool = false;
-    /// The whole `status` object for `managed` (kinds with extra status fields add them here).
-    fn status_json(&self, managed: &ManagedStatus) -> Value {
-        serde_json::to_value(managed).unwrap_or(Value::Null)
-    }
-}
+// Kept at its old path too: kinds and commands name it as `driver::Managed`.
+pub use super::managed::Managed;
 
 /// Result of a create: the identifier to record in status at once, and whether the object is
 /// complete (otherwise the next pass observes it and updates what create could not set).
 #[derive(Clone, Debug)]
 pub struct Created {
+    /// The identifier of the new remote object (shown in `status.remoteId`).
     pub remote_id: String,
+    /// Whether create set everything; `false`: the next pass, soon after, updates the rest.
     pub complete: bool,
 }
 
@@ -86,6 +55,8 @@ pub trait Reconciled: Managed {
     /// What the service has.
     type Observed: Send + Sync;
 
+    /// What the remote object should be, from the spec and the Secrets it references (read
+    /// here, so a missing one is a `ReferenceMissing` failure before any call to the service).
     fn desired(&self, ctx: &Context) -> impl Future<Output = Result<Self::Desired>> + Send;
     /// One read of the remote object, keyed by the id in status when the service assigns ids,
     /// otherwise by name (which also finds an object whose create response was lost).
@@ -97,11 +68,14 @@ pub trait Reconciled: Managed {
     ) -> impl Future<Output = Result<Option<Self::Observed>>> + Send;
     /// Names of the managed fields that differ (pure; empty when in sync).
     fn diff(desired: &Self::Desired, observed: &Self::Observed) -> Vec<&'static str>;
+    /// Create the remote object (`desired` was not found by [`Reconciled::observe`]).
     fn create(
         &self,
         client: &Self::Client,
         desired: &Self::Desired,
     ) -> impl Future<Output = Result<Created>> + Send;
+    /// Change the fields named in `changed` (what [`Reconciled::diff`] returned) so the remote
+    /// object matches `desired`.
     fn update(
         &self,
         client: &Self::Client,
@@ -115,6 +89,7 @@ pub trait Reconciled: Managed {
         client: &Self::Client,
         remote_id: &str,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// The identifier of an observed remote object (recorded in `status.remoteId`).
     fn remote_id(observed: &Self::Observed) -> String;
     /// On deletion with no id in status: the id of a remote object this resource may have
     /// created without recording it (a lost create response, a crash before the status write),
@@ -190,10 +165,12 @@ pub fn kind_status_fields<K: Serialize>(obj: &K) -> serde_json::Map<String, Valu
     }
 }
 
+/// The finalizer that keeps a resource of kind `K` until its cleanup has run.
 pub fn finalizer_name<K: Resource<DynamicType = ()>>() -> String {
     format!("{}/cleanup", K::group(&()))
 }
 
+/// The server-side apply field manager of kind `K`'s status writes.
 pub fn field_manager<K: Resource<DynamicType = ()>>() -> String {
     format!("quartet/{}", K::kind(&()).to_lowercase())
 }
@@ -215,6 +192,7 @@ pub struct Lifetime {
 }
 
 impl Lifetime {
+    /// A lifetime ended by `stop`; `synced` is called once the controller's cache is filled.
     pub fn new(
         stop: tokio_util::sync::CancellationToken,
         synced: impl Fn() + Send + Sync + 'static,
@@ -412,6 +390,7 @@ pub(crate) fn uses_connection<K: Managed>(obj: &K, ns: &str, name: &str) -> bool
     }
 }
 
+/// The key of `obj` in the per-object records of [`Context`] (`Kind/namespace/name`).
 pub(crate) fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
     format!(
         "{}/{}/{}",

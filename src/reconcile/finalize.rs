@@ -17,9 +17,10 @@ use serde_json::json;
 
 use super::conditions::{self, DELETION_BLOCKED};
 use super::context::Context;
-use super::driver::{finalizer_name, publish, write_status, Managed};
+use super::driver::{finalizer_name, publish, write_status};
 use super::error::{Category, Error, Result};
 use super::gitops::{Intent, SUSPENDED};
+use super::managed::Managed;
 use super::pass::current_status;
 use crate::api::DeletionPolicy;
 

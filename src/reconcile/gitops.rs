@@ -26,8 +26,9 @@ use serde_json::Value;
 
 use super::conditions::{self, READY, SYNCED};
 use super::context::Context;
-use super::driver::{publish, write_status, Managed};
+use super::driver::{publish, write_status};
 use super::error::{Category, Error, Result};
+use super::managed::Managed;
 use crate::api::ManagedStatus;
 
 pub const RECONCILING: &str = "Reconciling";

@@ -13,6 +13,7 @@ pub mod finalize;
 pub mod gitops;
 pub mod hash;
 pub mod lost;
+pub mod managed;
 pub mod operation;
 pub mod owned_secret;
 pub mod pass;
@@ -22,6 +23,8 @@ pub mod tenancy;
 pub mod tenancy_watch;
 
 pub use context::{Context, Settings};
-pub use driver::{Created, Managed, Reconciled};
+pub use driver::{Created, Reconciled};
 pub use error::{Category, Error, Result};
+pub(crate) use managed::managed_fields;
+pub use managed::Managed;
 pub use operation::{run_operation, Operated, Step};

@@ -35,12 +35,11 @@ use serde_json::{Map, Value};
 
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
-use super::driver::{
-    controller_for, object_key, publish, record_failure, write_status, Lifetime, Managed,
-};
+use super::driver::{controller_for, object_key, publish, record_failure, write_status, Lifetime};
 use super::error::{jitter, Result};
 use super::finalize;
 use super::gitops::{self, Progress};
+use super::managed::Managed;
 use super::pass::{self, Start};
 use crate::clients::Http;
 

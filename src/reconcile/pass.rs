@@ -16,11 +16,12 @@ use tracing::Instrument;
 
 use super::context::Context;
 use super::driver::{
-    change_pass, finalizer_name, kind_status_fields, object_key, publish_changes, Lifetime, Managed,
+    change_pass, finalizer_name, kind_status_fields, object_key, publish_changes, Lifetime,
 };
 use super::error::{Error, Result};
 use super::finalize::with_finalizer;
 use super::gitops::Intent;
+use super::managed::Managed;
 use crate::api::ManagedStatus;
 use crate::changes::Trigger;
 
