@@ -8,72 +8,41 @@
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
-use kube::runtime::finalizer::{self, finalizer, Event as FinalizerEvent};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, CustomResourceExt, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
-use tracing::Instrument;
 
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
 use super::error::{jitter, Category, Error, Result};
-use super::gitops::{self, Intent, Progress, DRIFTED, DRIFT_REPORTED};
-use crate::api::{Connection, ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use super::finalize;
+use super::gitops::{self, Progress, DRIFTED, DRIFT_REPORTED};
+use super::pass::{self, current_status, Start};
+use crate::api::{Connection, DeletionPolicy, ManagedStatus};
 use crate::changes;
 use crate::clients::Http;
 
-/// What every managed kind exposes to the framework.
-pub trait Managed:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + CustomResourceExt
-    + Clone
-    + Debug
-    + Serialize
-    + DeserializeOwned
-    + Send
-    + Sync
-    + 'static
-{
-    const SERVICE: Service;
-    fn connection_ref(&self) -> Option<&ConnectionRef>;
-    fn deletion_policy(&self) -> DeletionPolicy;
-    fn managed_status(&self) -> Option<&ManagedStatus>;
-    /// Names of the Secrets (in the resource's namespace) whose contents the resource reads:
-    /// a change of one wakes the resource at once (a rotated password is sent now, not at the
-    /// next resync). Kinds that return any must set [`Managed::WATCHES_SECRETS`].
-    fn secret_refs(&self) -> Vec<String> {
-        Vec::new()
-    }
-    /// Why the remote object is kept when the resource is deleted with
-    /// [`Managed::deletion_policy`] `Retain` (the `Retained` Event says it).
-    fn retain_note(&self) -> String {
-        "deletionPolicy Retain".into()
-    }
-    /// Whether the controller watches Secrets for [`Managed::secret_refs`] (needs list/watch on
-    /// Secrets, so only kinds that read Secrets turn it on).
-    const WATCHES_SECRETS: bool = false;
-    /// The whole `status` object for `managed` (kinds with extra status fields add them here).
-    fn status_json(&self, managed: &ManagedStatus) -> Value {
-        serde_json::to_value(managed).unwrap_or(Value::Null)
-    }
-}
+// Kept at its old path too: kinds and commands name it as `driver::Managed`.
+pub use super::managed::Managed;
 
 /// Result of a create: the identifier to record in status at once, and whether the object is
 /// complete (otherwise the next pass observes it and updates what create could not set).
 #[derive(Clone, Debug)]
 pub struct Created {
+    /// The identifier of the new remote object (shown in `status.remoteId`).
     pub remote_id: String,
+    /// Whether create set everything; `false`: the next pass, soon after, updates the rest.
     pub complete: bool,
 }
 
@@ -86,6 +55,8 @@ pub trait Reconciled: Managed {
     /// What the service has.
     type Observed: Send + Sync;
 
+    /// What the remote object should be, from the spec and the Secrets it references (read
+    /// here, so a missing one is a `ReferenceMissing` failure before any call to the service).
     fn desired(&self, ctx: &Context) -> impl Future<Output = Result<Self::Desired>> + Send;
     /// One read of the remote object, keyed by the id in status when the service assigns ids,
     /// otherwise by name (which also finds an object whose create response was lost).
@@ -97,11 +68,14 @@ pub trait Reconciled: Managed {
     ) -> impl Future<Output = Result<Option<Self::Observed>>> + Send;
     /// Names of the managed fields that differ (pure; empty when in sync).
     fn diff(desired: &Self::Desired, observed: &Self::Observed) -> Vec<&'static str>;
+    /// Create the remote object (`desired` was not found by [`Reconciled::observe`]).
     fn create(
         &self,
         client: &Self::Client,
         desired: &Self::Desired,
     ) -> impl Future<Output = Result<Created>> + Send;
+    /// Change the fields named in `changed` (what [`Reconciled::diff`] returned) so the remote
+    /// object matches `desired`.
     fn update(
         &self,
         client: &Self::Client,
@@ -115,6 +89,7 @@ pub trait Reconciled: Managed {
         client: &Self::Client,
         remote_id: &str,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// The identifier of an observed remote object (recorded in `status.remoteId`).
     fn remote_id(observed: &Self::Observed) -> String;
     /// On deletion with no id in status: the id of a remote object this resource may have
     /// created without recording it (a lost create response, a crash before the status write),
@@ -190,29 +165,20 @@ pub fn kind_status_fields<K: Serialize>(obj: &K) -> serde_json::Map<String, Valu
     }
 }
 
+/// The finalizer that keeps a resource of kind `K` until its cleanup has run.
 pub fn finalizer_name<K: Resource<DynamicType = ()>>() -> String {
     format!("{}/cleanup", K::group(&()))
 }
 
+/// The server-side apply field manager of kind `K`'s status writes.
 pub fn field_manager<K: Resource<DynamicType = ()>>() -> String {
     format!("quartet/{}", K::kind(&()).to_lowercase())
 }
 
 /// Run the controller of kind `K` until `life` says stop.
 pub async fn run<K: Reconciled>(ctx: Arc<Context>, namespace: Option<String>, life: Lifetime) {
-    let kind = K::kind(&()).to_string();
-    tracing::info!(%kind, "controller started");
-    controller_for::<K>(&ctx, namespace.as_deref(), &life)
-        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
-        .graceful_shutdown_on(life.stopped())
-        .run(reconcile::<K>, error_policy::<K>, ctx)
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "reconcile failed");
-            }
-        })
-        .await;
-    tracing::info!(%kind, "controller stopped");
+    let controller = controller_for::<K>(&ctx, namespace.as_deref(), &life);
+    pass::drive(controller, ctx, &life, reconcile::<K>).await
 }
 
 /// How the supervisor (`controllers::run`) runs one kind's controller: the token that stops it
@@ -226,6 +192,7 @@ pub struct Lifetime {
 }
 
 impl Lifetime {
+    /// A lifetime ended by `stop`; `synced` is called once the controller's cache is filled.
     pub fn new(
         stop: tokio_util::sync::CancellationToken,
         synced: impl Fn() + Send + Sync + 'static,
@@ -423,6 +390,7 @@ pub(crate) fn uses_connection<K: Managed>(obj: &K, ns: &str, name: &str) -> bool
     }
 }
 
+/// The key of `obj` in the per-object records of [`Context`] (`Kind/namespace/name`).
 pub(crate) fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
     format!(
         "{}/{}/{}",
@@ -434,86 +402,15 @@ pub(crate) fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
 
 #[tracing::instrument(skip_all, fields(kind = %K::kind(&()), namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any()))]
 async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
-    let started = Instant::now();
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    let obj = with_finalizer(&api, obj).await?;
-    let deleting = obj.meta().deletion_timestamp.is_some();
-    let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
     // The spec is the one already applied: a write now restores what changed outside.
-    let pass = change_pass(obj.as_ref(), changes::Trigger::DriftRepair);
-    let target = obj.clone();
-    let span = crate::traces::reconcile_span(obj.as_ref());
-    let result = pass
-        .scope(finalizer(
-            &api,
-            &finalizer_name::<K>(),
-            obj,
-            |event| async {
-                match event {
-                    FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
-                    FinalizerEvent::Cleanup(obj) => cleanup(obj, &ctx).await,
-                }
-            },
-        ))
-        .instrument(span.clone())
-        .await
-        .map_err(|e| match e {
-            finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-            finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
-                Error::Kube(e)
-            }
-            other => Error::Finalizer(other.to_string()),
-        });
-    crate::traces::reconciled(&span, result.as_ref().err().map(|e| e.category().reason()));
-    let kind = K::kind(&());
-    ctx.metrics.reconciled(
-        &kind,
-        if result.is_ok() { "ok" } else { "error" },
-        started.elapsed(),
-    );
-    if let Err(e) = &result {
-        ctx.metrics.error(&kind, e.category().reason());
-    } else if deleting {
-        ctx.metrics.resource_gone(&kind, &namespace, &name);
-    }
-    publish_changes(&ctx, target.as_ref(), &pass).await;
-    result
-}
-
-/// `obj` with this kind's finalizer: added now (when missing and not being deleted), and the
-/// pass goes on with the object the patch returned. kube's `finalizer` helper instead ends the
-/// pass after adding it and waits for the patch's watch event, which costs every new object a
-/// second trip through the queue (behind every object created since) before anything is done.
-pub(crate) async fn with_finalizer<K>(api: &Api<K>, obj: Arc<K>) -> Result<Arc<K>>
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
-{
-    let name = finalizer_name::<K>();
-    if obj.meta().deletion_timestamp.is_some() || obj.finalizers().contains(&name) {
-        return Ok(obj);
-    }
-    let mut finalizers = obj.finalizers().to_vec();
-    finalizers.push(name);
-    // The resourceVersion makes it a precondition (409 when someone else changed the object
-    // meanwhile, as the JSON patch `test` of kube's helper does): never drop another finalizer.
-    let patch = json!({
-        "metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}
-    });
-    let patched = api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
-    Ok(Arc::new(patched))
-}
-
-fn error_policy<K: Reconciled>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
-    let failures = ctx.failed(&object_key(obj.as_ref()));
-    let wait = err.requeue_after(failures, ctx.settings.resync);
-    tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, retry_in_s = wait.as_secs(), "reconcile failed");
-    Action::requeue(wait)
+    pass::run(
+        obj,
+        &ctx,
+        changes::Trigger::DriftRepair,
+        |obj| apply(obj, &ctx),
+        |obj| cleanup(obj, &ctx),
+    )
+    .await
 }
 
 /// The change-log context of a pass over `obj`: the resource and why it is reconciled
@@ -600,14 +497,14 @@ enum Done {
 }
 
 async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
-    let key = object_key(obj.as_ref());
-    let generation = obj.meta().generation;
-    let mut before = obj.managed_status().cloned().unwrap_or_default();
-    before.fields = kind_status_fields(obj.as_ref());
-    let mut status = before.clone();
-    status.observed_generation = generation;
-    let mut written = before.clone();
-    let intent = Intent::of(obj.as_ref(), before.last_handled_reconcile_at.as_deref());
+    let Start {
+        key,
+        generation,
+        before,
+        mut status,
+        mut written,
+        intent,
+    } = Start::of(obj.as_ref());
     if intent.suspend {
         // Before anything that could reach the service (even the resync budget's Connection).
         let (action, _) = gitops::suspended_pass(obj.as_ref(), ctx, status, written).await?;
@@ -1122,9 +1019,7 @@ pub async fn publish<K: Resource<DynamicType = ()>>(
 
 async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
-    let mut before = obj.managed_status().cloned().unwrap_or_default();
-    before.fields = kind_status_fields(obj.as_ref());
-    let recorded = before.remote_id.clone();
+    let recorded = current_status(obj.as_ref()).remote_id;
     if recorded.is_none() && obj.deletion_policy() == DeletionPolicy::Retain {
         return Ok(Action::await_change());
     }
@@ -1134,20 +1029,9 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     // or by the kind's marker) and delete what is found; otherwise deleting the resource would
     // orphan it (found by `cargo bench --bench chaos`).
     let mut remote_id = recorded.clone().unwrap_or_default();
-    if obj.deletion_policy() == DeletionPolicy::Delete && Intent::of(obj.as_ref(), None).suspend {
-        return gitops::deletion_suspended(obj.as_ref(), ctx).await;
-    }
-    if obj.deletion_policy() == DeletionPolicy::Retain {
-        publish(
-            ctx,
-            obj.as_ref(),
-            EventType::Normal,
-            "Retained",
-            "Delete",
-            format!("{remote_id} kept in the service ({})", obj.retain_note()),
-        )
-        .await;
-        return Ok(Action::await_change());
+    let retained = format!("{remote_id} kept in the service ({})", obj.retain_note());
+    if let Some(done) = finalize::kept(obj.as_ref(), ctx, retained).await {
+        return done;
     }
     let result: Result<Option<String>> = async {
         let http = ctx
@@ -1214,59 +1098,14 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             .await;
             Ok(Action::await_change())
         }
-        Err(err @ (Error::Connection(_) | Error::MissingReference(_)))
-            if namespace_terminating(ctx, &ns).await =>
-        {
-            // The namespace (with its Connection or token) is going away: nothing can ever
-            // reach the service for this resource again, so do not hold the namespace hostage.
-            publish(
-                ctx,
-                obj.as_ref(),
-                EventType::Warning,
-                "RemoteObjectOrphaned",
-                "Delete",
-                format!("{remote_id} left in the service: {err}"),
-            )
-            .await;
-            Ok(Action::await_change())
-        }
         Err(err) => {
-            if err.category() == Category::Unauthorized {
-                ctx.forget_connection(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE);
-            }
-            let mut status = before.clone();
-            let message = format!("{err}; the finalizer is kept until the remote object can be deleted (or set deletionPolicy: Retain)");
-            let newly = conditions::set(
-                &mut status.conditions,
-                DELETION_BLOCKED,
-                true,
-                err.reason(),
-                &message,
-                obj.meta().generation,
-            );
-            let mut written = before;
-            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
-            if newly {
-                publish(
-                    ctx,
-                    obj.as_ref(),
-                    EventType::Warning,
-                    "DeletionBlocked",
-                    "Delete",
-                    message,
-                )
-                .await;
-            }
-            Err(err)
+            let says = finalize::Failed {
+                reason: err.reason(),
+                blocked: format!("{err}; the finalizer is kept until the remote object can be deleted (or set deletionPolicy: Retain)"),
+                orphaned: format!("{remote_id} left in the service: {err}"),
+            };
+            finalize::failed(obj.as_ref(), ctx, err, says).await
         }
-    }
-}
-
-pub(crate) async fn namespace_terminating(ctx: &Context, ns: &str) -> bool {
-    match Api::<Namespace>::all(ctx.client.clone()).get_opt(ns).await {
-        Ok(Some(n)) => n.metadata.deletion_timestamp.is_some(),
-        Ok(None) => true,
-        Err(_) => false,
     }
 }
 

@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use kube::ResourceExt;
 use serde_json::Value;
 
-use super::driver::Managed;
+use super::managed::Managed;
 use super::{Context, Error, Result};
 use crate::api::Service;
 

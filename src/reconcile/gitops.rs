@@ -20,14 +20,15 @@
 
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
+use super::conditions::{self, READY, SYNCED};
 use super::context::Context;
-use super::driver::{publish, write_status, Managed};
+use super::driver::{publish, write_status};
 use super::error::{Category, Error, Result};
+use super::managed::Managed;
 use crate::api::ManagedStatus;
 
 pub const RECONCILING: &str = "Reconciling";
@@ -179,41 +180,6 @@ pub(crate) async fn suspended_pass<K: Managed>(
         .await;
     }
     Ok((Action::await_change(), rv))
-}
-
-/// Deleting a suspended resource whose policy would call the service: keep the finalizer, say
-/// so in `DeletionBlocked`, and wait for `suspend: false` (a spec change wakes it) or
-/// `deletionPolicy: Retain`.
-pub(crate) async fn deletion_suspended<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
-    let mut before = obj.managed_status().cloned().unwrap_or_default();
-    before.fields = super::driver::kind_status_fields(obj);
-    let mut status = before.clone();
-    let message = "spec.suspend is true: the remote object is not deleted while suspended; set suspend: false to delete it, or deletionPolicy: Retain to keep it".to_string();
-    let newly = conditions::set(
-        &mut status.conditions,
-        DELETION_BLOCKED,
-        true,
-        SUSPENDED,
-        &message,
-        obj.meta().generation,
-    );
-    write_status(obj, ctx, &status, &mut before).await?;
-    if newly {
-        publish(
-            ctx,
-            obj,
-            EventType::Warning,
-            "DeletionBlocked",
-            "Delete",
-            message.clone(),
-        )
-        .await;
-    }
-    tracing::info!(name = %obj.name_any(), "deletion waits: the resource is suspended");
-    Err(Error::Refused {
-        reason: SUSPENDED,
-        message,
-    })
 }
 
 #[cfg(test)]

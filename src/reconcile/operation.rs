@@ -28,24 +28,19 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use kube::api::Api;
-use kube::runtime::controller::{self, Action};
+use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{self, finalizer, Event as FinalizerEvent};
 use kube::ResourceExt;
 use serde_json::{Map, Value};
-use tracing::Instrument;
 
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::Context;
-use super::driver::{
-    controller_for, finalizer_name, kind_status_fields, namespace_terminating, object_key, publish,
-    record_failure, write_status, Lifetime, Managed,
-};
-use super::error::{jitter, Category, Error, Result};
-use super::gitops::{self, Intent, Progress};
-use crate::api::DeletionPolicy;
+use super::driver::{controller_for, object_key, publish, record_failure, write_status, Lifetime};
+use super::error::{jitter, Result};
+use super::finalize;
+use super::gitops::{self, Progress};
+use super::managed::Managed;
+use super::pass::{self, Start};
 use crate::clients::Http;
 
 /// A kind that drives an operation on its service.
@@ -188,84 +183,33 @@ pub async fn run_operation<K: Operated>(
     namespace: Option<String>,
     life: Lifetime,
 ) {
-    let kind = K::kind(&()).to_string();
-    tracing::info!(%kind, "controller started");
-    controller_for::<K>(&ctx, namespace.as_deref(), &life)
-        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
-        .graceful_shutdown_on(life.stopped())
-        .run(reconcile::<K>, error_policy::<K>, ctx)
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "reconcile failed");
-            }
-        })
-        .await;
-    tracing::info!(%kind, "controller stopped");
+    let controller = controller_for::<K>(&ctx, namespace.as_deref(), &life);
+    pass::drive(controller, ctx, &life, reconcile::<K>).await
 }
 
+/// One pass over an operation kind's resource (also the pass of [`super::related`]'s
+/// controllers).
 #[tracing::instrument(skip_all, fields(kind = %K::kind(&()), namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any()))]
 pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
-    let started = Instant::now();
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    let obj = super::driver::with_finalizer(&api, obj).await?;
-    let deleting = obj.meta().deletion_timestamp.is_some();
-    let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-    let pass = super::driver::change_pass(obj.as_ref(), crate::changes::Trigger::Step);
-    let target = obj.clone();
-    let span = crate::traces::reconcile_span(obj.as_ref());
-    let result = pass
-        .scope(finalizer(
-            &api,
-            &finalizer_name::<K>(),
-            obj,
-            |event| async {
-                match event {
-                    FinalizerEvent::Apply(obj) => apply(obj, &ctx).await,
-                    FinalizerEvent::Cleanup(obj) => cleanup(obj, &ctx).await,
-                }
-            },
-        ))
-        .instrument(span.clone())
-        .await
-        .map_err(|e| match e {
-            finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-            finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
-                Error::Kube(e)
-            }
-            other => Error::Finalizer(other.to_string()),
-        });
-    crate::traces::reconciled(&span, result.as_ref().err().map(|e| e.category().reason()));
-    let kind = K::kind(&());
-    ctx.metrics.reconciled(
-        &kind,
-        if result.is_ok() { "ok" } else { "error" },
-        started.elapsed(),
-    );
-    if let Err(e) = &result {
-        ctx.metrics.error(&kind, e.category().reason());
-    } else if deleting {
-        ctx.metrics.resource_gone(&kind, &namespace, &name);
-    }
-    super::driver::publish_changes(&ctx, target.as_ref(), &pass).await;
-    result
-}
-
-pub(crate) fn error_policy<K: Operated>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
-    let failures = ctx.failed(&object_key(obj.as_ref()));
-    let wait = err.requeue_after(failures, ctx.settings.resync);
-    tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, retry_in_s = wait.as_secs(), "reconcile failed");
-    Action::requeue(wait)
+    pass::run(
+        obj,
+        &ctx,
+        crate::changes::Trigger::Step,
+        |obj| apply(obj, &ctx),
+        |obj| cleanup(obj, &ctx),
+    )
+    .await
 }
 
 async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
-    let key = object_key(obj.as_ref());
-    let generation = obj.meta().generation;
-    let mut before = obj.managed_status().cloned().unwrap_or_default();
-    before.fields = kind_status_fields(obj.as_ref());
-    let mut status = before.clone();
-    status.observed_generation = generation;
-    let mut written = before.clone();
-    let intent = Intent::of(obj.as_ref(), before.last_handled_reconcile_at.as_deref());
+    let Start {
+        key,
+        generation,
+        mut status,
+        mut written,
+        intent,
+        ..
+    } = Start::of(obj.as_ref());
     if intent.suspend {
         // No step, not even the Connection (a login is a call to the service).
         let (action, rv) = gitops::suspended_pass(obj.as_ref(), ctx, status, written).await?;
@@ -375,20 +319,9 @@ async fn cleanup<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     if !obj.holds_remote() {
         return Ok(Action::await_change());
     }
-    if obj.deletion_policy() == DeletionPolicy::Delete && Intent::of(obj.as_ref(), None).suspend {
-        return gitops::deletion_suspended(obj.as_ref(), ctx).await;
-    }
-    if obj.deletion_policy() == DeletionPolicy::Retain {
-        publish(
-            ctx,
-            obj.as_ref(),
-            EventType::Normal,
-            "Retained",
-            "Delete",
-            "left as it is in the service (deletionPolicy Retain)".into(),
-        )
-        .await;
-        return Ok(Action::await_change());
+    let retained = "left as it is in the service (deletionPolicy Retain)".to_string();
+    if let Some(done) = finalize::kept(obj.as_ref(), ctx, retained).await {
+        return done;
     }
     let result = async {
         let http = ctx
@@ -402,52 +335,17 @@ async fn cleanup<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             ctx.succeeded(&object_key(obj.as_ref()));
             Ok(Action::await_change())
         }
-        Err(err @ (Error::Connection(_) | Error::MissingReference(_)))
-            if namespace_terminating(ctx, &ns).await =>
-        {
-            publish(
-                ctx,
-                obj.as_ref(),
-                EventType::Warning,
-                "RemoteObjectOrphaned",
-                "Delete",
-                format!("could not release what this resource holds in the service: {err}"),
-            )
-            .await;
-            Ok(Action::await_change())
-        }
         Err(err) => {
-            if err.category() == Category::Unauthorized {
-                ctx.forget_connection(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE);
-            }
-            let mut before = obj.managed_status().cloned().unwrap_or_default();
-            before.fields = kind_status_fields(obj.as_ref());
-            let mut status = before.clone();
-            let message = format!(
-                "{err}; the finalizer is kept until this succeeds (or set deletionPolicy: Retain)"
-            );
-            let newly = conditions::set(
-                &mut status.conditions,
-                DELETION_BLOCKED,
-                true,
-                err.category().reason(),
-                &message,
-                obj.meta().generation,
-            );
-            let mut written = before;
-            write_status(obj.as_ref(), ctx, &status, &mut written).await?;
-            if newly {
-                publish(
-                    ctx,
-                    obj.as_ref(),
-                    EventType::Warning,
-                    "DeletionBlocked",
-                    "Delete",
-                    message,
-                )
-                .await;
-            }
-            Err(err)
+            let says = finalize::Failed {
+                reason: err.category().reason(),
+                blocked: format!(
+                    "{err}; the finalizer is kept until this succeeds (or set deletionPolicy: Retain)"
+                ),
+                orphaned: format!(
+                    "could not release what this resource holds in the service: {err}"
+                ),
+            };
+            finalize::failed(obj.as_ref(), ctx, err, says).await
         }
     }
 }

@@ -19,10 +19,10 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::api::catalog::{CatalogAclBootstrap, ReplicationStatus, SecretPolicy};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::{DeletionPolicy, Service};
 use crate::clients::catalog::{reset_index, CatalogClient};
 use crate::clients::ClientError;
-use crate::reconcile::{Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 pub const BOOTSTRAPPED_ELSEWHERE: &str = "BootstrappedElsewhere";
@@ -38,15 +38,10 @@ struct StoredToken {
 
 impl Managed for CatalogAclBootstrap {
     const SERVICE: Service = Service::Catalog;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
+    managed_fields!(connection_ref, managed_status);
     fn deletion_policy(&self) -> DeletionPolicy {
         // Nothing in the catalog is released on delete (the management token stays valid).
         DeletionPolicy::Retain
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
     }
     fn secret_refs(&self) -> Vec<String> {
         vec![self.secret_name()]

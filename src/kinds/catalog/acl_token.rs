@@ -31,25 +31,17 @@ use serde_json::{json, Value};
 
 use crate::api::catalog::CatalogAclToken;
 use crate::api::scheduler::parse_duration;
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::catalog::CatalogClient;
 use crate::clients::http::SecretString;
-use crate::reconcile::{lost, Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{lost, managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 const DEFAULT_ROTATION: Duration = Duration::from_secs(24 * 3600);
 const PREVIOUS: &str = "previousToken";
 
 impl Managed for CatalogAclToken {
     const SERVICE: Service = Service::Catalog;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
     fn secret_refs(&self) -> Vec<String> {
         let mut v = vec![self.secret_name()];
         if let Some(r) = &self.spec.bearer_token_secret_ref {

@@ -29,10 +29,10 @@ use crate::api::scheduler::{
     parse_duration, DeploymentGate, DeploymentGateStatus, LastAction, ManualHealthPolicy,
     PromotePolicy, TaskGroupStatus,
 };
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::{DeletionPolicy, ManagedStatus, Service};
 use crate::clients::scheduler::SchedulerClient;
 use crate::clients::ClientError;
-use crate::reconcile::{Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 /// How long a pass waits on the deployment (blocking query) when nothing is due.
 const BLOCK_WAIT: Duration = Duration::from_secs(2);
@@ -48,15 +48,10 @@ static LAST_INDEX: LazyLock<Mutex<HashMap<String, u64>>> =
 
 impl Managed for DeploymentGate {
     const SERVICE: Service = Service::Scheduler;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
+    managed_fields!(connection_ref, managed_status);
     fn deletion_policy(&self) -> DeletionPolicy {
         // It owns nothing in the scheduler.
         DeletionPolicy::Retain
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
     }
 }
 

@@ -27,11 +27,11 @@ use serde_json::{json, Value};
 use crate::api::secrets::dr::{
     DrClusterStatus, DrPeer, DrReplication, FailoverProgress, HandledRequests,
 };
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::{ConnectionRef, DeletionPolicy, Service};
 use crate::clients::secrets::dr::DrClient;
 use crate::clients::{ClientError, SecretString};
 use crate::reconcile::driver::publish;
-use crate::reconcile::{Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 /// How soon the next step of a ceremony or convergence follows.
 const NEXT: Duration = Duration::from_millis(200);
@@ -41,15 +41,13 @@ const OTP_LEN: usize = 28;
 
 impl Managed for DrReplication {
     const SERVICE: Service = Service::Secrets;
+    managed_fields!(managed_status);
     fn connection_ref(&self) -> Option<&ConnectionRef> {
         Some(&self.spec.primary.connection_ref)
     }
     /// Deleting the resource never tears replication down (`finish` only says so).
     fn deletion_policy(&self) -> DeletionPolicy {
         DeletionPolicy::Delete
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
     }
     fn secret_refs(&self) -> Vec<String> {
         let mut names: Vec<String> = self

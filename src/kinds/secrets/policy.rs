@@ -1,22 +1,14 @@
 //! SecretsPolicy ↔ `/v1/sys/policies/{acl,rgp,egp}/:name` (spec A §4.3).
 
 use crate::api::secrets::policy::PolicyType;
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretsPolicy, Service};
+use crate::api::{SecretsPolicy, Service};
 use crate::clients::secrets::{Policy, SecretsClient};
 use crate::clients::ClientError;
-use crate::reconcile::{Context, Created, Error, Managed, Reconciled, Result};
+use crate::reconcile::{managed_fields, Context, Created, Error, Managed, Reconciled, Result};
 
 impl Managed for SecretsPolicy {
     const SERVICE: Service = Service::Secrets;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
 }
 
 impl SecretsPolicy {

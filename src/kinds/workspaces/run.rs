@@ -14,21 +14,13 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{json, Map, Value};
 
 use crate::api::workspaces::run::WorkspaceRun;
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service, Workspace};
+use crate::api::{Service, Workspace};
 use crate::clients::workspaces::run::RunsClient;
-use crate::reconcile::{Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 impl Managed for WorkspaceRun {
     const SERVICE: Service = Service::Workspaces;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
 }
 
 /// Final run states (the service's and the spec's: `force_canceled` and `policy_soft_failed`

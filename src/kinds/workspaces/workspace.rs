@@ -12,24 +12,16 @@ use serde_json::{json, Value};
 
 use super::settings;
 use crate::api::workspaces::workspace::{DeletionMode, ListPolicy, Workspace};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::{ManagedStatus, Service};
 use crate::clients::workspaces::workspace::Var;
 use crate::clients::workspaces::{attr_str, WorkspacesClient};
 use crate::reconcile::hash::keyed_hash;
-use crate::reconcile::{Context, Created, Error, Managed, Reconciled, Result};
+use crate::reconcile::{managed_fields, Context, Created, Error, Managed, Reconciled, Result};
 
 impl Managed for Workspace {
     const SERVICE: Service = Service::Workspaces;
+    managed_fields!();
     const WATCHES_SECRETS: bool = true;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
     /// `workspaceId` is written with the id the moment a create returns, with the other
     /// status fields read from the create response (the driver reads no status fields on a
     /// create pass).

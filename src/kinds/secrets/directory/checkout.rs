@@ -22,23 +22,15 @@ use serde_json::json;
 
 use super::{ad_error, now_rfc3339, secret_exists, strays};
 use crate::api::secrets::directory::{duration_secs, AdCheckout, AdLibrarySet};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::secrets::directory::{AdClient, CheckedOut};
 use crate::clients::{ClientError, SecretString};
 use crate::reconcile::error::jitter;
-use crate::reconcile::{lost, Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{lost, managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 impl Managed for AdCheckout {
     const SERVICE: Service = Service::Secrets;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
 }
 
 /// Consecutive `NoAccountAvailable` answers per resource (uid), for the backoff.

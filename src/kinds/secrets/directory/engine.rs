@@ -16,24 +16,16 @@ use serde_json::{json, Map, Value};
 
 use super::{ad_error, epoch, now_rfc3339};
 use crate::api::secrets::directory::{duration_secs, AdEngine, RotateRootPolicy};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::secrets::directory::{AdClient, Rotation};
 use crate::clients::SecretString;
 use crate::reconcile::hash::keyed_hash;
-use crate::reconcile::{Context, Created, Managed, Reconciled, Result};
+use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
 impl Managed for AdEngine {
     const SERVICE: Service = Service::Secrets;
+    managed_fields!();
     const WATCHES_SECRETS: bool = true;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
     fn secret_refs(&self) -> Vec<String> {
         vec![self.spec.bindpass_secret_ref.name.clone()]
     }

@@ -10,24 +10,16 @@ use serde_json::{json, Map, Value};
 
 use super::ad_error;
 use crate::api::secrets::directory::{duration_secs, AdLibrarySet};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::secrets::directory::{AccountStatus, AdClient, SetRead};
-use crate::reconcile::{Context, Created, Managed, Reconciled, Result};
+use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
 /// The service's default for a set's `ttl` and `max_ttl`.
 const DEFAULT_TTL: i64 = 24 * 3600;
 
 impl Managed for AdLibrarySet {
     const SERVICE: Service = Service::Secrets;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
 }
 
 pub struct SetDesired {

@@ -13,23 +13,15 @@ use serde_json::{json, Map, Value};
 
 use super::{ad_error, apply_secret, epoch, secret_exists};
 use crate::api::secrets::directory::{duration_secs, AdRole};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::secrets::directory::{AdClient, RoleRead, Rotation};
 use crate::clients::SecretString;
 use crate::reconcile::hash::keyed_hash;
-use crate::reconcile::{Context, Created, Managed, Reconciled, Result};
+use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
 impl Managed for AdRole {
     const SERVICE: Service = Service::Secrets;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
 }
 
 pub struct RoleDesired {

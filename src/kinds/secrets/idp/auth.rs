@@ -10,21 +10,21 @@ use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 
 use crate::api::secrets::idp::IdpAuthMethod;
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::{DeletionPolicy, Service};
 use crate::clients::secrets::idp::{parse_duration, IdpConfig, SecretsIdpClient};
 use crate::clients::SecretString;
 use crate::reconcile::hash::keyed_hash;
-use crate::reconcile::{features, Context, Created, Error, Managed, Reconciled, Result};
+use crate::reconcile::{
+    features, managed_fields, Context, Created, Error, Managed, Reconciled, Result,
+};
 
 /// Marker the driver adds to the changed fields when the write-only hash differs.
 const WRITE_ONLY: &str = "(write-only fields)";
 
 impl Managed for IdpAuthMethod {
     const SERVICE: Service = Service::Secrets;
+    managed_fields!(connection_ref, managed_status);
     const WATCHES_SECRETS: bool = true;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
     /// Without `enableMount` the service has no delete for the configuration: it is always
     /// left in place (the driver's `Retained` Event says so).
     fn deletion_policy(&self) -> DeletionPolicy {
@@ -33,9 +33,6 @@ impl Managed for IdpAuthMethod {
         } else {
             DeletionPolicy::Retain
         }
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
     }
     fn secret_refs(&self) -> Vec<String> {
         self.spec

@@ -14,9 +14,9 @@ pub mod auth;
 use kube::ResourceExt;
 
 use crate::api::secrets::idp::{IdpGroup, IdpUser};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::secrets::idp::{EntryKind, IdpEntry, SecretsIdpClient};
-use crate::reconcile::{features, Context, Created, Managed, Reconciled, Result};
+use crate::reconcile::{features, managed_fields, Context, Created, Managed, Reconciled, Result};
 
 /// What a user or group should be: `None` lists are not managed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -75,15 +75,7 @@ macro_rules! idp_entry_kind {
     ($kind:ty, $entry:expr, $name_field:ident, $groups:expr) => {
         impl Managed for $kind {
             const SERVICE: Service = Service::Secrets;
-            fn connection_ref(&self) -> Option<&ConnectionRef> {
-                self.spec.connection_ref.as_ref()
-            }
-            fn deletion_policy(&self) -> DeletionPolicy {
-                self.spec.deletion_policy
-            }
-            fn managed_status(&self) -> Option<&ManagedStatus> {
-                self.status.as_ref().map(|s| &s.managed)
-            }
+            managed_fields!();
         }
 
         impl Reconciled for $kind {

@@ -22,26 +22,18 @@ use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 
 use crate::api::secrets::totp::{TotpEnrollment, TotpMethod};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::secrets::totp::SecretsMfaClient;
 use crate::clients::ClientError;
 use crate::reconcile::owned_secret::{apply_owned_secret_bytes, owned_secret_keys};
-use crate::reconcile::{features, Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{features, managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 /// Status field: an earlier generate may have happened without its result reaching the Secret.
 const UNKNOWN_OUTCOME: &str = "generateOutcomeUnknown";
 
 impl Managed for TotpEnrollment {
     const SERVICE: Service = Service::Secrets;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
 }
 
 /// Whether a failed call may still have been carried out by the service.

@@ -10,22 +10,16 @@
 //! creates. Methods adopted through `spec.methodId` keep their own name.
 
 use crate::api::secrets::totp::TotpMethod;
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::secrets::totp::{SecretsMfaClient, TotpConfig, TotpMethodInfo};
 use crate::clients::ClientError;
-use crate::reconcile::{features, lost, Context, Created, Error, Managed, Reconciled, Result};
+use crate::reconcile::{
+    features, lost, managed_fields, Context, Created, Error, Managed, Reconciled, Result,
+};
 
 impl Managed for TotpMethod {
     const SERVICE: Service = Service::Secrets;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
 }
 
 /// What the method should be.

@@ -4,9 +4,9 @@ use serde_json::json;
 
 use super::{delete_err, err, text};
 use crate::api::secrets::transform::TransformAlphabet;
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::secrets::transform::TransformClient;
-use crate::reconcile::{Context, Created, Managed, Reconciled, Result};
+use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Alphabet {
@@ -16,15 +16,7 @@ pub struct Alphabet {
 
 impl Managed for TransformAlphabet {
     const SERVICE: Service = Service::Secrets;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
 }
 
 pub fn diff(desired: &Alphabet, observed: &Alphabet) -> Vec<&'static str> {

@@ -12,10 +12,10 @@ use serde_json::{json, Map, Value};
 
 use super::{delete_err, err, same_set, strings};
 use crate::api::secrets::transform::TransformRole;
-use crate::api::{Condition, ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::{Condition, ManagedStatus, Service};
 use crate::clients::secrets::transform::{encode_segment, TransformClient};
 use crate::reconcile::conditions;
-use crate::reconcile::{Context, Created, Managed, Reconciled, Result};
+use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
 pub const TRANSFORMATIONS_ALLOWED: &str = "TransformationsAllowed";
 
@@ -36,15 +36,7 @@ pub struct Observed {
 
 impl Managed for TransformRole {
     const SERVICE: Service = Service::Secrets;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
     /// The status, with the `TransformationsAllowed` condition derived from the kind's status
     /// fields (`transformationsMissing`, `transformationsNotAllowing`), keeping its
     /// `lastTransitionTime` while its status does not change.

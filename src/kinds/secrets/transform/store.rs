@@ -11,11 +11,11 @@ use serde_json::{json, Map, Value};
 
 use super::{delete_err, err, same_set, spec_seconds, strings, text, value_seconds};
 use crate::api::secrets::transform::{StoreCredentialsRef, TransformStore};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef, Service};
+use crate::api::{SecretKeyRef, Service};
 use crate::clients::secrets::transform::{encode_segment, TransformClient};
 use crate::clients::SecretString;
 use crate::reconcile::hash::keyed_hash;
-use crate::reconcile::{Context, Created, Managed, Reconciled, Result};
+use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
 pub struct Credentials {
     pub username: SecretString,
@@ -53,16 +53,8 @@ pub struct Remote {
 
 impl Managed for TransformStore {
     const SERVICE: Service = Service::Secrets;
+    managed_fields!();
     const WATCHES_SECRETS: bool = true;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
     fn secret_refs(&self) -> Vec<String> {
         let mut v = vec![self.spec.credentials_secret_ref.name.clone()];
         if let Some(s) = &self.spec.schema_init {

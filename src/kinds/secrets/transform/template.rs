@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 
 use super::{delete_err, err, missing, text};
 use crate::api::secrets::transform::TransformTemplate;
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::secrets::transform::{encode_segment, TransformClient};
-use crate::reconcile::{Context, Created, Managed, Reconciled, Result};
+use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
@@ -32,15 +32,7 @@ pub struct Observed {
 
 impl Managed for TransformTemplate {
     const SERVICE: Service = Service::Secrets;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
 }
 
 /// Managed fields that differ; optional fields only when the spec sets them.

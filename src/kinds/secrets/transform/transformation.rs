@@ -17,10 +17,10 @@ use serde_json::{json, Map, Value};
 
 use super::{delete_err, err, missing, same_set, spec_seconds, strings, text, value_seconds};
 use crate::api::secrets::transform::{HashFunction, KeyImport, Transformation, TransformationType};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::{DeletionPolicy, Service};
 use crate::clients::secrets::transform::{encode_segment, TransformClient};
 use crate::reconcile::hash::keyed_hash;
-use crate::reconcile::{Context, Created, Error, Managed, Reconciled, Result};
+use crate::reconcile::{managed_fields, Context, Created, Error, Managed, Reconciled, Result};
 
 /// The key to import: never printed (no `Debug`), never in a message.
 pub struct ImportKey {
@@ -75,10 +75,8 @@ pub struct Observed {
 
 impl Managed for Transformation {
     const SERVICE: Service = Service::Secrets;
+    managed_fields!(connection_ref, managed_status);
     const WATCHES_SECRETS: bool = true;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
     /// Deleting an fpe or tokenization transformation deletes its key: only when the spec says
     /// `deletionAllowed: true`; otherwise the transformation is left in the service.
     fn deletion_policy(&self) -> DeletionPolicy {
@@ -88,9 +86,6 @@ impl Managed for Transformation {
             return DeletionPolicy::Retain;
         }
         self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
     }
     fn retain_note(&self) -> String {
         if self.spec.deletion_policy == DeletionPolicy::Delete {

@@ -15,22 +15,16 @@ use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 
 use crate::api::workspaces::nocode::{NoCodeModule, VariableOption};
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::{ConnectionRef, Service};
 use crate::clients::workspaces::nocode::{NoCodeClient, OptionSet, RemoteModule};
 use crate::clients::ClientError;
-use crate::reconcile::{conditions, Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{
+    conditions, managed_fields, Context, Error, Managed, Operated, Result, Step,
+};
 
 impl Managed for NoCodeModule {
     const SERVICE: Service = Service::Workspaces;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
 }
 
 /// The message of `Ready=False, reason Forbidden` for an organization token.

@@ -33,13 +33,15 @@ use crate::api::workspaces::nocode::{
 };
 use crate::api::workspaces::workspace::ListPolicy;
 use crate::api::workspaces::workspace::WorkspaceSettings;
-use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
+use crate::api::Service;
 use crate::clients::workspaces::nocode::{NoCodeClient, UpgradeStart, VarInput};
 use crate::clients::ClientError;
 use crate::kinds::workspaces::nocode::module::{newest, org_token_refusal, ORG_TOKEN};
 use crate::kinds::workspaces::settings;
 use crate::kinds::workspaces::workspace::{sensitive_hash, var_changes, write_vars, DesiredVar};
-use crate::reconcile::{conditions, Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::{
+    conditions, managed_fields, Context, Error, Managed, Operated, Result, Step,
+};
 
 /// Condition type: whether an upgrade to a newer module version is available or under way.
 pub const UPGRADE_AVAILABLE: &str = "UpgradeAvailable";
@@ -47,15 +49,7 @@ const POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Managed for NoCodeWorkspace {
     const SERVICE: Service = Service::Workspaces;
-    fn connection_ref(&self) -> Option<&ConnectionRef> {
-        self.spec.connection_ref.as_ref()
-    }
-    fn deletion_policy(&self) -> DeletionPolicy {
-        self.spec.deletion_policy
-    }
-    fn managed_status(&self) -> Option<&ManagedStatus> {
-        self.status.as_ref().map(|s| &s.managed)
-    }
+    managed_fields!();
     const WATCHES_SECRETS: bool = true;
     /// The Secrets behind `vars[].valueFrom`: a rotated one wakes the resource at once.
     fn secret_refs(&self) -> Vec<String> {
