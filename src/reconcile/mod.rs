@@ -6,6 +6,7 @@
 
 pub mod conditions;
 pub mod context;
+#[allow(missing_docs)] // documented on the plumbing branch
 pub mod driver;
 pub mod error;
 pub mod features;
