@@ -74,6 +74,8 @@ async fn probe(http: &Http) -> Result<Option<Vec<String>>> {
     }
 }
 
+/// One pass of a Connection: checks that the service answers and takes the token (logging in first
+/// with `spec.auth`), lists its features and writes the status.
 pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Action> {
     let intent = gitops::Intent::of(
         conn.as_ref(),
@@ -286,6 +288,7 @@ fn error_policy(_conn: Arc<Connection>, err: &Error, _ctx: Arc<Context>) -> Acti
     Action::requeue(Duration::from_secs(10))
 }
 
+/// Runs the Connection controller (in `namespace`, or all) until `life` says stop.
 pub async fn run(
     ctx: Arc<Context>,
     namespace: Option<String>,

@@ -41,26 +41,36 @@ impl Managed for AdEngine {
 
 /// What the config should be.
 pub struct EngineDesired {
+    /// The engine's mount.
     pub mount: String,
     /// Managed, readable fields (service names and JSON values).
     pub fields: Map<String, Value>,
+    /// The bind password, from its Secret.
     pub bindpass: SecretString,
+    /// Keyed hash of the bind DN and password, to tell whether they changed since last sent.
     pub bind_hash: String,
     /// `connection_timeout` / `request_timeout` as set in the spec (seconds).
     pub timeouts: Map<String, Value>,
+    /// Keyed hash of the timeouts, to tell whether they changed since last sent.
     pub timeouts_hash: String,
     /// The write-only hashes last sent (from status).
     pub sent: (Option<String>, Option<String>),
+    /// When to rotate the bind password.
     pub rotation: RotationPlan,
 }
 
 /// What status says about rotations, and what the spec asks.
 #[derive(Clone, Debug, Default)]
 pub struct RotationPlan {
+    /// `spec.rotateRootPolicy`.
     pub policy: RotateRootPolicy,
+    /// Seconds between rotations, with the `Interval` policy.
     pub interval: Option<i64>,
+    /// `spec.rotateRequest`: a value not handled yet asks for a rotation now.
     pub request: Option<String>,
+    /// When the last rotation ran (RFC 3339), from status.
     pub last: Option<String>,
+    /// The last `rotateRequest` handled, from status.
     pub handled: Option<String>,
 }
 
@@ -80,10 +90,15 @@ impl RotationPlan {
     }
 }
 
+/// The engine's config as read, and the rotation state of status.
 pub struct EngineObserved {
+    /// The engine's mount.
     pub mount: String,
+    /// The config as the service reads it back (`data`).
     pub config: Map<String, Value>,
+    /// When the last rotation ran (RFC 3339).
     pub last: Option<String>,
+    /// The last `rotateRequest` handled.
     pub handled: Option<String>,
     /// Why the object is not settled yet (a rotation in progress or waiting).
     pub pending: Option<String>,

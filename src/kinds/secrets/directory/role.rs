@@ -32,22 +32,35 @@ impl Managed for AdRole {
     }
 }
 
+/// What a role should be.
 pub struct RoleDesired {
+    /// The engine's mount.
     pub mount: String,
+    /// The role's name in the service.
     pub name: String,
+    /// The directory account it manages.
     pub account: String,
+    /// Password lifetime in seconds; `None`: not managed.
     pub ttl: Option<i64>,
     /// For the credentials Secret (written while observing).
     pub kube: kube::Client,
+    /// Key of the hashes of the credentials written to the Secret.
     pub hash_key: SecretString,
 }
 
+/// A role as read, with what status says of its rotations and credentials.
 pub struct RoleObserved {
+    /// The engine's mount.
     pub mount: String,
+    /// The role's name in the service.
     pub name: String,
+    /// The role as the service reads it back.
     pub role: RoleRead,
+    /// The last `rotateRequest` handled.
     pub handled: Option<String>,
+    /// Keyed hash of the credentials last written to the Secret.
     pub credentials_hash: Option<String>,
+    /// Why the object is not settled yet (a rotation in progress or waiting).
     pub pending: Option<String>,
 }
 

@@ -49,20 +49,35 @@ impl Managed for IdpAuthMethod {
 /// What the configuration should be; `None` fields are not managed.
 #[derive(Clone, Debug, Default)]
 pub struct Desired {
+    /// The auth method's mount.
     pub mount: String,
+    /// `true` enables the mount when it is absent (and disables it on deletion).
     pub enable_mount: bool,
+    /// The identity provider's organization.
     pub org_name: String,
+    /// The identity provider's base domain.
     pub base_url: Option<String>,
+    /// `true` skips the identity provider's own MFA.
     pub bypass_idp_mfa: Option<bool>,
+    /// Default lifetime of the tokens issued, in seconds.
     pub ttl: Option<i64>,
+    /// Longest lifetime of the tokens after renewals, in seconds.
     pub max_ttl: Option<i64>,
+    /// Hard cap on the tokens' lifetime, in seconds.
     pub explicit_max_ttl: Option<i64>,
+    /// Period of periodic tokens, in seconds.
     pub period: Option<i64>,
+    /// Policies every token issued carries.
     pub policies: Option<Vec<String>>,
+    /// CIDRs the tokens may be used from.
     pub bound_cidrs: Option<Vec<String>>,
+    /// `true` leaves the `default` policy out of the tokens.
     pub no_default_policy: Option<bool>,
+    /// How many uses a token has (0: unlimited).
     pub num_uses: Option<i64>,
+    /// `service`, `batch` or `default`.
     pub token_type: Option<String>,
+    /// The identity provider's API token, from its Secret (write-only in the service).
     pub api_token: Option<SecretString>,
 }
 

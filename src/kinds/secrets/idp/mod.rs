@@ -21,9 +21,13 @@ use crate::reconcile::{features, Context, Created, Managed, Reconciled, Result};
 /// What a user or group should be: `None` lists are not managed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Desired {
+    /// The auth method's mount.
     pub mount: String,
+    /// The user's or group's name.
     pub name: String,
+    /// Policies attached to it.
     pub policies: Option<Vec<String>>,
+    /// The groups a user belongs to.
     pub groups: Option<Vec<String>>,
 }
 

@@ -8,9 +8,12 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
 use crate::clients::secrets::transform::TransformClient;
 use crate::reconcile::{Context, Created, Managed, Reconciled, Result};
 
+/// An alphabet as the spec wants it or the service has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Alphabet {
+    /// Its name in the service.
     pub name: String,
+    /// Its characters.
     pub alphabet: String,
 }
 
@@ -27,6 +30,7 @@ impl Managed for TransformAlphabet {
     }
 }
 
+/// The fields of `observed` that differ from `desired` (only `alphabet` can).
 pub fn diff(desired: &Alphabet, observed: &Alphabet) -> Vec<&'static str> {
     if desired.alphabet == observed.alphabet {
         vec![]
