@@ -39,11 +39,11 @@ impl EntryKind {
 
 /// Calls of the identity-provider auth method at a given mount: config, users and groups.
 #[derive(Clone, Debug)]
-pub struct SecretsIdpClient {
+pub struct IdpClient {
     http: Arc<Http>,
 }
 
-impl From<Arc<Http>> for SecretsIdpClient {
+impl From<Arc<Http>> for IdpClient {
     fn from(http: Arc<Http>) -> Self {
         Self { http }
     }
@@ -97,7 +97,7 @@ pub fn list_field(d: &Value, key: &str) -> Vec<String> {
     }
 }
 
-impl SecretsIdpClient {
+impl IdpClient {
     /// Read a user or group; `None` when the mount has none of that name.
     pub async fn read_entry(
         &self,
@@ -242,7 +242,7 @@ fn text(d: &Value, key: &str) -> String {
         .to_string()
 }
 
-impl SecretsIdpClient {
+impl IdpClient {
     fn config_path(mount: &str) -> String {
         format!("/v1/auth/{}/config", mount_path(mount))
     }

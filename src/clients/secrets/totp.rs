@@ -54,11 +54,11 @@ pub struct GeneratedSecret {
 
 /// Calls of TOTP MFA methods and of the identity entities they are enrolled for.
 #[derive(Clone, Debug)]
-pub struct SecretsMfaClient {
+pub struct TotpClient {
     http: Arc<Http>,
 }
 
-impl From<Arc<Http>> for SecretsMfaClient {
+impl From<Arc<Http>> for TotpClient {
     fn from(http: Arc<Http>) -> Self {
         Self { http }
     }
@@ -142,7 +142,7 @@ pub fn method_body(c: &TotpConfig) -> Map<String, Value> {
     m
 }
 
-impl SecretsMfaClient {
+impl TotpClient {
     /// The Connection and address a search for lost responses is scoped to
     /// ([`crate::reconcile::lost`]).
     pub fn lost_scope(&self) -> String {

@@ -40,7 +40,7 @@ impl Managed for AdEngine {
 }
 
 /// What the config should be.
-pub struct EngineDesired {
+pub struct Desired {
     /// The engine's mount.
     pub mount: String,
     /// Managed, readable fields (service names and JSON values).
@@ -91,7 +91,7 @@ impl RotationPlan {
 }
 
 /// The engine's config as read, and the rotation state of status.
-pub struct EngineObserved {
+pub struct Observed {
     /// The engine's mount.
     pub mount: String,
     /// The config as the service reads it back (`data`).
@@ -204,10 +204,10 @@ pub fn diff(desired: &Map<String, Value>, observed: &Map<String, Value>) -> Vec<
 
 impl Reconciled for AdEngine {
     type Client = AdClient;
-    type Desired = EngineDesired;
-    type Observed = EngineObserved;
+    type Desired = Desired;
+    type Observed = Observed;
 
-    async fn desired(&self, ctx: &Context) -> Result<EngineDesired> {
+    async fn desired(&self, ctx: &Context) -> Result<Desired> {
         let ns = self.namespace().unwrap_or_default();
         let bindpass = ctx
             .secret_value(&ns, &self.spec.bindpass_secret_ref, "bind password")
@@ -240,7 +240,7 @@ impl Reconciled for AdEngine {
             last: st.and_then(|s| s.last_root_rotation.clone()),
             handled: st.and_then(|s| s.handled_rotate_root_request.clone()),
         };
-        Ok(EngineDesired {
+        Ok(Desired {
             mount: self.spec.mount.clone(),
             fields: self.desired_fields(),
             bindpass,
@@ -255,15 +255,15 @@ impl Reconciled for AdEngine {
     async fn observe(
         &self,
         client: &AdClient,
-        desired: &EngineDesired,
+        desired: &Desired,
         _remote_id: Option<&str>,
-    ) -> Result<Option<EngineObserved>> {
+    ) -> Result<Option<Observed>> {
         let m = &desired.mount;
         let Some(config) = client.read_config(m).await.map_err(|e| ad_error(m, e))? else {
             return Ok(None);
         };
         let plan = &desired.rotation;
-        let mut obs = EngineObserved {
+        let mut obs = Observed {
             mount: m.clone(),
             config,
             last: plan.last.clone(),
@@ -294,7 +294,7 @@ impl Reconciled for AdEngine {
         Ok(Some(obs))
     }
 
-    fn diff(desired: &EngineDesired, observed: &EngineObserved) -> Vec<&'static str> {
+    fn diff(desired: &Desired, observed: &Observed) -> Vec<&'static str> {
         let mut changed = diff(&desired.fields, &observed.config);
         if desired.sent.1.as_deref() != Some(desired.timeouts_hash.as_str())
             && !desired.timeouts.is_empty()
@@ -305,11 +305,7 @@ impl Reconciled for AdEngine {
     }
 
     /// The timeouts are not read back (compared by hash): their old value is not known.
-    fn shown(
-        desired: &EngineDesired,
-        observed: &EngineObserved,
-        field: &str,
-    ) -> Option<(String, String)> {
+    fn shown(desired: &Desired, observed: &Observed, field: &str) -> Option<(String, String)> {
         use crate::reconcile::show;
         if field == "connectionTimeout/requestTimeout" {
             let t = |k: &str| show::json(desired.timeouts.get(k));
@@ -325,7 +321,7 @@ impl Reconciled for AdEngine {
         )
     }
 
-    async fn create(&self, client: &AdClient, desired: &EngineDesired) -> Result<Created> {
+    async fn create(&self, client: &AdClient, desired: &Desired) -> Result<Created> {
         let mut body = desired.fields.clone();
         body.insert("bindpass".into(), json!(desired.bindpass.expose()));
         body.extend(desired.timeouts.clone());
@@ -344,8 +340,8 @@ impl Reconciled for AdEngine {
     async fn update(
         &self,
         client: &AdClient,
-        desired: &EngineDesired,
-        _observed: &EngineObserved,
+        desired: &Desired,
+        _observed: &Observed,
         _changed: &[&'static str],
     ) -> Result<()> {
         // Every write sends the managed fields (the service takes the password settings from
@@ -370,7 +366,7 @@ impl Reconciled for AdEngine {
         client.delete_config(m).await.map_err(|e| ad_error(m, e))
     }
 
-    fn remote_id(observed: &EngineObserved) -> String {
+    fn remote_id(observed: &Observed) -> String {
         format!("{}/config", observed.mount)
     }
 
@@ -378,22 +374,22 @@ impl Reconciled for AdEngine {
     async fn find_unrecorded(
         &self,
         client: &AdClient,
-        desired: &EngineDesired,
+        desired: &Desired,
     ) -> Result<Option<String>> {
         let m = &desired.mount;
         let config = client.read_config(m).await.map_err(|e| ad_error(m, e))?;
         Ok(config.map(|_| format!("{m}/config")))
     }
 
-    fn pending(observed: &EngineObserved) -> Option<String> {
+    fn pending(observed: &Observed) -> Option<String> {
         observed.pending.clone()
     }
 
-    fn write_only_hash(desired: &EngineDesired, _ctx: &Context) -> Option<String> {
+    fn write_only_hash(desired: &Desired, _ctx: &Context) -> Option<String> {
         Some(format!("{}/{}", desired.bind_hash, desired.timeouts_hash))
     }
 
-    fn status_fields(&self, observed: &EngineObserved) -> Map<String, Value> {
+    fn status_fields(&self, observed: &Observed) -> Map<String, Value> {
         let mut m = Map::new();
         if let Some(t) = &observed.last {
             m.insert("lastRootRotation".into(), json!(t));

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::secrets::idp::IdpAuthMethod;
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
-use crate::clients::secrets::idp::{parse_duration, IdpConfig, SecretsIdpClient};
+use crate::clients::secrets::idp::{parse_duration, IdpClient, IdpConfig};
 use crate::clients::SecretString;
 use crate::reconcile::hash::keyed_hash;
 use crate::reconcile::{features, Context, Created, Error, Managed, Reconciled, Result};
@@ -211,7 +211,7 @@ fn duration(field: &str, v: &Option<String>) -> Result<Option<i64>> {
 }
 
 impl Reconciled for IdpAuthMethod {
-    type Client = SecretsIdpClient;
+    type Client = IdpClient;
     type Desired = Desired;
     type Observed = IdpConfig;
 
@@ -250,7 +250,7 @@ impl Reconciled for IdpAuthMethod {
 
     async fn observe(
         &self,
-        client: &SecretsIdpClient,
+        client: &IdpClient,
         desired: &Desired,
         _remote_id: Option<&str>,
     ) -> Result<Option<IdpConfig>> {
@@ -292,7 +292,7 @@ impl Reconciled for IdpAuthMethod {
         show::pair(have.to_string(), show::opt(&want))
     }
 
-    async fn create(&self, client: &SecretsIdpClient, desired: &Desired) -> Result<Created> {
+    async fn create(&self, client: &IdpClient, desired: &Desired) -> Result<Created> {
         if desired.enable_mount && !client.auth_mounted(&desired.mount).await? {
             client.enable_auth(&desired.mount).await?;
         }
@@ -307,7 +307,7 @@ impl Reconciled for IdpAuthMethod {
 
     async fn update(
         &self,
-        client: &SecretsIdpClient,
+        client: &IdpClient,
         desired: &Desired,
         _observed: &IdpConfig,
         changed: &[&'static str],
@@ -324,7 +324,7 @@ impl Reconciled for IdpAuthMethod {
         Ok(())
     }
 
-    async fn delete(&self, client: &SecretsIdpClient, remote_id: &str) -> Result<()> {
+    async fn delete(&self, client: &IdpClient, remote_id: &str) -> Result<()> {
         if self.spec.enable_mount {
             client.disable_auth(remote_id).await?;
         }

@@ -15,7 +15,7 @@ use kube::ResourceExt;
 
 use crate::api::secrets::idp::{IdpGroup, IdpUser};
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
-use crate::clients::secrets::idp::{EntryKind, IdpEntry, SecretsIdpClient};
+use crate::clients::secrets::idp::{EntryKind, IdpClient, IdpEntry};
 use crate::reconcile::{features, Context, Created, Managed, Reconciled, Result};
 
 /// What a user or group should be: `None` lists are not managed.
@@ -91,7 +91,7 @@ macro_rules! idp_entry_kind {
         }
 
         impl Reconciled for $kind {
-            type Client = SecretsIdpClient;
+            type Client = IdpClient;
             type Desired = Desired;
             type Observed = IdpEntry;
 
@@ -112,7 +112,7 @@ macro_rules! idp_entry_kind {
 
             async fn observe(
                 &self,
-                client: &SecretsIdpClient,
+                client: &IdpClient,
                 desired: &Desired,
                 _remote_id: Option<&str>,
             ) -> Result<Option<IdpEntry>> {
@@ -138,11 +138,7 @@ macro_rules! idp_entry_kind {
                 Some((normalised(have).join(", "), normalised(want).join(", ")))
             }
 
-            async fn create(
-                &self,
-                client: &SecretsIdpClient,
-                desired: &Desired,
-            ) -> Result<Created> {
+            async fn create(&self, client: &IdpClient, desired: &Desired) -> Result<Created> {
                 client
                     .write_entry(&desired.mount, $entry, &merged(desired, None))
                     .await?;
@@ -154,7 +150,7 @@ macro_rules! idp_entry_kind {
 
             async fn update(
                 &self,
-                client: &SecretsIdpClient,
+                client: &IdpClient,
                 desired: &Desired,
                 observed: &IdpEntry,
                 _changed: &[&'static str],
@@ -165,7 +161,7 @@ macro_rules! idp_entry_kind {
                 Ok(())
             }
 
-            async fn delete(&self, client: &SecretsIdpClient, remote_id: &str) -> Result<()> {
+            async fn delete(&self, client: &IdpClient, remote_id: &str) -> Result<()> {
                 let mount = self.spec.mount.trim_matches('/').to_string();
                 client.delete_entry(&mount, $entry, remote_id).await?;
                 Ok(())

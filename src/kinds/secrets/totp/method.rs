@@ -11,7 +11,7 @@
 
 use crate::api::secrets::totp::TotpMethod;
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, Service};
-use crate::clients::secrets::totp::{SecretsMfaClient, TotpConfig, TotpMethodInfo};
+use crate::clients::secrets::totp::{TotpClient, TotpConfig, TotpMethodInfo};
 use crate::clients::ClientError;
 use crate::reconcile::{features, lost, Context, Created, Error, Managed, Reconciled, Result};
 
@@ -114,7 +114,7 @@ impl TotpMethod {
     /// name among all methods (when a lost response is possible at all: see the module doc).
     async fn find_created(
         &self,
-        client: &SecretsMfaClient,
+        client: &TotpClient,
         marker: &str,
     ) -> Result<Option<TotpMethodInfo>> {
         let scope = scope(client);
@@ -142,12 +142,12 @@ impl TotpMethod {
 }
 
 /// Methods are unique per Connection (and its namespace): the scope of a search.
-fn scope(client: &SecretsMfaClient) -> String {
+fn scope(client: &TotpClient) -> String {
     format!("totp-method {}", client.lost_scope())
 }
 
 impl Reconciled for TotpMethod {
-    type Client = SecretsMfaClient;
+    type Client = TotpClient;
     type Desired = Desired;
     type Observed = TotpMethodInfo;
     const SERVER_ASSIGNED_ID: bool = true;
@@ -173,7 +173,7 @@ impl Reconciled for TotpMethod {
 
     async fn observe(
         &self,
-        client: &SecretsMfaClient,
+        client: &TotpClient,
         desired: &Desired,
         remote_id: Option<&str>,
     ) -> Result<Option<TotpMethodInfo>> {
@@ -221,7 +221,7 @@ impl Reconciled for TotpMethod {
         show::pair(show::opt(&have), show::opt(&want))
     }
 
-    async fn create(&self, client: &SecretsMfaClient, desired: &Desired) -> Result<Created> {
+    async fn create(&self, client: &TotpClient, desired: &Desired) -> Result<Created> {
         // Unsure until the id is seen in status: a failed status write must search again.
         let attempt = lost::attempt(&scope(client), &desired.marker);
         let id = match client
@@ -247,7 +247,7 @@ impl Reconciled for TotpMethod {
 
     async fn update(
         &self,
-        client: &SecretsMfaClient,
+        client: &TotpClient,
         desired: &Desired,
         observed: &TotpMethodInfo,
         _changed: &[&'static str],
@@ -258,7 +258,7 @@ impl Reconciled for TotpMethod {
         Ok(())
     }
 
-    async fn delete(&self, client: &SecretsMfaClient, remote_id: &str) -> Result<()> {
+    async fn delete(&self, client: &TotpClient, remote_id: &str) -> Result<()> {
         client.delete_totp(remote_id).await.map_err(|e| {
             if is_in_use(&e) {
                 tracing::info!(method_id = %remote_id, "the method is still used by a login enforcement");
