@@ -222,7 +222,8 @@ impl std::fmt::Debug for Http {
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 impl Http {
-    /// A client for `cfg`; fails when the CA bundle or a header is invalid.
+    /// A client for `cfg`; fails when the CA bundle is not valid PEM or the HTTP client cannot be
+    /// built.
     pub fn new(cfg: HttpConfig, metrics: Arc<Metrics>) -> Result<Self, ClientError> {
         let mut builder = reqwest::Client::builder()
             .timeout(cfg.timeout)

@@ -74,8 +74,8 @@ async fn probe(http: &Http) -> Result<Option<Vec<String>>> {
     }
 }
 
-/// One pass of a Connection: checks that the service answers and takes the token (logging in first
-/// with `spec.auth`), lists its features and writes the status.
+/// One pass of a Connection: checks that the service answers and accepts its token (or its
+/// login), and writes the status when it changed.
 pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Action> {
     let intent = gitops::Intent::of(
         conn.as_ref(),

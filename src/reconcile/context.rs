@@ -152,8 +152,8 @@ impl Context {
         self.events.recorder()
     }
 
-    /// A context reading Connections from `connections`, with no tenancy caches or Event recorder
-    /// started yet.
+    /// A context reading Connections from one cache, `connections`, with empty tenancy caches
+    /// (see [`Context::with_tenancy`]).
     pub fn new(
         client: Client,
         settings: Settings,
