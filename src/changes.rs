@@ -16,10 +16,15 @@ use serde_json::Value;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Trigger {
+    /// The resource was created and its remote object made.
     Create,
+    /// The spec changed since the last pass.
     SpecChange,
+    /// The service differed from an unchanged spec (a periodic resync found it).
     DriftRepair,
+    /// The resource is being deleted.
     Deletion,
+    /// An earlier pass failed and this one tries again.
     Retry,
     /// A `...Request` field of the spec not handled yet (the record's `request` names it).
     Request,
@@ -33,28 +38,41 @@ pub enum Trigger {
 /// The resource a reconcile pass is for.
 #[derive(Clone, Debug, Serialize)]
 pub struct Resource {
+    /// Its kind, e.g. `SecretsPolicy`.
     pub kind: String,
+    /// Its namespace (empty for a cluster-scoped kind).
     pub namespace: String,
+    /// Its name.
     pub name: String,
+    /// Its `metadata.uid`.
     pub uid: String,
+    /// Its `metadata.generation` at the time of the pass.
     pub generation: Option<i64>,
 }
 
 /// One write to a service.
 #[derive(Clone, Debug, Serialize)]
 pub struct Record {
+    /// The resource whose pass made the call.
     pub resource: Resource,
+    /// Why the pass ran.
     pub trigger: Trigger,
     /// With trigger `request`: the spec field that asked (e.g. `rotateRequest`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    /// The service called (`secrets`, `workspaces`, `catalog`, `scheduler`).
     pub service: String,
+    /// The Connection the call went through (`namespace/name`).
     pub connection: String,
+    /// The HTTP method.
     pub method: String,
+    /// The request path as a template: ids as `{id}`, the resource's name as `{name}`.
     pub path: String,
+    /// The names of the fields sent (never their values).
     pub fields: Vec<String>,
     /// The HTTP status (0: no answer).
     pub status: u16,
+    /// The service's request id, when it sent one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
 }
@@ -75,6 +93,8 @@ tokio::task_local! {
 }
 
 impl Pass {
+    /// A pass for `resource`, woken by `trigger` (`request`: the spec field that asked, for
+    /// [`Trigger::Request`]).
     pub fn new(
         resource: Resource,
         trigger: Trigger,

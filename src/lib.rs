@@ -6,6 +6,8 @@
 //! command line). Each service has the same module names in `api`, `clients` and `kinds`; see
 //! docs/layout.md.
 
+#![deny(missing_docs)]
+
 pub mod api;
 pub mod changes;
 pub mod clients;

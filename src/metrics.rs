@@ -15,6 +15,8 @@ use crate::api::Service;
 type Labels = Vec<(&'static str, String)>;
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
+/// The operator's Prometheus metrics, one registry for the whole process: reconciles, errors,
+/// remote and Kubernetes calls, and the gauges some kinds report.
 pub struct Metrics {
     registry: Registry,
     reconciles: Family<Labels, Counter>,
@@ -220,11 +222,14 @@ impl Default for Metrics {
 /// (`None`: unknown).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReplicationLag {
+    /// Lag of the replicated index, in raft indexes.
     pub index: Option<u64>,
+    /// Lag of the replicated token index, in raft indexes.
     pub token_index: Option<u64>,
 }
 
 impl Metrics {
+    /// Counts one reconcile of `kind` ending in `result`, and records how long it `took`.
     pub fn reconciled(&self, kind: &str, result: &str, took: Duration) {
         self.reconciles
             .get_or_create(&vec![
@@ -237,6 +242,7 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// Counts one failed reconcile of `kind` in error category `category`.
     pub fn error(&self, kind: &str, category: &str) {
         self.errors
             .get_or_create(&vec![
@@ -246,6 +252,7 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts one call to `service` (by verb and status) and records how long it `took`.
     pub fn remote_call(&self, service: Service, verb: &str, status: &str, took: Duration) {
         let verb = verb.to_ascii_uppercase();
         self.remote_calls
@@ -260,6 +267,7 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// Counts one call to the Kubernetes API by RBAC verb and resource.
     pub fn kube_call(&self, verb: &str, resource: &str) {
         self.kube_calls
             .get_or_create(&vec![
@@ -269,6 +277,7 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts one periodic resync of `kind` put off to keep within its Connection's call budget.
     pub fn resync_deferred(&self, kind: &str, connection: &str) {
         self.resyncs_deferred
             .get_or_create(&vec![
@@ -311,6 +320,7 @@ impl Metrics {
         }
     }
 
+    /// Sets the replication gauges of DR secondary `secondary` in replication set `set`.
     pub fn dr_secondary(
         &self,
         set: &str,
@@ -332,6 +342,7 @@ impl Metrics {
             .set(i64::from(connected));
     }
 
+    /// Sets the number of irrevocable leases under `mount` that Connection `connection` found.
     pub fn irrevocable_leases(&self, connection: &str, mount: &str, n: i64) {
         self.irrevocable
             .get_or_create(&vec![

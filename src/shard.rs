@@ -26,11 +26,13 @@ pub const LEASE_PREFIX: &str = "quartet-leader";
 /// Errors of the shard settings.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The shard name is not a valid Kubernetes label value.
     #[error(
         "--shard {0:?} is not a valid label value: use at most 63 letters, digits, '-', '_' or \
          '.', beginning and ending with a letter or digit"
     )]
     InvalidName(String),
+    /// `--shard-count` is 0.
     #[error("--shard-count must be 1 or more (the number of instances sharing each Connection)")]
     ZeroCount,
 }

@@ -25,11 +25,13 @@ use tracing_subscriber::Layer;
 /// Why traces cannot be exported.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL` names a protocol this build lacks (only http/protobuf is in).
     #[error(
         "OTLP protocol {0:?} is not in this build: use http/protobuf (set \
          OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, or leave it unset)"
     )]
     Protocol(String),
+    /// The exporter could not be built (a bad endpoint or header): why.
     #[error("cannot set up the OTLP trace exporter: {0}")]
     Exporter(String),
 }

@@ -1,7 +1,7 @@
 //! The source tree keeps the shape `docs/layout.md` describes: the top-level modules form layers
 //! that only use the layers below them (so no import cycle), no subcommand imports the parser of
 //! `cmd/mod.rs`, and each service has the same module names in `api/`, `clients/` and `kinds/`
-//! (and in the sandbox).
+//! (and in the sandbox). Every file of the library and of the sandbox opens with a module doc.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -192,4 +192,35 @@ fn each_service_has_the_same_module_names_in_every_layer() {
             assert!(sandbox.contains(n), "sandbox/src/{service} has no `{n}`");
         }
     }
+}
+
+/// The module doc of a file: its leading `//!` lines, inner attributes and blank lines skipped.
+fn module_doc(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .expect("a source file")
+        .lines()
+        .map(str::trim)
+        .skip_while(|l| l.is_empty() || l.starts_with("#!["))
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| l.trim_start_matches("//!").trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn every_source_file_opens_with_a_module_doc_saying_what_it_is_for() {
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    rust_files(&root().join("sandbox/src"), &mut files);
+    let missing: Vec<_> = files
+        .iter()
+        // A few words at least: a file's name re-worded is not what it is for.
+        .filter(|f| module_doc(f).split_whitespace().count() < 4)
+        .map(|f| f.strip_prefix(root()).unwrap_or(f).display().to_string())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "these files do not open with a module doc (`//!`, a sentence on what the file is for): \
+         {missing:?}"
+    );
 }

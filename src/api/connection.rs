@@ -21,6 +21,7 @@ pub enum Service {
 }
 
 impl Service {
+    /// The value as the service and the CRD spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Service::Secrets => "secrets",

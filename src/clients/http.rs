@@ -21,6 +21,7 @@ use crate::metrics::Metrics;
 pub struct SecretString(String);
 
 impl SecretString {
+    /// Wraps a secret so that it is never printed.
     pub fn new(s: impl Into<String>) -> Self {
         Self(s.into())
     }
@@ -54,16 +55,21 @@ pub enum Auth {
     None,
 }
 
+/// How one service client calls its service: address, credentials, limits, retries.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
+    /// The service called, for metrics, log fields and error messages.
     pub service: Service,
     /// The Connection (`namespace/name`) the calls go through, for metrics and the change
     /// log; empty for calls made outside a Connection (the `leases` command with --address).
     pub connection: String,
     /// Base URL without trailing slash, e.g. `http://127.0.0.1:8200`.
     pub base_url: String,
+    /// The token the calls carry, if any.
     pub auth: Auth,
+    /// Timeout of one attempt (connecting is capped at 5 seconds within it).
     pub timeout: Duration,
+    /// Client-side rate limit of this Connection, in calls per second.
     pub requests_per_second: u32,
     /// PEM bundle to trust in addition to the system roots.
     pub ca_pem: Option<Vec<u8>>,
@@ -79,29 +85,57 @@ pub struct HttpConfig {
 /// Errors of a call. Messages carry the service's error text, never tokens or bodies we sent.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// The service could not be reached (connection refused, DNS, TLS, timeout).
     #[error("{service} is unreachable: {detail}")]
-    Unreachable { service: Service, detail: String },
+    Unreachable {
+        /// The service called.
+        service: Service,
+        /// What went wrong, as the HTTP library says it.
+        detail: String,
+    },
+    /// The service answered with an error status.
     #[error("{service} answered {status}: {message}")]
     Status {
+        /// The service called.
         service: Service,
+        /// The HTTP status.
         status: u16,
+        /// The service's error text.
         message: String,
         /// Seconds the service asked us to wait (429/503 `Retry-After`).
         retry_after: Option<u64>,
     },
+    /// The answer was not the JSON expected.
     #[error("{service} sent a response that could not be read: {detail}")]
-    Decode { service: Service, detail: String },
+    Decode {
+        /// The service called.
+        service: Service,
+        /// What could not be read.
+        detail: String,
+    },
+    /// The client could not be built (a bad CA bundle, header or address): what is wrong.
     #[error("invalid client configuration: {0}")]
     Config(String),
     /// The Connection's login (`spec.auth`) was refused: the service's message.
     #[error("{service} refused the Connection's login: {message}")]
-    Login { service: Service, message: String },
+    Login {
+        /// The service that refused.
+        service: Service,
+        /// Its message.
+        message: String,
+    },
     /// A write through a read-only client ([`HttpConfig::read_only`]); nothing was sent.
     #[error("plan is read-only: refused {verb} {path}")]
-    ReadOnly { verb: String, path: String },
+    ReadOnly {
+        /// The HTTP method refused.
+        verb: String,
+        /// The path it was for.
+        path: String,
+    },
 }
 
 impl ClientError {
+    /// The HTTP status the service answered with, for an error status; `None` otherwise.
     pub fn status(&self) -> Option<u16> {
         match self {
             ClientError::Status { status, .. } => Some(*status),
@@ -121,6 +155,7 @@ impl ClientError {
         }
     }
 
+    /// How long the service asked to wait (`Retry-After` on a 429 or 503), if it did.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ClientError::Status {
@@ -135,7 +170,9 @@ impl ClientError {
 /// A response: status and JSON body (`Null` for an empty body).
 #[derive(Debug)]
 pub struct Response {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The JSON body.
     pub body: Value,
     /// The blocking-query index of a Consul-family service (`X-Consul-Index`, also sent as
     /// `X-Catalog-Index`, or `X-Nomad-Index`), when the answer carries one.
@@ -185,6 +222,8 @@ impl std::fmt::Debug for Http {
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 impl Http {
+    /// A client for `cfg`; fails when the CA bundle is not valid PEM or the HTTP client cannot be
+    /// built.
     pub fn new(cfg: HttpConfig, metrics: Arc<Metrics>) -> Result<Self, ClientError> {
         let mut builder = reqwest::Client::builder()
             .timeout(cfg.timeout)
@@ -234,6 +273,7 @@ impl Http {
         h
     }
 
+    /// The service this client calls.
     pub fn service(&self) -> Service {
         self.cfg.service
     }

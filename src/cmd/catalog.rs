@@ -20,12 +20,16 @@ use rand::Rng;
 use serde_json::{json, Value};
 
 #[derive(Args, Debug)]
+// The arguments of `quartet catalog` (no doc comment: clap would print it in --help).
+#[allow(missing_docs)]
 pub struct CatalogArgs {
     #[command(subcommand)]
     pub command: CatalogCommand,
 }
 
 #[derive(Subcommand, Debug)]
+// The subcommands of `quartet catalog`; each variant's doc comment is its --help text.
+#[allow(missing_docs)]
 pub enum CatalogCommand {
     /// Log in to the catalog (interactive OIDC flow through a browser) and print the token.
     #[command(
@@ -35,6 +39,8 @@ pub enum CatalogCommand {
 }
 
 #[derive(Args, Debug)]
+// The arguments of `quartet catalog login` (no doc comment: clap would print it in --help).
+#[allow(missing_docs)]
 pub struct CatalogLoginArgs {
     /// Use the OIDC flow (the only interactive login; `kubernetes` logins are what
     /// CatalogAclToken does).
@@ -81,6 +87,9 @@ pub struct CatalogLoginArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+// What `quartet catalog login` prints: the token alone, or the login response as JSON (no doc
+// comments: clap would list them in --help).
+#[allow(missing_docs)]
 pub enum Output {
     Token,
     Json,
@@ -96,26 +105,38 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m)"))
 }
 
+/// Why a `quartet catalog login` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogLoginError {
+    /// The arguments are unusable: why.
     #[error("{0}")]
     Input(String),
+    /// The catalog could not be reached: why.
     #[error("the catalog is unreachable: {0}")]
     Unreachable(String),
+    /// The catalog refused a step of the flow.
     #[error("{step} refused ({status}): {message}")]
     Refused {
+        /// The step refused (`auth-url`, `callback`).
         step: &'static str,
+        /// The HTTP status.
         status: u16,
+        /// The catalog's message.
         message: String,
     },
+    /// The local redirect listener failed: why.
     #[error("the redirect listener: {0}")]
     Listener(String),
+    /// The identity provider's redirect carried an error: what it said.
     #[error("the provider answered with an error: {0}")]
     Provider(String),
+    /// No redirect came back within this long.
     #[error("no answer from the browser within {0:?}")]
     Timeout(Duration),
+    /// The redirect's state is not the login's.
     #[error("the redirect's state does not match the login's (a stale or forged redirect)")]
     StateMismatch,
+    /// The token could not be written out: why.
     #[error("writing the token: {0}")]
     Output(String),
 }
@@ -324,6 +345,7 @@ fn write_file(path: &std::path::Path, content: &str) -> std::io::Result<()> {
     f.write_all(b"\n")
 }
 
+/// `quartet catalog login --oidc`: runs the browser flow and prints the token.
 pub async fn run(args: CatalogArgs) -> Result<(), CatalogLoginError> {
     let CatalogCommand::Login(args) = args.command;
     if !args.oidc {

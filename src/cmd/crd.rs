@@ -250,6 +250,7 @@ pub fn files() -> anyhow::Result<Vec<(String, String)>> {
         .collect()
 }
 
+/// Writes one YAML file per CRD into `dir`, creating it if needed.
 pub fn write_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     for (name, yaml) in files()? {
@@ -347,6 +348,8 @@ fn check() -> anyhow::Result<()> {
 }
 
 #[derive(Args, Debug)]
+// The arguments of `quartet crd` (no doc comment: clap would print it in --help).
+#[allow(missing_docs)]
 pub struct CrdArgs {
     /// Write one file per CRD into this directory instead of printing.
     #[arg(long)]
@@ -362,6 +365,8 @@ pub struct CrdArgs {
     pub check: bool,
 }
 
+/// `quartet crd`: prints the CRDs or writes them as files or chart templates (`--check`: prices
+/// their CEL rules instead).
 pub fn crd(args: CrdArgs) -> anyhow::Result<()> {
     if args.check {
         return check();

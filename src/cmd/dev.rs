@@ -30,6 +30,8 @@ const FIELD_MANAGER: &str = "quartet-dev";
 const DEV_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Args, Debug)]
+// The arguments of `quartet dev` (no doc comment: clap would print it in --help).
+#[allow(missing_docs)]
 pub struct DevArgs {
     #[command(flatten)]
     pub services: ServiceArgs,
@@ -40,6 +42,8 @@ pub struct DevArgs {
     pub operator: OperatorArgs,
 }
 
+/// `quartet dev`: starts the emulated services, the dev API server with the CRDs and the
+/// controllers, and runs until a signal stops them.
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let api = start_apiserver(&args.services).await?;
     api.write_kubeconfig(&args.kubeconfig)?;

@@ -45,16 +45,24 @@ pub struct LeasesArgs {
     #[arg(short = 'o', long, global = true, value_enum, default_value = "table")]
     pub output: Output,
     #[command(subcommand)]
+    // The verb to run (no doc comment: clap would print it in --help).
+    #[allow(missing_docs)]
     pub verb: Verb,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+// What `quartet leases` prints: a table for people, or the service's `data` as JSON (no doc
+// comments: clap would list them in --help).
+#[allow(missing_docs)]
 pub enum Output {
     Table,
     Json,
 }
 
 #[derive(Subcommand, Debug)]
+// The verbs of `quartet leases`; each variant's doc comment is its --help text, and their
+// positional arguments have none on purpose (clap would print them).
+#[allow(missing_docs)]
 pub enum Verb {
     /// Show one lease.
     #[command(
@@ -128,15 +136,19 @@ pub enum Verb {
     },
 }
 
+/// Why a `quartet leases` command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LeasesError {
+    /// The arguments are unusable: why.
     #[error("{0}")]
     Usage(String),
+    /// The secrets service failed the call.
     #[error(transparent)]
     Remote(#[from] ClientError),
     /// A Kubernetes API error, already a sentence.
     #[error("{0}")]
     Kube(String),
+    /// The user answered no at the confirmation prompt.
     #[error("aborted: nothing was revoked")]
     Aborted,
 }

@@ -17,12 +17,16 @@ use serde_json::{json, Value};
 use crate::clients::http::error_message;
 
 #[derive(Args, Debug)]
+// The arguments of `quartet login` (no doc comment: clap would print it in --help).
+#[allow(missing_docs)]
 pub struct LoginArgs {
     #[command(subcommand)]
     pub method: LoginMethod,
 }
 
 #[derive(Subcommand, Debug)]
+// The login methods of `quartet login`; each variant's doc comment is its --help text.
+#[allow(missing_docs)]
 pub enum LoginMethod {
     /// Log in with the identity-provider auth method: password, then a passcode or a push
     /// when the account asks for one.
@@ -33,6 +37,8 @@ pub enum LoginMethod {
 }
 
 #[derive(Args, Debug)]
+// The arguments of `quartet login idp` (no doc comment: clap would print it in --help).
+#[allow(missing_docs)]
 pub struct IdpLoginArgs {
     /// The user's name at the identity provider.
     pub username: String,
@@ -51,19 +57,31 @@ pub struct IdpLoginArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+// What `quartet login` prints: the token alone, or the auth response as JSON (no doc comments: clap
+// would list them in --help).
+#[allow(missing_docs)]
 pub enum LoginOutput {
     Token,
     Json,
 }
 
+/// Why a `quartet login` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LoginError {
+    /// The input is unusable (no password, a prompt failed): why.
     #[error("{0}")]
     Input(String),
+    /// The service could not be reached: why.
     #[error("the secrets service is unreachable: {0}")]
     Unreachable(String),
     #[error("login refused ({status}): {message}")]
-    Refused { status: u16, message: String },
+    /// The service refused the login.
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The service's message.
+        message: String,
+    },
 }
 
 /// Read one line from the terminal or stdin, without echo on a terminal.
@@ -120,6 +138,8 @@ async fn show_number(client: reqwest::Client, url: String) {
     }
 }
 
+/// `quartet login`: logs in and prints the token; fails when the service refuses or cannot be
+/// reached.
 pub async fn run(args: LoginArgs) -> Result<(), LoginError> {
     let LoginMethod::Idp(args) = args.method;
     let password = match std::env::var("QUARTET_PASSWORD") {

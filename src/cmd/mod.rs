@@ -30,6 +30,8 @@ pub const VERSION: &str = concat!(
     version = VERSION,
     about = "Kubernetes operator for a secrets service, a workspace service, a catalog and a scheduler"
 )]
+// The command line of `quartet` (no doc comment: clap would print it as the program's about text).
+#[allow(missing_docs)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -49,6 +51,8 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+// The subcommands of `quartet`; each variant's doc comment is its --help text.
+#[allow(missing_docs)]
 pub enum Command {
     /// Run the controllers against a cluster (kubeconfig, or in-cluster config).
     #[command(after_help = "Example:\n  quartet run --namespace team-a --leader-elect")]
@@ -119,6 +123,8 @@ fn not_built(command: &str) -> anyhow::Result<()> {
     )
 }
 
+/// The `quartet` binary: parses the command line, sets up logging and traces, runs the command and
+/// returns the exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // Kept to the end: dropping it sends the spans still queued.

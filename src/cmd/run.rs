@@ -18,6 +18,9 @@ use crate::runtime::server::{Health, Role};
 use crate::shard::Shard;
 
 #[derive(Args, Debug, Clone)]
+// The operator's settings that `quartet run` and `quartet dev` share (no doc comment: clap would
+// print it in --help).
+#[allow(missing_docs)]
 pub struct OperatorArgs {
     /// Drift resync interval: every resource is compared with its service this often (±10%)
     /// even when nothing changed in Kubernetes. Examples: `30s`, `5m`.
@@ -42,6 +45,8 @@ pub struct OperatorArgs {
 }
 
 #[derive(Args, Debug)]
+// The arguments of `quartet run` (no doc comment: clap would print it in --help).
+#[allow(missing_docs)]
 pub struct RunArgs {
     /// Kubeconfig to use; default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]
@@ -112,6 +117,8 @@ pub async fn settings(
 const CONTROLLERS_SHARE: f64 = 0.6;
 const RELEASE_SHARE: f64 = 0.15;
 
+/// `quartet run`: runs the controllers against the cluster until a signal stops it; fails when the
+/// cluster or the settings cannot be used.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let shard = Shard::new(args.shard.clone(), args.shard_count)?;
     let metrics = Arc::new(Metrics::default());

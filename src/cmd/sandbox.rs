@@ -12,6 +12,9 @@ use tokio_util::sync::CancellationToken;
 use crate::runtime::controllers;
 
 #[derive(Args, Debug, Clone)]
+// Where the emulated services listen and how they start, shared by `quartet sandbox` and `quartet
+// dev` (no doc comment: clap would print it in --help).
+#[allow(missing_docs)]
 pub struct ServiceArgs {
     /// Listen address of the secrets service (cluster i of --secrets-clusters listens on port+i).
     #[arg(long, default_value = "127.0.0.1:8200")]
@@ -52,6 +55,8 @@ pub struct ServiceArgs {
 }
 
 #[derive(Args, Debug)]
+// The arguments of `quartet sandbox` (no doc comment: clap would print it in --help).
+#[allow(missing_docs)]
 pub struct SandboxArgs {
     #[command(flatten)]
     pub services: ServiceArgs,
@@ -103,6 +108,8 @@ pub(super) fn print_services(sandbox: &Sandbox) {
     println!("  {:<12} {}", "scheduler", sandbox.scheduler_url);
 }
 
+/// `quartet sandbox`: starts the emulated services (and with `--kubeconfig` the dev API server) and
+/// serves until a signal stops them.
 pub async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
     println!("Quartet sandbox (development and tests only; tokens: the value of --root-token)");

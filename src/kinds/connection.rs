@@ -111,6 +111,8 @@ async fn is_dr_secondary(http: &Http, refused: &ClientError) -> bool {
     }
 }
 
+/// One pass of a Connection: checks that the service answers and accepts its token (or its
+/// login), and writes the status when it changed.
 pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Action> {
     let intent = gitops::Intent::of(
         conn.as_ref(),
@@ -340,6 +342,7 @@ fn error_policy(_conn: Arc<Connection>, err: &Error, _ctx: Arc<Context>) -> Acti
     Action::requeue(Duration::from_secs(10))
 }
 
+/// Runs the Connection controller (in `namespace`, or all) until `life` says stop.
 pub async fn run(
     ctx: Arc<Context>,
     namespace: Option<String>,

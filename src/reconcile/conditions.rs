@@ -2,10 +2,14 @@
 
 use crate::api::Condition;
 
+/// The condition that says whether the remote object matches the spec and can be used.
 pub const READY: &str = "Ready";
+/// The condition that says whether the last pass brought the service to the spec.
 pub const SYNCED: &str = "Synced";
+/// The condition set while a deletion waits (on a suspend, an object in use, a refused call).
 pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 
+/// The current time as conditions record it (RFC 3339, whole seconds, UTC).
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
@@ -65,12 +69,14 @@ fn bounded(message: String) -> String {
     m
 }
 
+/// Removes condition `type_`; returns whether it was there.
 pub fn remove(conditions: &mut Vec<Condition>, type_: &str) -> bool {
     let before = conditions.len();
     conditions.retain(|c| c.type_ != type_);
     before != conditions.len()
 }
 
+/// The condition of type `type_`, if set.
 pub fn get<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
 }

@@ -105,9 +105,14 @@ impl Events {
     }
 }
 
+/// What every reconcile of every kind shares: the Kubernetes client, the settings, the metrics, the
+/// Connection caches and the per-object bookkeeping of passes.
 pub struct Context {
+    /// The Kubernetes client (its calls counted in the metrics).
     pub client: Client,
+    /// The operator's settings (from `quartet run`'s flags).
     pub settings: Settings,
+    /// The process's Prometheus metrics.
     pub metrics: Arc<Metrics>,
     events: Events,
     /// One Connection cache per watched namespace (or one for all).
@@ -147,6 +152,8 @@ impl Context {
         self.events.recorder()
     }
 
+    /// A context reading Connections from one cache, `connections`, with empty tenancy caches
+    /// (see [`Context::with_tenancy`]).
     pub fn new(
         client: Client,
         settings: Settings,
@@ -350,6 +357,8 @@ impl Context {
         Ok(())
     }
 
+    /// Marks `key` (`namespace/name` of an object) as woken by a change of what it depends on: its
+    /// next pass is not a periodic resync.
     pub fn mark_urgent(&self, key: String) {
         self.urgent
             .lock()
@@ -387,6 +396,7 @@ impl Context {
         }
     }
 
+    /// Forgets the failures of `key` after a successful pass, so its backoff starts over.
     pub fn succeeded(&self, key: &str) {
         self.failures
             .lock()

@@ -9,8 +9,11 @@ use kube::Resource;
 
 use crate::clients::ClientError;
 
+/// The result of a reconcile step.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Why a reconcile pass failed; its [`Category`] gives the Event reason, the metric label and
+/// whether to retry.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The service answered with an error, or could not be reached.
@@ -22,7 +25,12 @@ pub enum Error {
     /// The API server does not serve a kind Quartet reads: its CRD is not installed (made by
     /// [`Error::kube_for`], which knows the kind the request was for).
     #[error("the {kind} CRD is not installed in this cluster: install Quartet's chart or apply crds/{crd}.yaml")]
-    KubeNotInstalled { kind: String, crd: String },
+    KubeNotInstalled {
+        /// The kind asked for.
+        kind: String,
+        /// The file name of its CRD under `crds/`, without `.yaml`.
+        crd: String,
+    },
     /// The Connection cannot be used (absent, not allowed, wrong service, token Secret absent).
     #[error("{0}")]
     Connection(String),
@@ -35,6 +43,7 @@ pub enum Error {
     /// The spec is invalid in a way admission could not catch.
     #[error("{0}")]
     InvalidSpec(String),
+    /// Adding or removing the finalizer failed: why.
     #[error("finalizer: {0}")]
     Finalizer(String),
     /// The service refuses to delete an object other objects still use (a template used by a
@@ -47,7 +56,9 @@ pub enum Error {
     /// [`Category::InvalidSpec`].
     #[error("{message}")]
     Refused {
+        /// The condition and Event reason, e.g. `KeyImmutable`.
         reason: &'static str,
+        /// What was refused and what would let it through.
         message: String,
     },
     /// The resource moved to another shard while this pass was under way: the pass stops
@@ -108,6 +119,7 @@ impl Category {
 }
 
 impl Error {
+    /// The bounded category of this error (Event reason, metric label, retry policy).
     pub fn category(&self) -> Category {
         match self {
             Error::Remote(e) => match e {

@@ -24,14 +24,23 @@ use super::managed::Managed;
 use super::{Context, Error, Result};
 use crate::api::Service;
 
+/// ACL policies (`sys/policies/acl`).
 pub const ACL_POLICIES: &str = "acl-policies";
+/// Role-governing Sentinel policies (`sys/policies/rgp`, premium).
 pub const RGP_POLICIES: &str = "rgp-policies";
+/// Endpoint-governing Sentinel policies (`sys/policies/egp`, premium).
 pub const EGP_POLICIES: &str = "egp-policies";
+/// The identity-provider auth method (an `idp` mount).
 pub const IDP: &str = "idp";
+/// TOTP MFA methods (`identity/mfa/method/totp`).
 pub const MFA_TOTP: &str = "mfa-totp";
+/// The transform engine (enterprise Advanced Data Protection).
 pub const TRANSFORM: &str = "transform";
+/// The directory engine (an `ad` mount).
 pub const AD: &str = "ad";
+/// DR replication (`sys/replication/dr`, enterprise).
 pub const DR_REPLICATION: &str = "dr-replication";
+/// Lease lookup and revocation (`sys/leases`).
 pub const LEASES: &str = "leases";
 
 /// Every feature name, in the order `status.features` lists them.

@@ -31,8 +31,12 @@ use super::error::{Category, Error, Result};
 use super::managed::Managed;
 use crate::api::ManagedStatus;
 
+/// The kstatus condition set while a pass is still bringing the service to the spec.
 pub const RECONCILING: &str = "Reconciling";
+/// The kstatus condition set when the resource cannot progress without a change (a spec error, a
+/// refusal).
 pub const STALLED: &str = "Stalled";
+/// The condition set when `driftPolicy: Report` found the service differing from the spec.
 pub const DRIFTED: &str = "Drifted";
 /// The `Ready` (and `DeletionBlocked`) reason while `spec.suspend` is true.
 pub const SUSPENDED: &str = "Suspended";
@@ -47,7 +51,9 @@ pub const FLUX_REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
 /// What the resource asks of the framework besides its spec.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Intent {
+    /// `spec.suspend`: make no call to the service.
     pub suspend: bool,
+    /// `spec.driftPolicy: Report`: report drift instead of repairing it.
     pub report_drift: bool,
     /// The reconcile-now request to echo once this pass has run.
     pub requested_at: Option<String>,

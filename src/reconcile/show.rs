@@ -12,7 +12,7 @@ pub const UNSET: &str = "(unset)";
 /// Longer values (a PEM certificate, a policy document) are cut to this many characters.
 const MAX: usize = 80;
 
-/// A value, or [`UNSET`] when it is empty; cut after [`MAX`] characters.
+/// A value, or [`UNSET`] when it is empty; cut after `MAX` characters.
 pub fn text(v: impl std::fmt::Display) -> String {
     let s = v.to_string();
     if s.is_empty() {

@@ -38,7 +38,12 @@ pub const CLUSTER_MARK: &str = "quartet.dev/cluster-connection";
 #[derive(Clone, Debug)]
 pub enum Wake {
     /// A ClusterConnection was created, changed or deleted.
-    ClusterConnection { name: String, service: Service },
+    ClusterConnection {
+        /// Its name.
+        name: String,
+        /// The service it reaches.
+        service: Service,
+    },
     /// A namespace's labels changed.
     Namespace(String),
 }
@@ -59,8 +64,11 @@ impl Wake {
 /// labels, and the operator's namespace (where a ClusterConnection's Secrets are by default).
 #[derive(Clone)]
 pub struct Tenancy {
+    /// Every ClusterConnection, from a watch.
     pub cluster_connections: Store<ClusterConnection>,
+    /// Every namespace (for its labels), from a watch.
     pub namespaces: Store<Namespace>,
+    /// The namespace the operator runs in, where a ClusterConnection's Secrets are by default.
     pub operator_namespace: String,
 }
 

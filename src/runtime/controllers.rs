@@ -53,11 +53,15 @@ type Start = fn(Arc<Context>, Option<String>, Lifetime) -> BoxFuture<'static, ()
 
 /// One kind: its CRD and how to run its controller.
 pub struct Registered {
+    /// The kind's name, e.g. `SecretsPolicy`.
     pub kind: String,
     /// The CRD's name, `plural.group`.
     pub crd_name: String,
+    /// The version served, e.g. `v1alpha1`.
     pub version: String,
+    /// The API group, e.g. `secrets.quartet.dev`.
     pub group: String,
+    /// The plural resource name, e.g. `secretspolicies`.
     pub plural: String,
     crd: fn() -> CustomResourceDefinition,
     start: Start,

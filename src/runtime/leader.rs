@@ -14,10 +14,14 @@ use kube::{Api, Client};
 
 use crate::runtime::server::Health;
 
+/// Which Lease to hold and how.
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
+    /// The Lease's name.
     pub name: String,
+    /// The Lease's namespace.
     pub namespace: String,
+    /// This replica's name in `holderIdentity` (the pod name).
     pub identity: String,
     /// How long a lease is valid without renewal.
     pub duration: Duration,
@@ -25,12 +29,14 @@ pub struct LeaseConfig {
     pub renew_every: Duration,
 }
 
+/// Acquires and renews a leader-election Lease, so only one replica runs the controllers.
 pub struct LeaderElector {
     api: Api<Lease>,
     cfg: LeaseConfig,
 }
 
 impl LeaderElector {
+    /// An elector for the Lease of `cfg`, through `client`.
     pub fn new(client: Client, cfg: LeaseConfig) -> Self {
         Self {
             api: Api::namespaced(client, &cfg.namespace),

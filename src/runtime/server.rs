@@ -23,6 +23,7 @@ use crate::metrics::Metrics;
 /// What this replica is doing, for `/readyz`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Role {
+    /// The process is starting; not ready yet.
     #[default]
     Starting,
     /// Waiting for the leader-election Lease.
@@ -62,10 +63,12 @@ impl Health {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// What this replica is doing now.
     pub fn role(&self) -> Role {
         self.lock().role
     }
 
+    /// Records what this replica is doing; once `Stopping`, it stays so.
     pub fn set_role(&self, role: Role) {
         let mut s = self.lock();
         // Once stopping, nothing makes the replica ready again.

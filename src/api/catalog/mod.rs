@@ -55,6 +55,7 @@ use super::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogAclBootstrapSpec {
+    /// `suspend`, flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::Suspend,
     /// Name of the Secret (in this namespace) holding the management token: keys `token` (the
@@ -134,6 +135,7 @@ pub struct ReplicationStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogAclBootstrapStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// Accessor ID of the management token in the Secret (not secret).
@@ -196,6 +198,7 @@ impl CatalogAclBootstrap {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogAclTokenSpec {
+    /// `suspend`, flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::Suspend,
     /// Name of the catalog auth method to log in with (a `kubernetes` method).
@@ -248,6 +251,7 @@ pub struct CatalogAclTokenSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogAclTokenStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// Accessor ID of the token in the Secret (not secret).

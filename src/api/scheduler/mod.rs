@@ -54,6 +54,7 @@ pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentGateSpec {
+    /// `suspend`, flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::Suspend,
     /// ID of the scheduler job whose deployments this gate drives. Immutable.
@@ -198,6 +199,7 @@ pub struct LastAction {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentGateStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// ID of the job's latest deployment.

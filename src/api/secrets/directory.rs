@@ -58,6 +58,7 @@ pub const DURATION_PATTERN: &str = r"^([0-9]+|([0-9]+[hms])+)$";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AdEngineSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path the directory engine is mounted at (default `ad`). Immutable.
@@ -179,6 +180,7 @@ pub struct RotateRoot {
 
 // When the bind password is rotated. (A `//` comment so `kubectl explain` shows the field's doc.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[allow(missing_docs)] // a doc comment would replace the field's in `kubectl explain`
 pub enum RotateRootPolicy {
     /// Never rotated by Quartet.
     #[default]
@@ -193,6 +195,7 @@ pub enum RotateRootPolicy {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AdEngineStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// When Quartet last had the service rotate the bind password (RFC 3339).
@@ -244,6 +247,7 @@ pub struct AdEngineStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AdRoleSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path the directory engine is mounted at (default `ad`). Immutable.
@@ -291,6 +295,7 @@ pub struct SecretName {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AdRoleStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// When the service last rotated the password (absent until it has).
@@ -348,6 +353,7 @@ pub struct AdRoleStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AdLibrarySetSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path the directory engine is mounted at (default `ad`). Immutable.
@@ -403,6 +409,7 @@ pub struct LibraryAccount {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AdLibrarySetStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// The set's accounts and whether each is available (refreshed at every resync).
@@ -459,6 +466,7 @@ pub struct AdLibrarySetStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AdCheckoutSpec {
+    /// `suspend`, flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::Suspend,
     /// Path the directory engine is mounted at (default `ad`). Immutable.
@@ -499,6 +507,7 @@ pub struct AdCheckoutSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AdCheckoutStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// The account checked out.

@@ -50,6 +50,7 @@ use crate::api::{ConnectionRef, ManagedStatus, SecretKeyRef};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DrReplicationSpec {
+    /// `suspend`, flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::Suspend,
     /// The cluster that is the DR primary (until a failover promotes another).
@@ -161,6 +162,7 @@ pub struct SecretName {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DrReplicationStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// The id of the cluster that is primary now.

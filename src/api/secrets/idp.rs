@@ -49,6 +49,7 @@ fn default_mount() -> String {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct IdpUserSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path the auth method is mounted at (default `idp`). Immutable.
@@ -83,6 +84,7 @@ pub struct IdpUserSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IdpUserStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
 }
@@ -125,6 +127,7 @@ pub struct IdpUserStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct IdpGroupSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path the auth method is mounted at (default `idp`). Immutable.
@@ -155,6 +158,7 @@ pub struct IdpGroupSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IdpGroupStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
 }
@@ -199,6 +203,7 @@ pub struct IdpGroupStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct IdpAuthMethodSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path the auth method is mounted at (default `idp`). Immutable.
@@ -297,6 +302,7 @@ pub struct IdpTokenSettings {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IdpAuthMethodStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
 }

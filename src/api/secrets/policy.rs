@@ -36,6 +36,7 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SecretsPolicySpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Policy type: `acl`, `rgp` or `egp`. Immutable.
@@ -85,6 +86,7 @@ pub enum PolicyType {
 }
 
 impl PolicyType {
+    /// The value as the service and the CRD spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             PolicyType::Acl => "acl",
@@ -98,6 +100,7 @@ impl PolicyType {
 // type's doc instead of the field's in `kubectl explain`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)] // a doc comment would replace the field's in `kubectl explain`
 pub enum EnforcementLevel {
     /// Failures are logged, never block.
     Advisory,
@@ -108,6 +111,7 @@ pub enum EnforcementLevel {
 }
 
 impl EnforcementLevel {
+    /// The value as the service and the CRD spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             EnforcementLevel::Advisory => "advisory",
@@ -121,6 +125,7 @@ impl EnforcementLevel {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretsPolicyStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
 }

@@ -46,6 +46,7 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TotpMethodSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Name of the issuing organisation, shown by authenticator apps. Required.
@@ -161,6 +162,7 @@ pub struct TotpMethodRef {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TotpEnrollmentSpec {
+    /// `suspend`, flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::Suspend,
     /// The TotpMethod (in this namespace) whose method the secret is for. The enrollment waits,
@@ -213,6 +215,7 @@ pub struct TotpEnrollmentSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TotpEnrollmentStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// The TOTP method the secret was generated for.

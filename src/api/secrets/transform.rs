@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef};
 
+/// The mount of the transform engine when `spec.mount` is not set: `transform`.
 pub fn default_mount() -> String {
     "transform".into()
 }
@@ -73,6 +74,7 @@ fn default_password_key() -> String {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TransformRoleSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path of the transform engine's mount (default `transform`). Immutable.
@@ -103,6 +105,7 @@ pub struct TransformRoleSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TransformRoleStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// Transformations of the spec that the service does not have (yet).
@@ -151,6 +154,7 @@ pub struct TransformRoleStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TransformAlphabetSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path of the transform engine's mount (default `transform`). Immutable.
@@ -183,6 +187,7 @@ pub struct TransformAlphabetSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TransformAlphabetStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
 }
@@ -233,6 +238,7 @@ pub enum TemplateType {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TransformTemplateSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path of the transform engine's mount (default `transform`). Immutable.
@@ -279,6 +285,7 @@ pub struct TransformTemplateSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TransformTemplateStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
 }
@@ -296,6 +303,7 @@ pub enum TransformationType {
 }
 
 impl TransformationType {
+    /// The value as the service and the CRD spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             TransformationType::Fpe => "fpe",
@@ -309,6 +317,7 @@ impl TransformationType {
 // the type's doc instead of the field's in `kubectl explain`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[allow(missing_docs)] // a doc comment would replace the field's in `kubectl explain`
 pub enum TweakSource {
     /// The caller supplies the tweak on each encode and decode.
     Supplied,
@@ -319,6 +328,7 @@ pub enum TweakSource {
 }
 
 impl TweakSource {
+    /// The value as the service and the CRD spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             TweakSource::Supplied => "supplied",
@@ -331,6 +341,7 @@ impl TweakSource {
 // Tokenization mapping mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[allow(missing_docs)] // a doc comment would replace the field's in `kubectl explain`
 pub enum MappingMode {
     /// Tokens cannot be decoded in bulk.
     Default,
@@ -339,6 +350,7 @@ pub enum MappingMode {
 }
 
 impl MappingMode {
+    /// The value as the service and the CRD spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             MappingMode::Default => "default",
@@ -349,16 +361,23 @@ impl MappingMode {
 
 // Hash function of the RSA-OAEP step of a key import.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[allow(missing_docs)] // a doc comment would replace the field's in `kubectl explain`
 pub enum HashFunction {
+    /// RSA-OAEP with SHA-1.
     SHA1,
+    /// RSA-OAEP with SHA-224.
     SHA224,
+    /// RSA-OAEP with SHA-256 (the service's default).
     #[default]
     SHA256,
+    /// RSA-OAEP with SHA-384.
     SHA384,
+    /// RSA-OAEP with SHA-512.
     SHA512,
 }
 
 impl HashFunction {
+    /// The value as the service and the CRD spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             HashFunction::SHA1 => "SHA1",
@@ -436,6 +455,7 @@ pub struct KeyImport {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TransformationSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path of the transform engine's mount (default `transform`). Immutable.
@@ -510,6 +530,7 @@ pub struct TransformationSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TransformationStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
 }
@@ -517,13 +538,18 @@ pub struct TransformationStatus {
 // Database driver of a SQL store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[allow(missing_docs)] // a doc comment would replace the field's in `kubectl explain`
 pub enum StoreDriver {
+    /// PostgreSQL.
     Postgres,
+    /// MySQL.
     Mysql,
+    /// Microsoft SQL Server.
     Mssql,
 }
 
 impl StoreDriver {
+    /// The value as the service and the CRD spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             StoreDriver::Postgres => "postgres",
@@ -610,6 +636,7 @@ pub struct SchemaInit {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TransformStoreSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Path of the transform engine's mount (default `transform`). Immutable.
@@ -675,6 +702,7 @@ pub struct TransformStoreSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TransformStoreStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
 }
@@ -683,6 +711,7 @@ pub struct TransformStoreStatus {
 macro_rules! remote_name {
     ($($t:ty),*) => {$(
         impl $t {
+            /// The object's name in the service: `spec.name`, or `metadata.name` when unset.
             pub fn remote_name(&self) -> String {
                 use kube::ResourceExt;
                 self.spec.name.clone().unwrap_or_else(|| self.name_any())

@@ -52,6 +52,7 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef};
     validation = Rule::new("has(self.organization) == has(oldSelf.organization) && (!has(self.organization) || self.organization == oldSelf.organization)").message("organization is immutable"))]
 #[serde(rename_all = "camelCase")]
 pub struct NoCodeModuleSpec {
+    /// `suspend`, flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::Suspend,
     /// Organization of the module; defaults to the Connection's `spec.organization`. Immutable.
@@ -123,6 +124,7 @@ pub struct VariableOption {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NoCodeModuleStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// The service's id of the no-code module (`nocode-…`).
@@ -173,6 +175,7 @@ pub struct NoCodeModuleStatus {
     validation = Rule::new("has(self.sourceUrl) == has(oldSelf.sourceUrl) && (!has(self.sourceUrl) || self.sourceUrl == oldSelf.sourceUrl)").message("sourceUrl is set at creation only (immutable)"))]
 #[serde(rename_all = "camelCase")]
 pub struct NoCodeWorkspaceSpec {
+    /// `suspend`, flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::Suspend,
     /// A NoCodeModule in this namespace to provision from (the resource waits until it has an
@@ -256,6 +259,7 @@ pub struct ModuleRef {
 // description, which says more, in `kubectl explain`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[allow(missing_docs)] // a doc comment would replace the field's in `kubectl explain`
 pub enum NoCodeExecutionMode {
     /// Runs on the service's workers.
     Remote,
@@ -264,6 +268,7 @@ pub enum NoCodeExecutionMode {
 }
 
 impl NoCodeExecutionMode {
+    /// The value as the service and the CRD spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Remote => "remote",
@@ -332,6 +337,7 @@ pub enum VarCategory {
 }
 
 impl VarCategory {
+    /// The value as the service and the CRD spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Terraform => "terraform",
@@ -368,6 +374,7 @@ pub enum UpgradePolicy {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NoCodeWorkspaceStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// The workspace's id (`ws-…`).

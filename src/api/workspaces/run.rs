@@ -55,6 +55,7 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceRunSpec {
+    /// `suspend`, flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::Suspend,
     /// A Workspace resource in this namespace; the run waits (condition `Ready=False`, reason
@@ -154,6 +155,7 @@ pub struct RunVariable {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceRunStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// The run's id (`run-…`), also in `remoteId`.

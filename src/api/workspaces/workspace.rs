@@ -47,6 +47,7 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus, SecretKeyRef};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceSpec {
+    /// The GitOps fields (`suspend`, `driftPolicy`), flattened into the spec.
     #[serde(flatten)]
     pub gitops: crate::api::GitOps,
     /// Organization of the workspace; defaults to the Connection's `spec.organization`.
@@ -316,6 +317,7 @@ pub struct LatestRun {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceStatus {
+    /// The status every managed kind shares, flattened into this one.
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// The workspace's id (`ws-…`), also in `remoteId`.

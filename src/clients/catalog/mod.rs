@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::http::{ClientError, Http};
 
+/// Calls of the catalog's ACL API: bootstrap, tokens, login and logout, replication status.
 #[derive(Clone, Debug)]
 pub struct CatalogClient {
     http: Arc<Http>,
@@ -124,6 +125,8 @@ impl CatalogClient {
             .index)
     }
 
+    /// `GET /v1/acl/replication` of datacenter `dc`: the ACL replication status as the service
+    /// sends it.
     pub async fn replication(&self, dc: &str) -> Result<Value, ClientError> {
         Ok(self
             .http

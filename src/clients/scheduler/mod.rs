@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::http::{ClientError, Http};
 
+/// Calls of the scheduler's deployments API: deployments and their actions, jobs, allocations.
 #[derive(Clone, Debug)]
 pub struct SchedulerClient {
     http: Arc<Http>,

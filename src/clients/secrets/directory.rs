@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 
 use crate::clients::http::{ClientError, Http, SecretString};
 
+/// Calls of the directory engine (config, roles, library sets, check-outs) at a given mount.
 #[derive(Clone, Debug)]
 pub struct AdClient {
     http: Arc<Http>,
@@ -22,56 +23,77 @@ impl From<Arc<Http>> for AdClient {
 /// A role as the service reads it back.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RoleRead {
+    /// The directory account the role manages.
     pub service_account_name: String,
+    /// Password lifetime in seconds (0: the engine's default).
     pub ttl: i64,
+    /// When the engine last rotated the password (RFC 3339), if it has.
     pub last_vault_rotation: Option<String>,
+    /// When the directory last saw the password set (RFC 3339), if known.
     pub password_last_set: Option<String>,
 }
 
 /// A role's credentials.
 #[derive(Clone, Debug)]
 pub struct Creds {
+    /// The account's login name.
     pub username: String,
+    /// The password valid now.
     pub current_password: SecretString,
+    /// The password before the last rotation, while the engine keeps it.
     pub last_password: Option<SecretString>,
 }
 
 /// A library set as the service reads it back.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SetRead {
+    /// The accounts the set lends out.
     pub service_account_names: Vec<String>,
+    /// Default check-out lifetime in seconds.
     pub ttl: i64,
+    /// Longest check-out lifetime in seconds.
     pub max_ttl: i64,
+    /// `true` lets any caller check an account in, not only its borrower.
     pub disable_check_in_enforcement: bool,
 }
 
 /// One account of a set's status: name, available, borrower entity (the token is dropped).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AccountStatus {
+    /// The account's name.
     pub name: String,
+    /// `true` when the account is not checked out.
     pub available: bool,
+    /// The identity entity that borrowed it, when the service reports one.
     pub borrower_entity_id: Option<String>,
 }
 
 /// A check-out: the account, its password, and the lease.
 #[derive(Clone, Debug)]
 pub struct CheckedOut {
+    /// The account lent.
     pub service_account_name: String,
+    /// Its password, valid until the check-in.
     pub password: SecretString,
+    /// The lease of the check-out (revoking it checks the account in).
     pub lease_id: String,
+    /// Lifetime of the lease in seconds.
     pub lease_duration: i64,
 }
 
 /// A lease as `sys/leases/lookup` shows it.
 #[derive(Clone, Debug)]
 pub struct LeaseInfo {
+    /// Seconds the lease has left.
     pub ttl: i64,
 }
 
 /// Outcome of a rotation: done, or a rotation already running (the service's warning).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rotation {
+    /// The password was rotated.
     Done,
+    /// Another rotation was already running: the service's warning.
     Busy(String),
 }
 
@@ -163,6 +185,7 @@ impl AdClient {
             .map(|_| ())
     }
 
+    /// `DELETE <mount>/config`.
     pub async fn delete_config(&self, mount: &str) -> Result<(), ClientError> {
         self.delete(&self.p(mount, "config")).await
     }
@@ -179,6 +202,7 @@ impl AdClient {
         })
     }
 
+    /// `GET <mount>/roles/:name`; `None` when the role does not exist.
     pub async fn read_role(
         &self,
         mount: &str,
@@ -201,6 +225,7 @@ impl AdClient {
             }))
     }
 
+    /// `POST <mount>/roles/:name`: create or update the role of `account`.
     pub async fn write_role(
         &self,
         mount: &str,
@@ -222,6 +247,7 @@ impl AdClient {
             .map(|_| ())
     }
 
+    /// `DELETE <mount>/roles/:name`.
     pub async fn delete_role(&self, mount: &str, name: &str) -> Result<(), ClientError> {
         self.delete(&self.p(mount, &format!("roles/{}", enc(name))))
             .await
@@ -266,6 +292,7 @@ impl AdClient {
         })
     }
 
+    /// `GET <mount>/library/:name`; `None` when the set does not exist.
     pub async fn read_set(&self, mount: &str, name: &str) -> Result<Option<SetRead>, ClientError> {
         Ok(self
             .read(&self.p(mount, &format!("library/{}", enc(name))))
@@ -291,6 +318,7 @@ impl AdClient {
             }))
     }
 
+    /// `POST <mount>/library/:name`: create or update the set.
     pub async fn write_set(&self, mount: &str, name: &str, s: &SetRead) -> Result<(), ClientError> {
         let body = json!({
             "service_account_names": s.service_account_names,
@@ -308,6 +336,7 @@ impl AdClient {
             .map(|_| ())
     }
 
+    /// `DELETE <mount>/library/:name`.
     pub async fn delete_set(&self, mount: &str, name: &str) -> Result<(), ClientError> {
         self.delete(&self.p(mount, &format!("library/{}", enc(name))))
             .await

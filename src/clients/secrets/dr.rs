@@ -12,6 +12,7 @@ use crate::clients::http::{ClientError, Http};
 
 const DR: &str = "/v1/sys/replication/dr";
 
+/// Calls of DR replication (`/v1/sys/replication/dr/...`) on one cluster.
 #[derive(Clone, Debug)]
 pub struct DrClient {
     http: Arc<Http>,
@@ -26,11 +27,17 @@ impl From<Arc<Http>> for DrClient {
 /// An operation-token generation attempt (spec A §2.9).
 #[derive(Clone, Debug, Default)]
 pub struct Attempt {
+    /// `true` while an attempt is in progress.
     pub started: bool,
+    /// The attempt's nonce, which every key share sent must carry.
     pub nonce: String,
+    /// Key shares received so far.
     pub progress: u32,
+    /// Key shares needed to complete.
     pub required: u32,
+    /// `true` once enough shares arrived and the token was generated.
     pub complete: bool,
+    /// The generated token, encoded (XORed with the OTP or encrypted to the PGP key).
     pub encoded_token: String,
     /// Only in the answer that started the attempt without a PGP key.
     pub otp: String,
@@ -67,6 +74,7 @@ impl DrClient {
         Ok(r.body["data"].clone())
     }
 
+    /// Makes this cluster the DR primary, advertising `cluster_addr` when given.
     pub async fn primary_enable(&self, cluster_addr: Option<&str>) -> Result<(), ClientError> {
         let mut body = json!({});
         if let Some(a) = cluster_addr {
@@ -75,6 +83,7 @@ impl DrClient {
         self.write("primary/enable", body).await.map(|_| ())
     }
 
+    /// Demotes this primary to a secondary that no longer replicates.
     pub async fn primary_demote(&self) -> Result<(), ClientError> {
         self.write("primary/demote", json!({})).await.map(|_| ())
     }
@@ -94,12 +103,14 @@ impl DrClient {
             })
     }
 
+    /// Revokes secondary `id`'s activation: it stops replicating from this primary.
     pub async fn revoke_secondary(&self, id: &str) -> Result<(), ClientError> {
         self.write("primary/revoke-secondary", json!({ "id": id }))
             .await
             .map(|_| ())
     }
 
+    /// Makes this cluster a DR secondary with the activation `token` from the primary.
     pub async fn secondary_enable(
         &self,
         token: &str,
@@ -116,6 +127,7 @@ impl DrClient {
         self.write("secondary/enable", body).await.map(|_| ())
     }
 
+    /// The current operation-token generation attempt, started or not.
     pub async fn attempt(&self) -> Result<Attempt, ClientError> {
         let r = self
             .http
@@ -153,6 +165,7 @@ impl DrClient {
         Ok(Attempt::from(&r["data"]))
     }
 
+    /// Cancels the running operation-token generation attempt.
     pub async fn attempt_cancel(&self) -> Result<(), ClientError> {
         self.http
             .call(
@@ -164,6 +177,7 @@ impl DrClient {
             .map(|_| ())
     }
 
+    /// Sends one key share (`key`) to the attempt `nonce`; returns the attempt after it.
     pub async fn attempt_update(&self, key: &str, nonce: &str) -> Result<Attempt, ClientError> {
         let r = self
             .write(
@@ -174,6 +188,7 @@ impl DrClient {
         Ok(Attempt::from(&r["data"]))
     }
 
+    /// Promotes this secondary to primary with a DR operation token (`force`: even when unsafe).
     pub async fn promote(
         &self,
         op_token: &str,
@@ -187,6 +202,7 @@ impl DrClient {
         self.write("secondary/promote", body).await.map(|_| ())
     }
 
+    /// Points this secondary at a new primary with a fresh activation `token`.
     pub async fn update_primary(
         &self,
         op_token: &str,
@@ -202,6 +218,7 @@ impl DrClient {
             .map(|_| ())
     }
 
+    /// Revokes a DR operation token.
     pub async fn operation_token_delete(&self, op_token: &str) -> Result<(), ClientError> {
         self.write(
             "secondary/operation-token/delete",
@@ -211,6 +228,7 @@ impl DrClient {
         .map(|_| ())
     }
 
+    /// Starts a reindex of this secondary; returns the service's warnings.
     pub async fn reindex(&self, op_token: &str) -> Result<Vec<String>, ClientError> {
         let body = self
             .write(

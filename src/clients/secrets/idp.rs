@@ -11,15 +11,20 @@ use crate::clients::http::{ClientError, Http};
 /// for a group).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IdpEntry {
+    /// The user's or group's name.
     pub name: String,
+    /// Policies attached to it.
     pub policies: Vec<String>,
+    /// The groups a user belongs to.
     pub groups: Vec<String>,
 }
 
 /// `users` or `groups`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryKind {
+    /// A local user (`users/`).
     User,
+    /// A local group (`groups/`).
     Group,
 }
 
@@ -32,12 +37,13 @@ impl EntryKind {
     }
 }
 
+/// Calls of the identity-provider auth method at a given mount: config, users and groups.
 #[derive(Clone, Debug)]
-pub struct SecretsIdpClient {
+pub struct IdpClient {
     http: Arc<Http>,
 }
 
-impl From<Arc<Http>> for SecretsIdpClient {
+impl From<Arc<Http>> for IdpClient {
     fn from(http: Arc<Http>) -> Self {
         Self { http }
     }
@@ -91,7 +97,7 @@ pub fn list_field(d: &Value, key: &str) -> Vec<String> {
     }
 }
 
-impl SecretsIdpClient {
+impl IdpClient {
     /// Read a user or group; `None` when the mount has none of that name.
     pub async fn read_entry(
         &self,
@@ -161,17 +167,29 @@ impl SecretsIdpClient {
 pub struct IdpConfig {
     /// The mount it was read from (not a field of the service).
     pub mount: String,
+    /// The identity provider's organization.
     pub org_name: String,
+    /// The identity provider's base domain.
     pub base_url: String,
+    /// `true` skips the identity provider's own MFA.
     pub bypass_idp_mfa: bool,
+    /// Default lifetime of the tokens issued, in seconds.
     pub token_ttl: i64,
+    /// Longest lifetime of the tokens after renewals, in seconds.
     pub token_max_ttl: i64,
+    /// Hard cap on the tokens' lifetime, in seconds.
     pub token_explicit_max_ttl: i64,
+    /// Period of periodic tokens, in seconds (0: not periodic).
     pub token_period: i64,
+    /// Policies every token issued carries.
     pub token_policies: Vec<String>,
+    /// CIDRs the tokens may be used from.
     pub token_bound_cidrs: Vec<String>,
+    /// `true` leaves the `default` policy out of the tokens.
     pub token_no_default_policy: bool,
+    /// How many uses a token has (0: unlimited).
     pub token_num_uses: i64,
+    /// `service`, `batch` or `default`.
     pub token_type: String,
 }
 
@@ -224,7 +242,7 @@ fn text(d: &Value, key: &str) -> String {
         .to_string()
 }
 
-impl SecretsIdpClient {
+impl IdpClient {
     fn config_path(mount: &str) -> String {
         format!("/v1/auth/{}/config", mount_path(mount))
     }

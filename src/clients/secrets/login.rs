@@ -26,20 +26,28 @@ use crate::metrics::Metrics;
 /// What a login sends (from the Connection's `spec.auth.idp` and its Secrets).
 #[derive(Clone, Debug)]
 pub struct IdpCredentials {
+    /// Mount of the identity-provider auth method.
     pub mount: String,
+    /// The user to log in as.
     pub username: String,
+    /// The user's password.
     pub password: SecretString,
     /// Base32 seed of the verification-app factor.
     pub totp_seed: Option<SecretString>,
+    /// The verification-app factor's provider name, when the service asks for one.
     pub provider: Option<String>,
 }
 
 /// What the Connection's status shows of the login (no secret in it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoginState {
+    /// Mount logged in through.
     pub mount: String,
+    /// The user logged in as.
     pub username: String,
+    /// When the current token expires; `None` for a token that does not.
     pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Whether the token can be renewed.
     pub renewable: bool,
 }
 
@@ -67,6 +75,8 @@ struct State {
     last_error: Option<(bool, String)>,
 }
 
+/// A Connection's login: holds the token, renews it before it expires and logs in again when it
+/// cannot.
 pub struct Session {
     /// `namespace/name` of the Connection (metric label, log field).
     connection: String,
@@ -125,7 +135,8 @@ fn encode_segment(s: &str) -> String {
 }
 
 impl Session {
-    /// `http` must be configured without a token ([`crate::clients::http::Auth::None`]); `header` is
+    /// `http` must be configured without a token ([`crate::clients::http::Auth::None`]); `header`
+    /// is
     /// the header the token travels in.
     pub fn new(
         connection: String,
@@ -146,6 +157,7 @@ impl Session {
         }
     }
 
+    /// The header the token is sent in.
     pub fn header(&self) -> &str {
         &self.header
     }

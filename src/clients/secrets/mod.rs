@@ -18,12 +18,17 @@ use super::http::{ClientError, Http};
 /// One policy as the service stores it (spec A §2.5).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
+    /// The policy's name.
     pub name: String,
+    /// The policy document (HCL, or Sentinel for RGP and EGP).
     pub policy: String,
+    /// The Sentinel enforcement level (RGP and EGP only).
     pub enforcement_level: Option<String>,
+    /// The paths an EGP applies to (EGP only).
     pub paths: Option<Vec<String>>,
 }
 
+/// The core calls of the secrets service: the token's own lookup and the policies.
 #[derive(Clone, Debug)]
 pub struct SecretsClient {
     http: Arc<Http>,

@@ -15,38 +15,50 @@ const TOTP: &str = "/v1/identity/mfa/method/totp";
 /// (observed).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TotpConfig {
+    /// The issuer shown in authenticator apps.
     pub issuer: String,
+    /// Seconds one code is valid.
     pub period: Option<i64>,
+    /// Size of the generated key, in bytes.
     pub key_size: Option<i64>,
+    /// Pixel size of the QR code (0: no QR code).
     pub qr_size: Option<i64>,
+    /// Hash algorithm of the codes (`SHA1`, `SHA256`, `SHA512`).
     pub algorithm: Option<String>,
+    /// Number of digits of a code.
     pub digits: Option<i64>,
+    /// Periods before and after the current one whose codes are accepted.
     pub skew: Option<i64>,
+    /// Failed validations allowed before the entity is locked out.
     pub max_validation_attempts: Option<i64>,
 }
 
 /// A TOTP method as read from the service.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TotpMethodInfo {
+    /// The method's id, given by the service.
     pub id: String,
     /// The method's `name` (`method_name` on write); empty when unnamed.
     pub name: String,
+    /// Its settings.
     pub config: TotpConfig,
 }
 
 /// A generated TOTP secret. `url` holds the seed: it is only ever written to a Secret.
 pub struct GeneratedSecret {
+    /// The `otpauth://` URL, which carries the seed.
     pub url: SecretString,
     /// The base64 PNG of the QR code, as the service sent it (empty when `qr_size` is 0).
     pub barcode: SecretString,
 }
 
+/// Calls of TOTP MFA methods and of the identity entities they are enrolled for.
 #[derive(Clone, Debug)]
-pub struct SecretsMfaClient {
+pub struct TotpClient {
     http: Arc<Http>,
 }
 
-impl From<Arc<Http>> for SecretsMfaClient {
+impl From<Arc<Http>> for TotpClient {
     fn from(http: Arc<Http>) -> Self {
         Self { http }
     }
@@ -130,7 +142,7 @@ pub fn method_body(c: &TotpConfig) -> Map<String, Value> {
     m
 }
 
-impl SecretsMfaClient {
+impl TotpClient {
     /// The Connection and address a search for lost responses is scoped to
     /// ([`crate::reconcile::lost`]).
     pub fn lost_scope(&self) -> String {

@@ -10,15 +10,23 @@ use serde_json::{json, Value};
 
 use crate::clients::http::{ClientError, Http};
 
+/// Errors of the transform engine's calls.
 #[derive(Debug, thiserror::Error)]
 pub enum TransformError {
+    /// The call failed (see [`ClientError`]).
     #[error(transparent)]
     Client(#[from] ClientError),
     /// The server does not serve the transform engine at this mount.
     #[error("the transform engine is not available at mount {mount:?} on this server (it needs the enterprise Advanced Data Protection module and an enabled mount): {message}")]
-    Unsupported { mount: String, message: String },
+    Unsupported {
+        /// The mount asked for.
+        mount: String,
+        /// The service's answer.
+        message: String,
+    },
 }
 
+/// Calls of the transform engine at a given mount: read, write and delete its objects.
 #[derive(Clone, Debug)]
 pub struct TransformClient {
     http: Arc<Http>,

@@ -13,6 +13,8 @@ use crate::clients::http::{ClientError, Http};
 
 const API: &str = "/api/v2";
 
+/// Calls of no-code provisioning: no-code modules, registry modules, no-code workspaces and their
+/// upgrades.
 #[derive(Clone, Debug)]
 pub struct NoCodeClient {
     http: Arc<Http>,
@@ -27,9 +29,13 @@ impl From<Arc<Http>> for NoCodeClient {
 /// One variable-options set of a no-code module.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemoteOptions {
+    /// The set's id.
     pub id: String,
+    /// The variable it constrains.
     pub name: String,
+    /// The variable's type (`string`, `number`, ...).
     pub type_: String,
+    /// The values allowed.
     pub options: Vec<String>,
 }
 
@@ -40,39 +46,59 @@ pub type OptionSet = (Option<String>, String, String, Vec<String>);
 /// A no-code module as the service has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemoteModule {
+    /// The no-code module's id.
     pub id: String,
+    /// Its organization.
     pub organization: String,
+    /// The id of the registry module it is made from.
     pub registry_module: String,
+    /// Whether workspaces can be provisioned from it.
     pub enabled: bool,
     /// `""` when the module floats.
     pub version_pin: String,
+    /// Its variable-options sets.
     pub options: Vec<RemoteOptions>,
 }
 
 /// A private-registry module.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegistryModule {
+    /// The registry module's id.
     pub id: String,
+    /// Its namespace (the organization, for a private module).
     pub namespace: String,
+    /// Its name.
     pub name: String,
+    /// Its provider, e.g. `aws`.
     pub provider: String,
+    /// The versions published.
     pub versions: Vec<String>,
+    /// Ids of the no-code modules made from it.
     pub no_code_modules: Vec<String>,
 }
 
 /// The settings of a workspace that a NoCodeWorkspace manages.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RemoteWorkspace {
+    /// The workspace's id.
     pub id: String,
+    /// Its name.
     pub name: String,
+    /// Its organization.
     pub organization: String,
+    /// Its description, if any.
     pub description: Option<String>,
+    /// `remote` or `agent`.
     pub execution_mode: String,
+    /// The agent pool of the `agent` execution mode.
     pub agent_pool_id: Option<String>,
+    /// Whether successful plans are applied without a confirmation.
     pub auto_apply: bool,
+    /// Its project, if any.
     pub project_id: Option<String>,
     /// `private/<org>/<name>/<provider>/<version>` for a no-code workspace.
     pub source_module_id: Option<String>,
+    /// Whether a newer module version than the workspace's is available.
     pub upgrade_available: bool,
     /// The workspace document (`data`), for the shared settings diff.
     pub raw: Value,
@@ -101,17 +127,24 @@ pub enum UpgradeStart {
 /// An upgrade (its run) and where to read its plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Upgrade {
+    /// The upgrade run's id.
     pub id: String,
+    /// The run's status.
     pub status: String,
+    /// Where to read its plan, when the service gives it.
     pub plan_url: Option<String>,
 }
 
 /// The machine-readable state of a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunState {
+    /// The run's status, e.g. `planned` or `applied`.
     pub status: String,
+    /// Whether the run waits for a confirmation to apply.
     pub is_confirmable: bool,
+    /// Whether its plan changes anything.
     pub has_changes: bool,
+    /// Whether it was force-cancelled.
     pub force_canceled: bool,
 }
 
@@ -135,11 +168,17 @@ impl RunState {
 /// A workspace variable to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VarInput {
+    /// The variable's name.
     pub key: String,
+    /// Its value.
     pub value: String,
+    /// `terraform` (an input variable) or `env` (an environment variable).
     pub category: String,
+    /// Whether the value is HCL rather than a string.
     pub hcl: bool,
+    /// Whether the service hides the value once written.
     pub sensitive: bool,
+    /// A description shown in the service.
     pub description: Option<String>,
 }
 

@@ -7,6 +7,8 @@ use serde_json::Value;
 use super::{doc, seg};
 use crate::clients::http::{ClientError, Http};
 
+/// Calls of runs: create one, read one or the recent ones of a workspace, and the action endpoints
+/// (apply, discard, cancel).
 #[derive(Clone)]
 pub struct RunsClient {
     http: Arc<Http>,

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::{attr_str, doc, list_all, seg};
 use crate::clients::http::{ClientError, Http};
 
+/// Calls of workspaces and their tags, tag bindings, remote state consumers and variables.
 #[derive(Clone)]
 pub struct WorkspacesClient {
     http: Arc<Http>,
@@ -31,16 +32,24 @@ fn found(r: Result<Value, ClientError>) -> Result<Option<Value>, ClientError> {
 /// A workspace variable as the service shows it (a sensitive value reads as `None`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Var {
+    /// The variable's id.
     pub id: String,
+    /// The variable's name.
     pub key: String,
+    /// Its value; `None` when sensitive.
     pub value: Option<String>,
+    /// `terraform` (an input variable) or `env` (an environment variable).
     pub category: String,
+    /// Whether the value is HCL rather than a string.
     pub hcl: bool,
+    /// Whether the service hides the value once written.
     pub sensitive: bool,
+    /// A description shown in the service.
     pub description: String,
 }
 
 impl WorkspacesClient {
+    /// The service's base URL (for links to the service's web pages).
     pub fn base_url(&self) -> &str {
         self.http.base_url()
     }
@@ -289,6 +298,7 @@ impl WorkspacesClient {
         r.map(|_| ())
     }
 
+    /// Deletes variable `var_id` of workspace `id`; a variable already gone is not an error.
     pub async fn delete_var(&self, id: &str, var_id: &str) -> Result<(), ClientError> {
         match self
             .http

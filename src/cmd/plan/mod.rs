@@ -49,6 +49,8 @@ use crate::reconcile::{Context, Operated, Reconciled, Settings};
 const MANAGER: &str = "quartet-plan";
 
 #[derive(Args, Debug)]
+// The arguments of `quartet plan` (no doc comment: clap would print it in --help).
+#[allow(missing_docs)]
 pub struct PlanArgs {
     /// Manifests: files, directories (every `.yaml`, `.yml` and `.json` file below), or `-`
     /// for stdin; multi-document YAML.
@@ -93,6 +95,9 @@ pub struct PlanArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+// The shape of the plan printed: a table, Markdown or JSON (no doc comments: clap would list them
+// in --help).
+#[allow(missing_docs)]
 pub enum Format {
     Table,
     Markdown,
@@ -102,40 +107,72 @@ pub enum Format {
 /// Errors of a plan as a whole (a resource that cannot be planned is an entry, not an error).
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
+    /// A manifest could not be read.
     #[error("cannot read {path}: {detail}")]
-    Read { path: String, detail: String },
+    Read {
+        /// The file (or `-` for stdin).
+        path: String,
+        /// Why.
+        detail: String,
+    },
+    /// A manifest is not valid YAML.
     #[error("{path} is not valid YAML: {detail}")]
-    Yaml { path: String, detail: String },
+    Yaml {
+        /// The file (or `-` for stdin).
+        path: String,
+        /// The parser's message.
+        detail: String,
+    },
+    /// The kubeconfig could not be read or used: why.
     #[error("the kubeconfig could not be used: {0}")]
     Kubeconfig(String),
+    /// A read from the Kubernetes API failed.
     #[error("the Kubernetes API server refused a read: {0}")]
     Kube(#[from] kube::Error),
+    /// `--resource` is not `KIND/NAME` of a Quartet kind: what was given.
     #[error("--resource takes KIND/NAME with a Quartet kind, not {0:?}")]
     ResourceArg(String),
+    /// The resource of `--resource` is not in the cluster: which.
     #[error("{0} does not exist")]
     NotFound(String),
+    /// `--address` was given without `QUARTET_TOKEN`.
     #[error("--address needs the token in the QUARTET_TOKEN environment variable")]
     NoToken,
+    /// `--connection` is not `NAMESPACE/NAME`: what was given.
     #[error("--connection takes NAMESPACE/NAME, not {0:?}")]
     ConnectionArg(String),
     /// A write the Kubernetes client refused (never sent).
     #[error("plan is read-only: refused {verb} {path}")]
-    KubeWrite { verb: String, path: String },
+    KubeWrite {
+        /// The HTTP method refused.
+        verb: String,
+        /// The request path.
+        path: String,
+    },
 }
 
 /// What applying one resource would do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
+    /// The remote object does not exist: it would be created.
     Create,
+    /// The remote object exists and some fields would change.
     Update,
+    /// An object of the same name exists in the service and would be taken over.
     Adopt,
+    /// The service already matches the spec.
     NoChange,
+    /// The resource could not be planned (invalid, or a reference or Connection missing): the
+    /// entry's message says why.
     Blocked,
+    /// The resource is being deleted: the remote object would be deleted (or orphaned, per its
+    /// deletion policy).
     Delete,
 }
 
 impl Outcome {
+    /// The outcome as a plan prints it.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Create => "create",
@@ -151,9 +188,12 @@ impl Outcome {
 /// One changed field. A write-only field carries `sensitive` and never a value.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Change {
+    /// The field's name as the spec spells it.
     pub field: String,
+    /// Its value in the service, shortened for display; `None` when absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub old: Option<String>,
+    /// Its value after the apply, shortened for display; `None` when it would be removed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub new: Option<String>,
     /// `would be sent` or `unchanged`, for write-only inputs.
@@ -165,9 +205,13 @@ pub struct Change {
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
+    /// The resource's kind.
     pub kind: String,
+    /// Its namespace.
     pub namespace: String,
+    /// Its name.
     pub name: String,
+    /// What applying it would do.
     pub outcome: Outcome,
     /// The remote object's identifier, when it exists.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -175,6 +219,7 @@ pub struct Entry {
     /// Why it is blocked, or a note on the outcome.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The fields that would change.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<Change>,
     /// One-shot operations the apply would trigger.
@@ -183,6 +228,7 @@ pub struct Entry {
     /// Destructive effects, each a sentence.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub destructive: Vec<String>,
+    /// `spec.deletionPolicy` of a resource being deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_policy: Option<String>,
 }
@@ -213,17 +259,26 @@ impl Entry {
 /// A whole plan.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Plan {
+    /// How many resources have each outcome.
     pub summary: Summary,
+    /// One entry per resource, in the order of the manifests.
     pub resources: Vec<Entry>,
 }
 
+/// How many resources of a plan have each outcome.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Summary {
+    /// Resources whose remote object would be created.
     pub create: usize,
+    /// Resources whose remote object would change.
     pub update: usize,
+    /// Resources that would take over an existing object.
     pub adopt: usize,
+    /// Resources whose remote object would be deleted.
     pub delete: usize,
+    /// Resources already matching the service.
     pub unchanged: usize,
+    /// Resources that could not be planned.
     pub blocked: usize,
 }
 
@@ -479,6 +534,8 @@ impl<S> tower::Layer<S> for ReadOnlyKube {
     }
 }
 
+/// The plan's Kubernetes client stack: lets reads and dry runs through and refuses every other
+/// request before it is sent.
 #[derive(Clone, Debug)]
 pub struct ReadOnlyService<S>(S);
 
@@ -539,8 +596,11 @@ async fn hash_key(client: &Client, namespace: &str) -> Result<SecretString, Plan
 
 /// One service reached directly (`--address`), without a cluster.
 pub struct Direct {
+    /// The service's base URL.
     pub address: String,
+    /// The token to read with (from `QUARTET_TOKEN`).
     pub token: SecretString,
+    /// The header the token goes in; `None`: the service's usual one.
     pub header: Option<String>,
 }
 

@@ -90,6 +90,8 @@ fn quoted(v: Option<&str>) -> String {
     }
 }
 
+/// The plan as a table for people: one line per resource, its details indented under it, then the
+/// summary.
 pub fn table(plan: &Plan) -> String {
     let mut out = String::new();
     if plan.resources.is_empty() {
@@ -105,6 +107,7 @@ pub fn table(plan: &Plan) -> String {
     out
 }
 
+/// The plan as Markdown, for a pull-request comment.
 pub fn markdown(plan: &Plan) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "**Quartet plan:** {}\n", summary(plan));
@@ -131,6 +134,7 @@ fn html_escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// The plan as pretty-printed JSON, one line at the end.
 pub fn json(plan: &Plan) -> String {
     let mut s = serde_json::to_string_pretty(plan).unwrap_or_else(|_| "{}".into());
     s.push('\n');

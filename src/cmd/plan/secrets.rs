@@ -98,6 +98,8 @@ impl<S> tower::Layer<S> for ManifestSecrets {
     }
 }
 
+/// The plan's Kubernetes client stack with the manifests' Secrets: a read of one of them is
+/// answered from the manifests, everything else goes to `inner`.
 #[derive(Clone, Debug)]
 pub struct ManifestSecretsService<S> {
     inner: S,

@@ -25,6 +25,8 @@ use crate::clients::ClientError;
 use crate::reconcile::{managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+/// The `Ready` reason when the catalog was bootstrapped by someone else: its management token is
+/// not Quartet's to hold.
 pub const BOOTSTRAPPED_ELSEWHERE: &str = "BootstrappedElsewhere";
 /// Annotation on the Secret naming the uid of the resource that generated its token.
 const GENERATED_BY: &str = "catalog.quartet.dev/generated-by";

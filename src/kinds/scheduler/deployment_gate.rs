@@ -128,7 +128,9 @@ pub enum Verdict {
     Pending,
     /// Every task running, but not yet for long enough: look again after this long.
     NotYet(Duration),
+    /// Every task has run healthy for long enough.
     Healthy,
+    /// A task failed its health checks.
     Unhealthy,
 }
 

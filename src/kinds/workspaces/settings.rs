@@ -36,6 +36,7 @@ pub struct Desired {
     pub attributes: Map<String, Value>,
     /// Project id, when managed.
     pub project: Option<String>,
+    /// The VCS repository, when managed.
     pub vcs: Vcs,
     /// Create-only attributes (`source-name`, `source-url`).
     pub create_only: Map<String, Value>,

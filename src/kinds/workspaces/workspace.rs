@@ -63,30 +63,45 @@ static CREATED: std::sync::LazyLock<
 /// One variable as it should be.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DesiredVar {
+    /// The variable's name.
     pub key: String,
+    /// Its value (from a Secret when sensitive).
     pub value: String,
+    /// `terraform` (an input variable) or `env` (an environment variable).
     pub category: String,
+    /// Whether the value is HCL rather than a string.
     pub hcl: bool,
+    /// Whether the service hides the value once written.
     pub sensitive: bool,
+    /// A description shown in the service.
     pub description: String,
 }
 
 /// A remote state consumer of the spec.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Consumer {
+    /// A workspace of the same organization, by name.
     Name(String),
+    /// A workspace by id.
     Id(String),
 }
 
 /// Everything the spec manages.
 #[derive(Clone, Debug)]
 pub struct Desired {
+    /// The organization the workspace belongs to.
     pub organization: String,
+    /// The workspace's name.
     pub name: String,
+    /// Its settings.
     pub settings: settings::Desired,
+    /// Its tags, with the list policy (own them all, or merge into what is there).
     pub tags: Option<(Vec<String>, ListPolicy)>,
+    /// Its tag bindings (key → value).
     pub tag_bindings: Option<BTreeMap<String, String>>,
+    /// The workspaces that may read its state.
     pub consumers: Option<Vec<Consumer>>,
+    /// Its variables, with the list policy (own them all, or merge into what is there).
     pub variables: Option<(Vec<DesiredVar>, ListPolicy)>,
     /// Keyed hash of the sensitive variables' values.
     pub sensitive_hash: Option<String>,
@@ -95,14 +110,21 @@ pub struct Desired {
 /// What the service has.
 #[derive(Clone, Debug)]
 pub struct Observed {
+    /// The workspace's id.
     pub id: String,
     /// The workspace document (`data`).
     pub doc: Value,
+    /// Its tags.
     pub tags: Vec<String>,
+    /// Its tag bindings (key → value).
     pub tag_bindings: BTreeMap<String, String>,
+    /// The workspaces that may read its state, as (id, name).
     pub consumers: Vec<(String, String)>,
+    /// Its variables.
     pub vars: Vec<Var>,
+    /// The status of its latest run, if any.
     pub latest_run_status: Option<String>,
+    /// The service's base URL, for the workspace's link in status.
     pub base_url: String,
 }
 

@@ -32,27 +32,37 @@ impl Managed for AdEngine {
 }
 
 /// What the config should be.
-pub struct EngineDesired {
+pub struct Desired {
+    /// The engine's mount.
     pub mount: String,
     /// Managed, readable fields (service names and JSON values).
     pub fields: Map<String, Value>,
+    /// The bind password, from its Secret.
     pub bindpass: SecretString,
+    /// Keyed hash of the bind DN and password, to tell whether they changed since last sent.
     pub bind_hash: String,
     /// `connection_timeout` / `request_timeout` as set in the spec (seconds).
     pub timeouts: Map<String, Value>,
+    /// Keyed hash of the timeouts, to tell whether they changed since last sent.
     pub timeouts_hash: String,
     /// The write-only hashes last sent (from status).
     pub sent: (Option<String>, Option<String>),
+    /// When to rotate the bind password.
     pub rotation: RotationPlan,
 }
 
 /// What status says about rotations, and what the spec asks.
 #[derive(Clone, Debug, Default)]
 pub struct RotationPlan {
+    /// `spec.rotateRootPolicy`.
     pub policy: RotateRootPolicy,
+    /// Seconds between rotations, with the `Interval` policy.
     pub interval: Option<i64>,
+    /// `spec.rotateRequest`: a value not handled yet asks for a rotation now.
     pub request: Option<String>,
+    /// When the last rotation ran (RFC 3339), from status.
     pub last: Option<String>,
+    /// The last `rotateRequest` handled, from status.
     pub handled: Option<String>,
 }
 
@@ -72,10 +82,15 @@ impl RotationPlan {
     }
 }
 
-pub struct EngineObserved {
+/// The engine's config as read, and the rotation state of status.
+pub struct Observed {
+    /// The engine's mount.
     pub mount: String,
+    /// The config as the service reads it back (`data`).
     pub config: Map<String, Value>,
+    /// When the last rotation ran (RFC 3339).
     pub last: Option<String>,
+    /// The last `rotateRequest` handled.
     pub handled: Option<String>,
     /// Why the object is not settled yet (a rotation in progress or waiting).
     pub pending: Option<String>,
@@ -181,10 +196,10 @@ pub fn diff(desired: &Map<String, Value>, observed: &Map<String, Value>) -> Vec<
 
 impl Reconciled for AdEngine {
     type Client = AdClient;
-    type Desired = EngineDesired;
-    type Observed = EngineObserved;
+    type Desired = Desired;
+    type Observed = Observed;
 
-    async fn desired(&self, ctx: &Context) -> Result<EngineDesired> {
+    async fn desired(&self, ctx: &Context) -> Result<Desired> {
         let ns = self.namespace().unwrap_or_default();
         let bindpass = ctx
             .secret_value(&ns, &self.spec.bindpass_secret_ref, "bind password")
@@ -217,7 +232,7 @@ impl Reconciled for AdEngine {
             last: st.and_then(|s| s.last_root_rotation.clone()),
             handled: st.and_then(|s| s.handled_rotate_root_request.clone()),
         };
-        Ok(EngineDesired {
+        Ok(Desired {
             mount: self.spec.mount.clone(),
             fields: self.desired_fields(),
             bindpass,
@@ -232,15 +247,15 @@ impl Reconciled for AdEngine {
     async fn observe(
         &self,
         client: &AdClient,
-        desired: &EngineDesired,
+        desired: &Desired,
         _remote_id: Option<&str>,
-    ) -> Result<Option<EngineObserved>> {
+    ) -> Result<Option<Observed>> {
         let m = &desired.mount;
         let Some(config) = client.read_config(m).await.map_err(|e| ad_error(m, e))? else {
             return Ok(None);
         };
         let plan = &desired.rotation;
-        let mut obs = EngineObserved {
+        let mut obs = Observed {
             mount: m.clone(),
             config,
             last: plan.last.clone(),
@@ -271,7 +286,7 @@ impl Reconciled for AdEngine {
         Ok(Some(obs))
     }
 
-    fn diff(desired: &EngineDesired, observed: &EngineObserved) -> Vec<&'static str> {
+    fn diff(desired: &Desired, observed: &Observed) -> Vec<&'static str> {
         let mut changed = diff(&desired.fields, &observed.config);
         if desired.sent.1.as_deref() != Some(desired.timeouts_hash.as_str())
             && !desired.timeouts.is_empty()
@@ -282,11 +297,7 @@ impl Reconciled for AdEngine {
     }
 
     /// The timeouts are not read back (compared by hash): their old value is not known.
-    fn shown(
-        desired: &EngineDesired,
-        observed: &EngineObserved,
-        field: &str,
-    ) -> Option<(String, String)> {
+    fn shown(desired: &Desired, observed: &Observed, field: &str) -> Option<(String, String)> {
         use crate::reconcile::show;
         if field == "connectionTimeout/requestTimeout" {
             let t = |k: &str| show::json(desired.timeouts.get(k));
@@ -302,7 +313,7 @@ impl Reconciled for AdEngine {
         )
     }
 
-    async fn create(&self, client: &AdClient, desired: &EngineDesired) -> Result<Created> {
+    async fn create(&self, client: &AdClient, desired: &Desired) -> Result<Created> {
         let mut body = desired.fields.clone();
         body.insert("bindpass".into(), json!(desired.bindpass.expose()));
         body.extend(desired.timeouts.clone());
@@ -321,8 +332,8 @@ impl Reconciled for AdEngine {
     async fn update(
         &self,
         client: &AdClient,
-        desired: &EngineDesired,
-        _observed: &EngineObserved,
+        desired: &Desired,
+        _observed: &Observed,
         _changed: &[&'static str],
     ) -> Result<()> {
         // Every write sends the managed fields (the service takes the password settings from
@@ -347,7 +358,7 @@ impl Reconciled for AdEngine {
         client.delete_config(m).await.map_err(|e| ad_error(m, e))
     }
 
-    fn remote_id(observed: &EngineObserved) -> String {
+    fn remote_id(observed: &Observed) -> String {
         format!("{}/config", observed.mount)
     }
 
@@ -355,22 +366,22 @@ impl Reconciled for AdEngine {
     async fn find_unrecorded(
         &self,
         client: &AdClient,
-        desired: &EngineDesired,
+        desired: &Desired,
     ) -> Result<Option<String>> {
         let m = &desired.mount;
         let config = client.read_config(m).await.map_err(|e| ad_error(m, e))?;
         Ok(config.map(|_| format!("{m}/config")))
     }
 
-    fn pending(observed: &EngineObserved) -> Option<String> {
+    fn pending(observed: &Observed) -> Option<String> {
         observed.pending.clone()
     }
 
-    fn write_only_hash(desired: &EngineDesired, _ctx: &Context) -> Option<String> {
+    fn write_only_hash(desired: &Desired, _ctx: &Context) -> Option<String> {
         Some(format!("{}/{}", desired.bind_hash, desired.timeouts_hash))
     }
 
-    fn status_fields(&self, observed: &EngineObserved) -> Map<String, Value> {
+    fn status_fields(&self, observed: &Observed) -> Map<String, Value> {
         let mut m = Map::new();
         if let Some(t) = &observed.last {
             m.insert("lastRootRotation".into(), json!(t));

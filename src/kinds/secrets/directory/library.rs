@@ -22,16 +22,25 @@ impl Managed for AdLibrarySet {
     managed_fields!();
 }
 
+/// What a library set should be.
 pub struct SetDesired {
+    /// The engine's mount.
     pub mount: String,
+    /// The set's name in the service.
     pub name: String,
+    /// Its accounts and check-out settings.
     pub set: SetRead,
 }
 
+/// A library set as read, with its accounts' check-out state.
 pub struct SetObserved {
+    /// The engine's mount.
     pub mount: String,
+    /// The set's name in the service.
     pub name: String,
+    /// Its accounts and check-out settings.
     pub set: SetRead,
+    /// Each account's check-out state (`/status`).
     pub accounts: Vec<AccountStatus>,
 }
 

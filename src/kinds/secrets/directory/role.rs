@@ -24,22 +24,35 @@ impl Managed for AdRole {
     managed_fields!();
 }
 
-pub struct RoleDesired {
+/// What a role should be.
+pub struct Desired {
+    /// The engine's mount.
     pub mount: String,
+    /// The role's name in the service.
     pub name: String,
+    /// The directory account it manages.
     pub account: String,
+    /// Password lifetime in seconds; `None`: not managed.
     pub ttl: Option<i64>,
     /// For the credentials Secret (written while observing).
     pub kube: kube::Client,
+    /// Key of the hashes of the credentials written to the Secret.
     pub hash_key: SecretString,
 }
 
-pub struct RoleObserved {
+/// A role as read, with what status says of its rotations and credentials.
+pub struct Observed {
+    /// The engine's mount.
     pub mount: String,
+    /// The role's name in the service.
     pub name: String,
+    /// The role as the service reads it back.
     pub role: RoleRead,
+    /// The last `rotateRequest` handled.
     pub handled: Option<String>,
+    /// Keyed hash of the credentials last written to the Secret.
     pub credentials_hash: Option<String>,
+    /// Why the object is not settled yet (a rotation in progress or waiting).
     pub pending: Option<String>,
 }
 
@@ -85,7 +98,7 @@ impl AdRole {
     async fn write_credentials(
         &self,
         client: &AdClient,
-        desired: &RoleDesired,
+        desired: &Desired,
         name: &str,
         known: Option<&str>,
     ) -> Result<Option<String>> {
@@ -121,11 +134,11 @@ impl AdRole {
 
 impl Reconciled for AdRole {
     type Client = AdClient;
-    type Desired = RoleDesired;
-    type Observed = RoleObserved;
+    type Desired = Desired;
+    type Observed = Observed;
 
-    async fn desired(&self, ctx: &Context) -> Result<RoleDesired> {
-        Ok(RoleDesired {
+    async fn desired(&self, ctx: &Context) -> Result<Desired> {
+        Ok(Desired {
             mount: self.spec.mount.clone(),
             name: self.role_name(),
             account: self.spec.service_account_name.clone(),
@@ -138,9 +151,9 @@ impl Reconciled for AdRole {
     async fn observe(
         &self,
         client: &AdClient,
-        desired: &RoleDesired,
+        desired: &Desired,
         _remote_id: Option<&str>,
-    ) -> Result<Option<RoleObserved>> {
+    ) -> Result<Option<Observed>> {
         let m = &desired.mount;
         let Some(mut role) = client
             .read_role(m, &desired.name)
@@ -150,7 +163,7 @@ impl Reconciled for AdRole {
             return Ok(None);
         };
         let st = self.status.as_ref();
-        let mut obs = RoleObserved {
+        let mut obs = Observed {
             mount: m.clone(),
             name: desired.name.clone(),
             role: role.clone(),
@@ -218,15 +231,11 @@ impl Reconciled for AdRole {
         Ok(Some(obs))
     }
 
-    fn diff(desired: &RoleDesired, observed: &RoleObserved) -> Vec<&'static str> {
+    fn diff(desired: &Desired, observed: &Observed) -> Vec<&'static str> {
         diff(&desired.account, desired.ttl, &observed.role)
     }
 
-    fn shown(
-        desired: &RoleDesired,
-        observed: &RoleObserved,
-        field: &str,
-    ) -> Option<(String, String)> {
+    fn shown(desired: &Desired, observed: &Observed, field: &str) -> Option<(String, String)> {
         use crate::reconcile::show;
         match field {
             "serviceAccountName" => show::pair(
@@ -238,7 +247,7 @@ impl Reconciled for AdRole {
         }
     }
 
-    async fn create(&self, client: &AdClient, desired: &RoleDesired) -> Result<Created> {
+    async fn create(&self, client: &AdClient, desired: &Desired) -> Result<Created> {
         let m = &desired.mount;
         client
             .write_role(m, &desired.name, &desired.account, desired.ttl)
@@ -259,8 +268,8 @@ impl Reconciled for AdRole {
     async fn update(
         &self,
         client: &AdClient,
-        desired: &RoleDesired,
-        _observed: &RoleObserved,
+        desired: &Desired,
+        _observed: &Observed,
         _changed: &[&'static str],
     ) -> Result<()> {
         let m = &desired.mount;
@@ -278,7 +287,7 @@ impl Reconciled for AdRole {
             .map_err(|e| ad_error(m, e))
     }
 
-    fn remote_id(observed: &RoleObserved) -> String {
+    fn remote_id(observed: &Observed) -> String {
         format!("{}/roles/{}", observed.mount, observed.name)
     }
 
@@ -286,7 +295,7 @@ impl Reconciled for AdRole {
     async fn find_unrecorded(
         &self,
         client: &AdClient,
-        desired: &RoleDesired,
+        desired: &Desired,
     ) -> Result<Option<String>> {
         let m = &desired.mount;
         let role = client
@@ -296,11 +305,11 @@ impl Reconciled for AdRole {
         Ok(role.map(|_| format!("{m}/roles/{}", desired.name)))
     }
 
-    fn pending(observed: &RoleObserved) -> Option<String> {
+    fn pending(observed: &Observed) -> Option<String> {
         observed.pending.clone()
     }
 
-    fn status_fields(&self, observed: &RoleObserved) -> Map<String, Value> {
+    fn status_fields(&self, observed: &Observed) -> Map<String, Value> {
         let mut m = Map::new();
         if let Some(t) = &observed.role.last_vault_rotation {
             m.insert("lastVaultRotation".into(), json!(t));

@@ -64,6 +64,7 @@ pub struct InFlight {
 }
 
 impl InFlight {
+    /// Counts a check-out call to set `set` at `mount` as under way until the guard is dropped.
     pub fn start(mount: &str, set: &str) -> Self {
         with(mount, set, |p| p.calls += 1);
         InFlight {

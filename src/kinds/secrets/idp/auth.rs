@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::secrets::idp::IdpAuthMethod;
 use crate::api::{DeletionPolicy, Service};
-use crate::clients::secrets::idp::{parse_duration, IdpConfig, SecretsIdpClient};
+use crate::clients::secrets::idp::{parse_duration, IdpConfig, IdpClient};
 use crate::clients::SecretString;
 use crate::reconcile::hash::keyed_hash;
 use crate::reconcile::{
@@ -46,20 +46,35 @@ impl Managed for IdpAuthMethod {
 /// What the configuration should be; `None` fields are not managed.
 #[derive(Clone, Debug, Default)]
 pub struct Desired {
+    /// The auth method's mount.
     pub mount: String,
+    /// `true` enables the mount when it is absent (and disables it on deletion).
     pub enable_mount: bool,
+    /// The identity provider's organization.
     pub org_name: String,
+    /// The identity provider's base domain.
     pub base_url: Option<String>,
+    /// `true` skips the identity provider's own MFA.
     pub bypass_idp_mfa: Option<bool>,
+    /// Default lifetime of the tokens issued, in seconds.
     pub ttl: Option<i64>,
+    /// Longest lifetime of the tokens after renewals, in seconds.
     pub max_ttl: Option<i64>,
+    /// Hard cap on the tokens' lifetime, in seconds.
     pub explicit_max_ttl: Option<i64>,
+    /// Period of periodic tokens, in seconds.
     pub period: Option<i64>,
+    /// Policies every token issued carries.
     pub policies: Option<Vec<String>>,
+    /// CIDRs the tokens may be used from.
     pub bound_cidrs: Option<Vec<String>>,
+    /// `true` leaves the `default` policy out of the tokens.
     pub no_default_policy: Option<bool>,
+    /// How many uses a token has (0: unlimited).
     pub num_uses: Option<i64>,
+    /// `service`, `batch` or `default`.
     pub token_type: Option<String>,
+    /// The identity provider's API token, from its Secret (write-only in the service).
     pub api_token: Option<SecretString>,
 }
 
@@ -193,7 +208,7 @@ fn duration(field: &str, v: &Option<String>) -> Result<Option<i64>> {
 }
 
 impl Reconciled for IdpAuthMethod {
-    type Client = SecretsIdpClient;
+    type Client = IdpClient;
     type Desired = Desired;
     type Observed = IdpConfig;
 
@@ -232,7 +247,7 @@ impl Reconciled for IdpAuthMethod {
 
     async fn observe(
         &self,
-        client: &SecretsIdpClient,
+        client: &IdpClient,
         desired: &Desired,
         _remote_id: Option<&str>,
     ) -> Result<Option<IdpConfig>> {
@@ -274,7 +289,7 @@ impl Reconciled for IdpAuthMethod {
         show::pair(have.to_string(), show::opt(&want))
     }
 
-    async fn create(&self, client: &SecretsIdpClient, desired: &Desired) -> Result<Created> {
+    async fn create(&self, client: &IdpClient, desired: &Desired) -> Result<Created> {
         if desired.enable_mount && !client.auth_mounted(&desired.mount).await? {
             client.enable_auth(&desired.mount).await?;
         }
@@ -289,7 +304,7 @@ impl Reconciled for IdpAuthMethod {
 
     async fn update(
         &self,
-        client: &SecretsIdpClient,
+        client: &IdpClient,
         desired: &Desired,
         _observed: &IdpConfig,
         changed: &[&'static str],
@@ -306,7 +321,7 @@ impl Reconciled for IdpAuthMethod {
         Ok(())
     }
 
-    async fn delete(&self, client: &SecretsIdpClient, remote_id: &str) -> Result<()> {
+    async fn delete(&self, client: &IdpClient, remote_id: &str) -> Result<()> {
         if self.spec.enable_mount {
             client.disable_auth(remote_id).await?;
         }

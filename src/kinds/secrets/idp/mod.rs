@@ -15,15 +15,19 @@ use kube::ResourceExt;
 
 use crate::api::secrets::idp::{IdpGroup, IdpUser};
 use crate::api::Service;
-use crate::clients::secrets::idp::{EntryKind, IdpEntry, SecretsIdpClient};
+use crate::clients::secrets::idp::{EntryKind, IdpEntry, IdpClient};
 use crate::reconcile::{features, managed_fields, Context, Created, Managed, Reconciled, Result};
 
 /// What a user or group should be: `None` lists are not managed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Desired {
+    /// The auth method's mount.
     pub mount: String,
+    /// The user's or group's name.
     pub name: String,
+    /// Policies attached to it.
     pub policies: Option<Vec<String>>,
+    /// The groups a user belongs to.
     pub groups: Option<Vec<String>>,
 }
 
@@ -79,7 +83,7 @@ macro_rules! idp_entry_kind {
         }
 
         impl Reconciled for $kind {
-            type Client = SecretsIdpClient;
+            type Client = IdpClient;
             type Desired = Desired;
             type Observed = IdpEntry;
 
@@ -100,7 +104,7 @@ macro_rules! idp_entry_kind {
 
             async fn observe(
                 &self,
-                client: &SecretsIdpClient,
+                client: &IdpClient,
                 desired: &Desired,
                 _remote_id: Option<&str>,
             ) -> Result<Option<IdpEntry>> {
@@ -126,11 +130,7 @@ macro_rules! idp_entry_kind {
                 Some((normalised(have).join(", "), normalised(want).join(", ")))
             }
 
-            async fn create(
-                &self,
-                client: &SecretsIdpClient,
-                desired: &Desired,
-            ) -> Result<Created> {
+            async fn create(&self, client: &IdpClient, desired: &Desired) -> Result<Created> {
                 client
                     .write_entry(&desired.mount, $entry, &merged(desired, None))
                     .await?;
@@ -142,7 +142,7 @@ macro_rules! idp_entry_kind {
 
             async fn update(
                 &self,
-                client: &SecretsIdpClient,
+                client: &IdpClient,
                 desired: &Desired,
                 observed: &IdpEntry,
                 _changed: &[&'static str],
@@ -153,7 +153,7 @@ macro_rules! idp_entry_kind {
                 Ok(())
             }
 
-            async fn delete(&self, client: &SecretsIdpClient, remote_id: &str) -> Result<()> {
+            async fn delete(&self, client: &IdpClient, remote_id: &str) -> Result<()> {
                 let mount = self.spec.mount.trim_matches('/').to_string();
                 client.delete_entry(&mount, $entry, remote_id).await?;
                 Ok(())

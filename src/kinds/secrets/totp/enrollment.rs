@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::secrets::totp::{TotpEnrollment, TotpMethod};
 use crate::api::Service;
-use crate::clients::secrets::totp::SecretsMfaClient;
+use crate::clients::secrets::totp::TotpClient;
 use crate::clients::ClientError;
 use crate::reconcile::owned_secret::{apply_owned_secret_bytes, owned_secret_keys};
 use crate::reconcile::{features, managed_fields, Context, Error, Managed, Operated, Result, Step};
@@ -84,7 +84,7 @@ impl TotpEnrollment {
             })
     }
 
-    async fn entity_id(&self, client: &SecretsMfaClient) -> Result<String> {
+    async fn entity_id(&self, client: &TotpClient) -> Result<String> {
         if let Some(id) = &self.spec.entity_id {
             return Ok(id.clone());
         }
@@ -148,9 +148,9 @@ impl TotpEnrollment {
 }
 
 impl Operated for TotpEnrollment {
-    type Client = SecretsMfaClient;
+    type Client = TotpClient;
 
-    async fn step(&self, ctx: &Context, client: &SecretsMfaClient) -> Result<Step> {
+    async fn step(&self, ctx: &Context, client: &TotpClient) -> Result<Step> {
         features::require(ctx, self, features::MFA_TOTP).await?;
         let method = self.method_id(ctx).await?;
         let entity = self.entity_id(client).await?;
@@ -264,7 +264,7 @@ impl Operated for TotpEnrollment {
         ))
     }
 
-    async fn finish(&self, _ctx: &Context, client: &SecretsMfaClient) -> Result<()> {
+    async fn finish(&self, _ctx: &Context, client: &TotpClient) -> Result<()> {
         let (Some(method), Some(entity)) =
             (self.status_str("methodId"), self.status_str("entityId"))
         else {

@@ -11,7 +11,7 @@
 
 use crate::api::secrets::totp::TotpMethod;
 use crate::api::Service;
-use crate::clients::secrets::totp::{SecretsMfaClient, TotpConfig, TotpMethodInfo};
+use crate::clients::secrets::totp::{TotpClient, TotpConfig, TotpMethodInfo};
 use crate::clients::ClientError;
 use crate::reconcile::{
     features, lost, managed_fields, Context, Created, Error, Managed, Reconciled, Result,
@@ -108,7 +108,7 @@ impl TotpMethod {
     /// name among all methods (when a lost response is possible at all: see the module doc).
     async fn find_created(
         &self,
-        client: &SecretsMfaClient,
+        client: &TotpClient,
         marker: &str,
     ) -> Result<Option<TotpMethodInfo>> {
         let scope = scope(client);
@@ -136,12 +136,12 @@ impl TotpMethod {
 }
 
 /// Methods are unique per Connection (and its namespace): the scope of a search.
-fn scope(client: &SecretsMfaClient) -> String {
+fn scope(client: &TotpClient) -> String {
     format!("totp-method {}", client.lost_scope())
 }
 
 impl Reconciled for TotpMethod {
-    type Client = SecretsMfaClient;
+    type Client = TotpClient;
     type Desired = Desired;
     type Observed = TotpMethodInfo;
     const SERVER_ASSIGNED_ID: bool = true;
@@ -167,7 +167,7 @@ impl Reconciled for TotpMethod {
 
     async fn observe(
         &self,
-        client: &SecretsMfaClient,
+        client: &TotpClient,
         desired: &Desired,
         remote_id: Option<&str>,
     ) -> Result<Option<TotpMethodInfo>> {
@@ -215,7 +215,7 @@ impl Reconciled for TotpMethod {
         show::pair(show::opt(&have), show::opt(&want))
     }
 
-    async fn create(&self, client: &SecretsMfaClient, desired: &Desired) -> Result<Created> {
+    async fn create(&self, client: &TotpClient, desired: &Desired) -> Result<Created> {
         // Unsure until the id is seen in status: a failed status write must search again.
         let attempt = lost::attempt(&scope(client), &desired.marker);
         let id = match client
@@ -241,7 +241,7 @@ impl Reconciled for TotpMethod {
 
     async fn update(
         &self,
-        client: &SecretsMfaClient,
+        client: &TotpClient,
         desired: &Desired,
         observed: &TotpMethodInfo,
         _changed: &[&'static str],
@@ -252,7 +252,7 @@ impl Reconciled for TotpMethod {
         Ok(())
     }
 
-    async fn delete(&self, client: &SecretsMfaClient, remote_id: &str) -> Result<()> {
+    async fn delete(&self, client: &TotpClient, remote_id: &str) -> Result<()> {
         client.delete_totp(remote_id).await.map_err(|e| {
             if is_in_use(&e) {
                 tracing::info!(method_id = %remote_id, "the method is still used by a login enforcement");

@@ -8,9 +8,12 @@ use crate::api::Service;
 use crate::clients::secrets::transform::TransformClient;
 use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
+/// An alphabet as the spec wants it or the service has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Alphabet {
+    /// Its name in the service.
     pub name: String,
+    /// Its characters.
     pub alphabet: String,
 }
 
@@ -19,6 +22,7 @@ impl Managed for TransformAlphabet {
     managed_fields!();
 }
 
+/// The fields of `observed` that differ from `desired` (only `alphabet` can).
 pub fn diff(desired: &Alphabet, observed: &Alphabet) -> Vec<&'static str> {
     if desired.alphabet == observed.alphabet {
         vec![]

@@ -59,6 +59,7 @@ pub fn strings(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The string at key `k` of a response's `data`, or empty when absent or not a string.
 pub fn text(d: &Value, k: &str) -> String {
     d.get(k)
         .and_then(Value::as_str)

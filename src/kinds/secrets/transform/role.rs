@@ -17,16 +17,22 @@ use crate::clients::secrets::transform::{encode_segment, TransformClient};
 use crate::reconcile::conditions;
 use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
+/// The condition that says whether every transformation of the spec exists and allows the role.
 pub const TRANSFORMATIONS_ALLOWED: &str = "TransformationsAllowed";
 
+/// A role as the spec wants it or the service has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Role {
+    /// Its name in the service.
     pub name: String,
+    /// The transformations it may use.
     pub transformations: Vec<String>,
 }
 
+/// A role as read, with what is missing for it to work.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observed {
+    /// The role as the service reads it back.
     pub role: Role,
     /// Transformations of the spec the service does not have (yet).
     pub missing: Vec<String>,
@@ -101,6 +107,7 @@ pub fn allowed_condition(
     )
 }
 
+/// The fields of `observed` that differ from `desired` (the transformations, compared as sets).
 pub fn diff(desired: &Role, observed: &Role) -> Vec<&'static str> {
     if same_set(&desired.transformations, &observed.transformations) {
         vec![]

@@ -17,21 +17,35 @@ use crate::clients::SecretString;
 use crate::reconcile::hash::keyed_hash;
 use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
+/// A database login, from a Secret.
 pub struct Credentials {
+    /// The user name.
     pub username: SecretString,
+    /// The password.
     pub password: SecretString,
 }
 
+/// What a store should be.
 pub struct Desired {
+    /// Its name in the service.
     pub name: String,
+    /// `postgres`, `mysql` or `mssql`.
     pub driver: String,
+    /// The database connection string, with `{{username}}` and `{{password}}` placeholders.
     pub connection_string: String,
+    /// The login the service connects with.
     pub credentials: Credentials,
+    /// Transformation types the store serves; `None`: not managed.
     pub supported_transformations: Option<Vec<String>>,
+    /// The database schema; `None`: not managed.
     pub schema: Option<String>,
+    /// Connection pool limit; `None`: not managed.
     pub max_open_connections: Option<i64>,
+    /// Idle connections kept; `None`: not managed.
     pub max_idle_connections: Option<i64>,
+    /// Longest connection lifetime, in seconds; `None`: not managed.
     pub max_connection_lifetime: Option<i64>,
+    /// The login and transformation type to create the store's schema with, once.
     pub schema_init: Option<(Credentials, String)>,
     /// Keyed hash of the store credentials.
     pub store_hash: String,
@@ -39,15 +53,24 @@ pub struct Desired {
     pub schema_hash: Option<String>,
 }
 
+/// A store as the service reads it back (the credentials are write-only and never read).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Remote {
+    /// Its name in the service.
     pub name: String,
+    /// `postgres`, `mysql` or `mssql`.
     pub driver: String,
+    /// The database connection string.
     pub connection_string: String,
+    /// Transformation types the store serves.
     pub supported_transformations: Vec<String>,
+    /// The database schema.
     pub schema: String,
+    /// Connection pool limit.
     pub max_open_connections: i64,
+    /// Idle connections kept.
     pub max_idle_connections: i64,
+    /// Longest connection lifetime, in seconds.
     pub max_connection_lifetime: i64,
 }
 
@@ -64,6 +87,7 @@ impl Managed for TransformStore {
     }
 }
 
+/// A store named `name` from the `data` of its read.
 pub fn parse(name: &str, d: &Value) -> Remote {
     let int = |k: &str| d.get(k).and_then(Value::as_i64).unwrap_or_default();
     Remote {

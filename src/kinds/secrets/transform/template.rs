@@ -14,17 +14,25 @@ use crate::api::Service;
 use crate::clients::secrets::transform::{encode_segment, TransformClient};
 use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
+/// A template as the spec wants it or the service has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
+    /// Its name in the service.
     pub name: String,
+    /// The regular expression whose groups are transformed.
     pub pattern: String,
+    /// The alphabet of the transformed characters.
     pub alphabet: Option<String>,
+    /// How to reassemble the groups on encode.
     pub encode_format: Option<String>,
+    /// Named formats to reassemble the groups on decode.
     pub decode_formats: Option<BTreeMap<String, String>>,
 }
 
+/// A template as read, with what is missing for it to work.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observed {
+    /// The template as the service reads it back.
     pub template: Template,
     /// The alphabet named by the spec when the service does not have it (yet).
     pub missing: Vec<String>,

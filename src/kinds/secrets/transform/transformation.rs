@@ -35,39 +35,65 @@ impl Drop for ImportKey {
     }
 }
 
+/// What a transformation should be; `None` fields are not managed.
 pub struct Desired {
+    /// Its name in the service.
     pub name: String,
+    /// `fpe`, `masking` or `tokenization`.
     pub kind: TransformationType,
+    /// The template it applies (fpe, masking).
     pub template: Option<String>,
+    /// Where the FPE tweak comes from.
     pub tweak_source: Option<String>,
+    /// The character masking replaces matched characters with.
     pub masking_character: Option<String>,
+    /// Roles that may use it.
     pub allowed_roles: Option<Vec<String>>,
+    /// Whether the service lets it be deleted.
     pub deletion_allowed: Option<bool>,
+    /// Tokenization mapping mode.
     pub mapping_mode: Option<String>,
+    /// Whether tokenization gives the same token for the same value.
     pub convergent: Option<bool>,
+    /// Longest lifetime of a token, in seconds.
     pub max_ttl: Option<i64>,
+    /// Stores that hold the tokens.
     pub stores: Option<Vec<String>>,
+    /// The key to import (fpe on create; tokenization as a new key version).
     pub key: Option<ImportKey>,
 }
 
 /// What the service holds (from `data` of the read).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Remote {
+    /// Its name in the service.
     pub name: String,
+    /// `fpe`, `masking` or `tokenization`.
     pub kind: String,
+    /// The templates it applies.
     pub templates: Vec<String>,
+    /// Where the FPE tweak comes from.
     pub tweak_source: String,
+    /// The masking character.
     pub masking_character: String,
+    /// Roles that may use it.
     pub allowed_roles: Vec<String>,
+    /// Whether the service lets it be deleted.
     pub deletion_allowed: bool,
+    /// Tokenization mapping mode.
     pub mapping_mode: String,
+    /// Whether tokenization gives the same token for the same value.
     pub convergent: bool,
+    /// Longest lifetime of a token, in seconds.
     pub max_ttl: i64,
+    /// Stores that hold the tokens.
     pub stores: Vec<String>,
 }
 
+/// A transformation as read, with what is missing for it to work.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observed {
+    /// The transformation as the service reads it back.
     pub remote: Remote,
     /// Templates and stores the spec names that the service does not have (yet).
     pub missing: Vec<String>,
@@ -103,6 +129,7 @@ impl Managed for Transformation {
     }
 }
 
+/// A transformation named `name` from the `data` of its read.
 pub fn parse(name: &str, d: &Value) -> Remote {
     Remote {
         name: name.to_string(),
