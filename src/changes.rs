@@ -25,8 +25,16 @@ pub enum Trigger {
     Request,
     /// An object already in the service, found by name, taken over and brought to the spec.
     Adoption,
-    /// A scheduled step of an operated kind at an unchanged spec (a rotation, a renewal, the
-    /// next stage of a run); not yet told apart per kind.
+    /// A replacement or renewal due by time at an unchanged spec: a token or password older
+    /// than its interval (and the logout of the one it replaced), a lease past half its life.
+    /// Set by the kind around those writes ([`rotation`]).
+    Rotation,
+    /// The next step of an operation already under way, at an unchanged spec: a run's action
+    /// once the run allows it, a gate's promotion once its canaries are healthy, a failover's
+    /// next stage, an upgrade the module published. None of the other triggers fits
+    /// such a write (the spec did not change, nothing is repaired, nothing was due by time),
+    /// and it is the operation the resource was created for going on, so it keeps a name of
+    /// its own rather than borrowing one that would mislead.
     Step,
 }
 
@@ -118,7 +126,7 @@ impl Pass {
 
     fn cause(&self) -> &'static str {
         match self.trigger().0 {
-            Trigger::DriftRepair | Trigger::Step => "resync",
+            Trigger::DriftRepair | Trigger::Step | Trigger::Rotation => "resync",
             _ => "change",
         }
     }
@@ -143,6 +151,50 @@ pub fn set_trigger(trigger: Trigger) {
     let _ = PASS.try_with(|p| {
         *p.trigger.lock().unwrap_or_else(|e| e.into_inner()) = (trigger, None);
     });
+}
+
+/// Restores the pass's trigger when dropped (see [`rotation`]).
+#[must_use = "the trigger is restored when the guard is dropped"]
+pub struct Restore(Option<(Trigger, Option<String>)>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Some(previous) = self.0.take() {
+            let _ = PASS.try_with(|p| {
+                *p.trigger.lock().unwrap_or_else(|e| e.into_inner()) = previous;
+            });
+        }
+    }
+}
+
+/// The writes made while the returned guard lives are a rotation due by time (trigger
+/// `rotation`), when the pass is a resync or a retry. A pass for a create, a spec change, a
+/// request, an adoption or a deletion keeps its trigger: that is why it wrote.
+pub fn rotation() -> Restore {
+    instead_of(
+        &[Trigger::DriftRepair, Trigger::Step, Trigger::Retry],
+        Trigger::Rotation,
+    )
+}
+
+/// The writes made while the returned guard lives restore what changed outside (trigger
+/// `drift-repair`) when an operated kind's pass at an unchanged spec makes them (a token
+/// the service stopped accepting, replaced): a repair, not the next step of an operation.
+pub fn repair() -> Restore {
+    instead_of(&[Trigger::Step], Trigger::DriftRepair)
+}
+
+fn instead_of(these: &[Trigger], trigger: Trigger) -> Restore {
+    let previous = PASS
+        .try_with(|p| {
+            let mut t = p.trigger.lock().unwrap_or_else(|e| e.into_inner());
+            these
+                .contains(&t.0)
+                .then(|| std::mem::replace(&mut *t, (trigger, None)))
+        })
+        .ok()
+        .flatten();
+    Restore(previous)
 }
 
 /// `path` as a template: ids as `{id}`, and the current pass's resource name as `{name}`.
@@ -207,7 +259,7 @@ pub fn record(
 }
 
 /// The path without its query, the resource's name as `{name}` and id-like segments (numbers,
-/// UUIDs, service ids such as `ws-AbC123`) as `{id}`.
+/// UUIDs, service ids such as `ws-AbC123` or `nocode-RXo77Nwjj`) as `{id}`.
 fn template(path: &str, name: &str) -> String {
     let path = path.split('?').next().unwrap_or_default();
     path.split('/')
@@ -227,9 +279,17 @@ fn template(path: &str, name: &str) -> String {
 fn is_id(seg: &str) -> bool {
     let digits = seg.chars().filter(char::is_ascii_digit).count();
     let uuid = seg.len() == 36 && seg.chars().filter(|c| *c == '-').count() == 4;
-    let prefixed = seg
-        .split_once('-')
-        .is_some_and(|(p, rest)| p.len() <= 4 && rest.len() >= 8 && digits > 0);
+    // A short lowercase prefix and a generated part: mixed case or digits, never a word such
+    // as `admin-generate` or `check-out`.
+    let prefixed = seg.split_once('-').is_some_and(|(p, rest)| {
+        (1..=8).contains(&p.len())
+            && p.chars().all(|c| c.is_ascii_lowercase())
+            && rest.len() >= 8
+            && rest.chars().all(|c| c.is_ascii_alphanumeric())
+            && rest
+                .chars()
+                .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+    });
     (!seg.is_empty() && digits == seg.len()) || uuid || prefixed
 }
 
@@ -291,6 +351,17 @@ mod tests {
         assert_eq!(
             template("/api/v2/workspaces/ws-AbCdEf123456/vars/42", "w"),
             "/api/v2/workspaces/{id}/vars/{id}"
+        );
+        assert_eq!(
+            template(
+                "/api/v2/no-code-modules/nocode-RXoNwjjBscXpVa/workspaces",
+                "w"
+            ),
+            "/api/v2/no-code-modules/{id}/workspaces"
+        );
+        assert_eq!(
+            template("/v1/identity/mfa/method/totp/admin-generate", "w"),
+            "/v1/identity/mfa/method/totp/admin-generate"
         );
     }
 
