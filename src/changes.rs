@@ -316,13 +316,14 @@ fn field_names(body: Option<&Value>) -> Vec<String> {
 }
 
 /// The first `...Request` field of a spec that its status has not handled yet (status
-/// `handled<Field>` differs): a request the pass acts on.
+/// `handled<Field>` differs): a request the pass acts on. Requests of a list's members (a
+/// DrReplication's `secondaries[].reindexRequest`) are handled per member id in status
+/// `handledRequests.<id>.<field without Request>`, and named `secondaries[<id>].reindexRequest`.
 pub fn pending_request(obj: &Value) -> Option<String> {
     let spec = obj.get("spec")?.as_object()?;
     let status = obj.get("status").and_then(Value::as_object);
-    if status.is_some_and(|s| s.contains_key("handledRequests")) {
-        // Handled per member (DrReplication), not told apart here yet.
-        return None;
+    if let Some(member) = pending_member_request(spec, status) {
+        return Some(member);
     }
     spec.iter()
         .filter(|(k, v)| k.ends_with("Request") && v.as_str().is_some_and(|v| !v.is_empty()))
@@ -336,6 +337,33 @@ pub fn pending_request(obj: &Value) -> Option<String> {
             status.and_then(|s| s.get(&handled)) != Some(*v)
         })
         .map(|(k, _)| k.clone())
+}
+
+fn pending_member_request(
+    spec: &serde_json::Map<String, Value>,
+    status: Option<&serde_json::Map<String, Value>>,
+) -> Option<String> {
+    let handled = status.and_then(|s| s.get("handledRequests"));
+    spec.iter()
+        .filter_map(|(list, v)| Some((list, v.as_array()?)))
+        .flat_map(|(list, members)| members.iter().map(move |m| (list, m)))
+        .find_map(|(list, member)| {
+            let id = member.get("id")?.as_str()?;
+            let (field, _) = member.as_object()?.iter().find(|(k, v)| {
+                let Some(asked) = v.as_str().filter(|v| !v.is_empty()) else {
+                    return false;
+                };
+                let Some(key) = k.strip_suffix("Request") else {
+                    return false;
+                };
+                handled
+                    .and_then(|h| h.get(id))
+                    .and_then(|h| h.get(key))
+                    .and_then(Value::as_str)
+                    != Some(asked)
+            })?;
+            Some(format!("{list}[{id}].{field}"))
+        })
 }
 
 #[cfg(test)]
@@ -375,6 +403,32 @@ mod tests {
         let done = serde_json::json!({
             "spec": {"rotateRequest": "r2"},
             "status": {"handledRotateRequest": "r2"}
+        });
+        assert_eq!(pending_request(&done), None);
+    }
+
+    #[test]
+    fn a_members_request_is_pending_until_handled_for_that_member() {
+        let obj = serde_json::json!({
+            "spec": {"secondaries": [
+                {"id": "east", "reindexRequest": "r1"},
+                {"id": "west", "merkleCheckRequest": "m2"}
+            ]},
+            "status": {"handledRequests": {"east": {"reindex": "r1"}, "west": {"merkleCheck": "m1"}}}
+        });
+        assert_eq!(
+            pending_request(&obj).as_deref(),
+            Some("secondaries[west].merkleCheckRequest")
+        );
+        let fresh =
+            serde_json::json!({"spec": {"secondaries": [{"id": "east", "reindexRequest": "r1"}]}});
+        assert_eq!(
+            pending_request(&fresh).as_deref(),
+            Some("secondaries[east].reindexRequest")
+        );
+        let done = serde_json::json!({
+            "spec": {"secondaries": [{"id": "east", "reindexRequest": "r1"}]},
+            "status": {"handledRequests": {"east": {"reindex": "r1"}}}
         });
         assert_eq!(pending_request(&done), None);
     }
