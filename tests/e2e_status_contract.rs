@@ -63,7 +63,9 @@ fn run_then(cases: &[Case], then: impl FnOnce(&Path, &HashMap<String, String>)) 
     for c in cases {
         lifecycle(&kubeconfig, &urls, c);
     }
+    let started = std::time::Instant::now();
     then(&kubeconfig, &urls);
+    let checks = std::time::Instant::now();
     let written = assert_one_record_per_write(log, since, &changes);
     // Each resource's writes are recorded under it (a Connection only reads: its check is
     // `lookup-self`).
@@ -76,6 +78,12 @@ fn run_then(cases: &[Case], then: impl FnOnce(&Path, &HashMap<String, String>)) 
         );
     }
     assert_no_secret_value(&kubeconfig, &changes);
+    // What the change-log checks add to the run (the suite's time is watched).
+    eprintln!(
+        "change-log writes made for the check: {:.1}s; the checks: {:.1}s",
+        (checks - started).as_secs_f64(),
+        checks.elapsed().as_secs_f64()
+    );
 }
 
 /// `quartet dev`, killed when dropped (a failed assertion unwinds through it).
