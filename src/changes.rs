@@ -30,8 +30,16 @@ pub enum Trigger {
     Request,
     /// An object already in the service, found by name, taken over and brought to the spec.
     Adoption,
-    /// A scheduled step of an operated kind at an unchanged spec (a rotation, a renewal, the
-    /// next stage of a run); not yet told apart per kind.
+    /// A replacement or renewal due by time at an unchanged spec: a token or password older
+    /// than its interval (and the logout of the one it replaced), a lease past half its life.
+    /// Set by the kind around those writes ([`rotation`]).
+    Rotation,
+    /// The next step of an operation already under way, at an unchanged spec: a run's action
+    /// once the run allows it, a gate's promotion once its canaries are healthy, a failover's
+    /// next stage, an upgrade the module published. None of the other triggers fits
+    /// such a write (the spec did not change, nothing is repaired, nothing was due by time),
+    /// and it is the operation the resource was created for going on, so it keeps a name of
+    /// its own rather than borrowing one that would mislead.
     Step,
 }
 
@@ -138,7 +146,7 @@ impl Pass {
 
     fn cause(&self) -> &'static str {
         match self.trigger().0 {
-            Trigger::DriftRepair | Trigger::Step => "resync",
+            Trigger::DriftRepair | Trigger::Step | Trigger::Rotation => "resync",
             _ => "change",
         }
     }
@@ -163,6 +171,50 @@ pub fn set_trigger(trigger: Trigger) {
     let _ = PASS.try_with(|p| {
         *p.trigger.lock().unwrap_or_else(|e| e.into_inner()) = (trigger, None);
     });
+}
+
+/// Restores the pass's trigger when dropped (see [`rotation`]).
+#[must_use = "the trigger is restored when the guard is dropped"]
+pub struct Restore(Option<(Trigger, Option<String>)>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Some(previous) = self.0.take() {
+            let _ = PASS.try_with(|p| {
+                *p.trigger.lock().unwrap_or_else(|e| e.into_inner()) = previous;
+            });
+        }
+    }
+}
+
+/// The writes made while the returned guard lives are a rotation due by time (trigger
+/// `rotation`), when the pass is a resync or a retry. A pass for a create, a spec change, a
+/// request, an adoption or a deletion keeps its trigger: that is why it wrote.
+pub fn rotation() -> Restore {
+    instead_of(
+        &[Trigger::DriftRepair, Trigger::Step, Trigger::Retry],
+        Trigger::Rotation,
+    )
+}
+
+/// The writes made while the returned guard lives restore what changed outside (trigger
+/// `drift-repair`) when an operated kind's pass at an unchanged spec makes them (a token
+/// the service stopped accepting, replaced): a repair, not the next step of an operation.
+pub fn repair() -> Restore {
+    instead_of(&[Trigger::Step], Trigger::DriftRepair)
+}
+
+fn instead_of(these: &[Trigger], trigger: Trigger) -> Restore {
+    let previous = PASS
+        .try_with(|p| {
+            let mut t = p.trigger.lock().unwrap_or_else(|e| e.into_inner());
+            these
+                .contains(&t.0)
+                .then(|| std::mem::replace(&mut *t, (trigger, None)))
+        })
+        .ok()
+        .flatten();
+    Restore(previous)
 }
 
 /// `path` as a template: ids as `{id}`, and the current pass's resource name as `{name}`.
@@ -227,7 +279,7 @@ pub fn record(
 }
 
 /// The path without its query, the resource's name as `{name}` and id-like segments (numbers,
-/// UUIDs, service ids such as `ws-AbC123`) as `{id}`.
+/// UUIDs, service ids such as `ws-AbC123` or `nocode-RXo77Nwjj`) as `{id}`.
 fn template(path: &str, name: &str) -> String {
     let path = path.split('?').next().unwrap_or_default();
     path.split('/')
@@ -247,9 +299,17 @@ fn template(path: &str, name: &str) -> String {
 fn is_id(seg: &str) -> bool {
     let digits = seg.chars().filter(char::is_ascii_digit).count();
     let uuid = seg.len() == 36 && seg.chars().filter(|c| *c == '-').count() == 4;
-    let prefixed = seg
-        .split_once('-')
-        .is_some_and(|(p, rest)| p.len() <= 4 && rest.len() >= 8 && digits > 0);
+    // A short lowercase prefix and a generated part: mixed case or digits, never a word such
+    // as `admin-generate` or `check-out`.
+    let prefixed = seg.split_once('-').is_some_and(|(p, rest)| {
+        (1..=8).contains(&p.len())
+            && p.chars().all(|c| c.is_ascii_lowercase())
+            && rest.len() >= 8
+            && rest.chars().all(|c| c.is_ascii_alphanumeric())
+            && rest
+                .chars()
+                .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+    });
     (!seg.is_empty() && digits == seg.len()) || uuid || prefixed
 }
 
@@ -276,13 +336,14 @@ fn field_names(body: Option<&Value>) -> Vec<String> {
 }
 
 /// The first `...Request` field of a spec that its status has not handled yet (status
-/// `handled<Field>` differs): a request the pass acts on.
+/// `handled<Field>` differs): a request the pass acts on. Requests of a list's members (a
+/// DrReplication's `secondaries[].reindexRequest`) are handled per member id in status
+/// `handledRequests.<id>.<field without Request>`, and named `secondaries[<id>].reindexRequest`.
 pub fn pending_request(obj: &Value) -> Option<String> {
     let spec = obj.get("spec")?.as_object()?;
     let status = obj.get("status").and_then(Value::as_object);
-    if status.is_some_and(|s| s.contains_key("handledRequests")) {
-        // Handled per member (DrReplication), not told apart here yet.
-        return None;
+    if let Some(member) = pending_member_request(spec, status) {
+        return Some(member);
     }
     spec.iter()
         .filter(|(k, v)| k.ends_with("Request") && v.as_str().is_some_and(|v| !v.is_empty()))
@@ -296,6 +357,33 @@ pub fn pending_request(obj: &Value) -> Option<String> {
             status.and_then(|s| s.get(&handled)) != Some(*v)
         })
         .map(|(k, _)| k.clone())
+}
+
+fn pending_member_request(
+    spec: &serde_json::Map<String, Value>,
+    status: Option<&serde_json::Map<String, Value>>,
+) -> Option<String> {
+    let handled = status.and_then(|s| s.get("handledRequests"));
+    spec.iter()
+        .filter_map(|(list, v)| Some((list, v.as_array()?)))
+        .flat_map(|(list, members)| members.iter().map(move |m| (list, m)))
+        .find_map(|(list, member)| {
+            let id = member.get("id")?.as_str()?;
+            let (field, _) = member.as_object()?.iter().find(|(k, v)| {
+                let Some(asked) = v.as_str().filter(|v| !v.is_empty()) else {
+                    return false;
+                };
+                let Some(key) = k.strip_suffix("Request") else {
+                    return false;
+                };
+                handled
+                    .and_then(|h| h.get(id))
+                    .and_then(|h| h.get(key))
+                    .and_then(Value::as_str)
+                    != Some(asked)
+            })?;
+            Some(format!("{list}[{id}].{field}"))
+        })
 }
 
 #[cfg(test)]
@@ -312,6 +400,17 @@ mod tests {
             template("/api/v2/workspaces/ws-AbCdEf123456/vars/42", "w"),
             "/api/v2/workspaces/{id}/vars/{id}"
         );
+        assert_eq!(
+            template(
+                "/api/v2/no-code-modules/nocode-RXoNwjjBscXpVa/workspaces",
+                "w"
+            ),
+            "/api/v2/no-code-modules/{id}/workspaces"
+        );
+        assert_eq!(
+            template("/v1/identity/mfa/method/totp/admin-generate", "w"),
+            "/v1/identity/mfa/method/totp/admin-generate"
+        );
     }
 
     #[test]
@@ -324,6 +423,32 @@ mod tests {
         let done = serde_json::json!({
             "spec": {"rotateRequest": "r2"},
             "status": {"handledRotateRequest": "r2"}
+        });
+        assert_eq!(pending_request(&done), None);
+    }
+
+    #[test]
+    fn a_members_request_is_pending_until_handled_for_that_member() {
+        let obj = serde_json::json!({
+            "spec": {"secondaries": [
+                {"id": "east", "reindexRequest": "r1"},
+                {"id": "west", "merkleCheckRequest": "m2"}
+            ]},
+            "status": {"handledRequests": {"east": {"reindex": "r1"}, "west": {"merkleCheck": "m1"}}}
+        });
+        assert_eq!(
+            pending_request(&obj).as_deref(),
+            Some("secondaries[west].merkleCheckRequest")
+        );
+        let fresh =
+            serde_json::json!({"spec": {"secondaries": [{"id": "east", "reindexRequest": "r1"}]}});
+        assert_eq!(
+            pending_request(&fresh).as_deref(),
+            Some("secondaries[east].reindexRequest")
+        );
+        let done = serde_json::json!({
+            "spec": {"secondaries": [{"id": "east", "reindexRequest": "r1"}]},
+            "status": {"handledRequests": {"east": {"reindex": "r1"}}}
         });
         assert_eq!(pending_request(&done), None);
     }

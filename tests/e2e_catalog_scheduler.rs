@@ -16,6 +16,11 @@ const WAIT: Duration = Duration::from_secs(60);
 /// A sandbox with the CRDs, Connections `catalog` and `scheduler` (root token) and an operator
 /// resyncing every `resync`.
 fn env(resync: &str) -> (Sandbox, Operator) {
+    env_with(resync, &[])
+}
+
+/// [`env`] with more flags of `quartet run`.
+fn env_with(resync: &str, extra: &[&str]) -> (Sandbox, Operator) {
     let sb = Sandbox::start(&[]);
     sb.install_crds();
     sb.connect_secrets(&sb.root_token.clone());
@@ -26,7 +31,7 @@ fn env(resync: &str) -> (Sandbox, Operator) {
             sb.url(service)
         ));
     }
-    let op = Operator::start(&sb, resync);
+    let op = Operator::start_with(&sb, resync, extra);
     (sb, op)
 }
 
@@ -273,7 +278,8 @@ fn token_works(catalog: &str, token: &str) -> bool {
 
 #[test]
 fn acl_token_logs_in_rotates_and_is_logged_out_on_delete() {
-    let (sb, op) = env("3s");
+    let changes = tempfile::NamedTempFile::new().unwrap();
+    let (sb, op) = env_with("3s", &["--change-log", changes.path().to_str().unwrap()]);
     let catalog = sb.url("catalog").to_string();
     let (s, v) = http(
         "POST",
@@ -326,6 +332,32 @@ fn acl_token_logs_in_rotates_and_is_logged_out_on_delete() {
     let current = secret_key(&sb, "web", "token").unwrap();
     assert!(current == second || current != first);
     assert!(token_works(&catalog, &current));
+    // The change log: the first login is a create, the rotation's login and the logout of the
+    // token it replaced are a `rotation`, and no token is in any record.
+    let records: Vec<Value> = support::changes::records(changes.path())
+        .into_iter()
+        .filter(|r| r["resource"]["name"] == "web")
+        .collect();
+    let of = |trigger: &str, path: &str| {
+        records
+            .iter()
+            .filter(|r| r["trigger"] == trigger && r["path"] == path && r["status"] == 200)
+            .count()
+    };
+    assert_eq!(of("create", "/v1/acl/login"), 1, "{records:#?}");
+    assert!(of("rotation", "/v1/acl/login") >= 1, "{records:#?}");
+    assert!(of("rotation", "/v1/acl/logout") >= 1, "{records:#?}");
+    assert!(
+        records.iter().all(|r| r["trigger"] != "step"),
+        "{records:#?}"
+    );
+    let text = std::fs::read_to_string(changes.path()).unwrap();
+    for secret in [&jwt, &first, &second, &current] {
+        assert!(
+            !text.contains(secret.as_str()),
+            "a token is in the change log"
+        );
+    }
     // No token in logs, Events or status.
     let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
     let status = sb.get_json("catalogacltoken", "web").unwrap()["status"].to_string();
@@ -345,6 +377,15 @@ fn acl_token_logs_in_rotates_and_is_logged_out_on_delete() {
     let current = wait_for("a new token after the refusal", WAIT, || {
         secret_key(&sb, "web", "token").filter(|t| *t != current && token_works(&catalog, t))
     });
+    // That login repaired what changed outside.
+    assert!(
+        support::changes::records(changes.path())
+            .iter()
+            .any(|r| r["resource"]["name"] == "web"
+                && r["trigger"] == "drift-repair"
+                && r["path"] == "/v1/acl/login"),
+        "no drift-repair login recorded"
+    );
     // Delete (deletionPolicy Delete): the token stops working.
     sb.kubectl_ok(&[
         "delete",

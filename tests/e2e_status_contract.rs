@@ -4,10 +4,21 @@
 //! service accepts and the spec changes ([`support::dev::lifecycle`]). One table per service,
 //! in the order the examples depend on each other; each row names where its service is made to
 //! fail (paths read from the sandbox's request log of the examples).
+//!
+//! The same runs check the change log of every kind (`quartet dev --change-log`): each write
+//! the sandbox received (the 503s and rejections the faults made included) has exactly one
+//! record, under the resource that made it, and no value of any Secret of the cluster is in any
+//! record ([`support::changes`]).
 
 mod support;
 
-use support::dev::{lifecycle, start_dev, Case};
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::json;
+use support::changes::{assert_no_secret_value, assert_one_record_per_write, logged};
+use support::dev::{kubectl_ok, lifecycle, start_dev_with, wait_conditions, Case};
+use support::{http, kubectl, wait_for};
 
 const fn case(
     example: &'static str,
@@ -29,7 +40,12 @@ const fn case(
 const SECRETS: &str = "secrets[0]";
 
 fn run(cases: &[Case]) {
-    let (child, dir, urls) = start_dev("30s");
+    run_then(cases, |_, _| {});
+}
+
+/// [`run`], and `then` (more writes to check in the change log) once the cases are through.
+fn run_then(cases: &[Case], then: impl FnOnce(&Path, &HashMap<String, String>)) {
+    let (child, dir, urls) = start_dev_with("30s", &["--change-log", "{dir}/changes.jsonl"]);
     // Stopped when the test ends, passed or failed.
     let _dev = Stop(child);
     let dir = if std::env::var_os("QUARTET_KEEP_LOGS").is_some() {
@@ -40,9 +56,34 @@ fn run(cases: &[Case]) {
         dir.path().to_path_buf()
     };
     let kubeconfig = dir.join("kubeconfig");
+    let changes = dir.join("changes.jsonl");
+    // `quartet dev`'s own seeding of the services is before this mark.
+    let log = &urls["workspaces"];
+    let (_, since) = logged(log, 0);
     for c in cases {
         lifecycle(&kubeconfig, &urls, c);
     }
+    let started = std::time::Instant::now();
+    then(&kubeconfig, &urls);
+    let checks = std::time::Instant::now();
+    let written = assert_one_record_per_write(log, since, &changes);
+    // Each resource's writes are recorded under it (a Connection only reads: its check is
+    // `lookup-self`).
+    for c in cases.iter().filter(|c| c.kind != "Connection") {
+        assert!(
+            written.contains_key(&format!("{}/{}", c.kind, c.name)),
+            "{} {}: no write recorded under it: {written:?}",
+            c.kind,
+            c.name
+        );
+    }
+    assert_no_secret_value(&kubeconfig, &changes);
+    // What the change-log checks add to the run (the suite's time is watched).
+    eprintln!(
+        "change-log writes made for the check: {:.1}s; the checks: {:.1}s",
+        (checks - started).as_secs_f64(),
+        checks.elapsed().as_secs_f64()
+    );
 }
 
 /// `quartet dev`, killed when dropped (a failed assertion unwinds through it).
@@ -212,44 +253,127 @@ fn every_workspaces_kind_is_reconciling_through_a_503_stalled_on_a_rejection_and
 #[test]
 fn the_catalog_and_scheduler_kinds_are_reconciling_through_a_503_stalled_on_a_rejection_and_ready_after_a_fix(
 ) {
-    run(&[
-        // Before the bootstrap, which makes the root token of `quartet dev`'s Connection stop
-        // working.
-        case(
-            "catalog-acl-token.yaml",
-            "CatalogAclToken",
-            "app-catalog-token",
-            "catalog",
-            "/v1/acl/login",
-        ),
-        case(
-            "catalog.yaml",
-            "CatalogAclBootstrap",
-            "catalog-acl",
-            "catalog",
-            "/v1/acl/bootstrap",
-        ),
-        case(
-            "deployment-gate.yaml",
-            "DeploymentGate",
-            "web",
-            "scheduler",
-            "/v1/job/web/deployment",
-        ),
-    ]);
+    run_then(
+        &[
+            // Before the bootstrap, which makes the root token of `quartet dev`'s Connection stop
+            // working.
+            case(
+                "catalog-acl-token.yaml",
+                "CatalogAclToken",
+                "app-catalog-token",
+                "catalog",
+                "/v1/acl/login",
+            ),
+            case(
+                "catalog.yaml",
+                "CatalogAclBootstrap",
+                "catalog-acl",
+                "catalog",
+                "/v1/acl/bootstrap",
+            ),
+            case(
+                "deployment-gate.yaml",
+                "DeploymentGate",
+                "web",
+                "scheduler",
+                "/v1/job/web/deployment",
+            ),
+        ],
+        |kubeconfig, urls| {
+            // The gate only reads while the job's deployment needs nothing: give it one to act on
+            // (a new version, whose canary is not healthy yet), paused and resumed through the
+            // spec, two controls in the change log.
+            let (s, v) = http(
+                "POST",
+                &format!("{}/_sandbox/scheduler/jobs", urls["scheduler"]),
+                None,
+                Some(
+                    json!({"ID": "web", "TaskGroups": [{"Name": "web", "Count": 2, "Canary": 1, "Tasks": ["v2"]}]}),
+                ),
+            );
+            assert!(s < 300, "{v}");
+            for (paused, status) in [(true, "paused"), (false, "running")] {
+                kubectl_ok(
+                    kubeconfig,
+                    &[
+                        "patch",
+                        "deploymentgate/web",
+                        "--type=merge",
+                        "-p",
+                        &json!({"spec": {"paused": paused}}).to_string(),
+                    ],
+                    None,
+                );
+                wait_for(
+                    &format!("the gate's deployment {status}"),
+                    std::time::Duration::from_secs(60),
+                    || {
+                        let out = kubectl(
+                            kubeconfig,
+                            &["get", "deploymentgate/web", "-o", "json"],
+                            None,
+                        );
+                        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                            .ok()
+                            .filter(|o| {
+                                o["status"]["deploymentStatus"] == status
+                                    && o["status"]["deploymentId"] == v["DeploymentID"]
+                            })
+                    },
+                );
+            }
+        },
+    );
 }
 
 #[test]
 fn a_connection_is_reconciling_through_a_503_stalled_on_a_refused_token_and_ready_after_a_fix() {
     // The Connection `quartet dev` made; its probe is the token lookup.
-    run(&[Case {
-        rejection: 401,
-        ..case(
-            "",
-            "Connection",
-            "secrets",
-            SECRETS,
-            "/v1/auth/token/lookup-self",
-        )
-    }]);
+    run_then(
+        &[Case {
+            rejection: 401,
+            ..case(
+                "",
+                "Connection",
+                "secrets",
+                SECRETS,
+                "/v1/auth/token/lookup-self",
+            )
+        }],
+        |kubeconfig, urls| {
+            // A ClusterConnection, which only reads too (its check is the Connection's), and a
+            // policy written through it: the record names it as its connection.
+            kubectl_ok(
+                kubeconfig,
+                &["apply", "-f", "-"],
+                Some(&format!(
+                    "apiVersion: quartet.dev/v1alpha1\nkind: ClusterConnection\nmetadata: {{name: platform}}\n\
+                     spec: {{service: secrets, address: \"{}\", secretNamespace: default, namespaces: [default], \
+                     tokenSecretRef: {{name: quartet-sandbox-tokens, key: token}}}}\n---\n\
+                     apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: through-platform, namespace: default}}\n\
+                     spec: {{type: acl, policy: \"path \\\"p/*\\\" {{ capabilities = [\\\"read\\\"] }}\", connectionRef: {{kind: ClusterConnection, name: platform}}}}\n",
+                    urls[SECRETS]
+                )),
+            );
+            wait_conditions(
+                kubeconfig,
+                "clusterconnection/platform",
+                &[("Ready", "True", None)],
+            );
+            wait_conditions(
+                kubeconfig,
+                "secretspolicy/through-platform",
+                &[("Ready", "True", None)],
+            );
+            let records = support::changes::records(&kubeconfig.with_file_name("changes.jsonl"));
+            assert!(
+                records
+                    .iter()
+                    .any(|r| r["resource"]["name"] == "through-platform"
+                        && r["connection"] == "platform"
+                        && r["status"] == 204),
+                "no record of the policy's write through the ClusterConnection: {records:#?}"
+            );
+        },
+    );
 }

@@ -310,6 +310,27 @@ impl Http {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Response, ClientError> {
+        self.call_recorded(verb, path, body, !is_read(verb)).await
+    }
+
+    /// A call that changes nothing although its method is not a read (`PUT sys/leases/lookup`
+    /// only looks a lease up): like [`Http::call`], but not a change, so no change-log record.
+    pub async fn call_read(
+        &self,
+        verb: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Response, ClientError> {
+        self.call_recorded(verb, path, body, false).await
+    }
+
+    async fn call_recorded(
+        &self,
+        verb: &str,
+        path: &str,
+        body: Option<&Value>,
+        record: bool,
+    ) -> Result<Response, ClientError> {
         let service = self.cfg.service.to_string();
         let cause = crate::changes::count_call(&service);
         self.metrics.connection_call(&self.cfg.connection, cause);
@@ -319,28 +340,16 @@ impl Http {
             verb,
             &crate::changes::path_template(path),
         );
-        let result =
-            tracing::Instrument::instrument(self.authenticated(verb, path, body), span.clone())
-                .await;
-        let (status, request_id) = match &result {
-            Ok(r) => (r.status.as_u16(), r.request_id.clone()),
-            Err(e) => (e.status().unwrap_or(0), None),
+        let result = tracing::Instrument::instrument(
+            self.authenticated(verb, path, body, record),
+            span.clone(),
+        )
+        .await;
+        let status = match &result {
+            Ok(r) => r.status.as_u16(),
+            Err(e) => e.status().unwrap_or(0),
         };
         crate::traces::called(&span, status);
-        if !["GET", "LIST", "HEAD"]
-            .iter()
-            .any(|v| verb.eq_ignore_ascii_case(v))
-        {
-            crate::changes::record(
-                &service,
-                &self.cfg.connection,
-                verb,
-                path,
-                body,
-                status,
-                request_id,
-            );
-        }
         result
     }
 
@@ -349,27 +358,23 @@ impl Http {
         verb: &str,
         path: &str,
         body: Option<&Value>,
+        record: bool,
     ) -> Result<Response, ClientError> {
+        let send = |cred| self.send(verb, path, body, cred, record);
         match &self.cfg.auth {
-            Auth::Header(name, token) => {
-                self.send(verb, path, body, Cred::Header(name, token)).await
-            }
-            Auth::Bearer(token) => self.send(verb, path, body, Cred::Bearer(token)).await,
-            Auth::None => self.send(verb, path, body, Cred::None).await,
+            Auth::Header(name, token) => send(Cred::Header(name, token)).await,
+            Auth::Bearer(token) => send(Cred::Bearer(token)).await,
+            Auth::None => send(Cred::None).await,
             Auth::Login(header, session) => {
                 let token = session.token().await?;
-                match self
-                    .send(verb, path, body, Cred::Header(header, &token))
-                    .await
-                {
+                match send(Cred::Header(header, &token)).await {
                     // Log in again only when the token itself is refused, not when it merely
                     // lacks a permission (the session asks `lookup-self` to tell them apart).
                     Err(ClientError::Status { status: 403, .. })
                         if session.refused(&token).await =>
                     {
                         let token = session.token().await?;
-                        self.send(verb, path, body, Cred::Header(header, &token))
-                            .await
+                        send(Cred::Header(header, &token)).await
                     }
                     other => other,
                 }
@@ -390,7 +395,8 @@ impl Http {
             Some((name, t)) => Cred::Header(name, t),
             None => Cred::None,
         };
-        self.send(verb, path, body, cred).await
+        // A session's own calls are not changes of a resource.
+        self.send(verb, path, body, cred, false).await
     }
 
     /// The Connection's login session, when it logs in (`spec.auth`).
@@ -401,12 +407,16 @@ impl Http {
         }
     }
 
+    /// Send with retries; with `record`, each attempt that reached the service (or was lost on
+    /// the way) is one change-log record with its own status: a retried write is as many writes
+    /// in the service's log, any of which may have changed something.
     async fn send(
         &self,
         verb: &str,
         path: &str,
         body: Option<&Value>,
         cred: Cred<'_>,
+        record: bool,
     ) -> Result<Response, ClientError> {
         if self.cfg.read_only && !is_read(verb) {
             return Err(ClientError::ReadOnly {
@@ -419,6 +429,21 @@ impl Http {
         let mut attempt = 0u32;
         loop {
             let result = self.once(verb, path, body, cred).await;
+            if record {
+                let (status, request_id) = match &result {
+                    Ok(r) => (r.status.as_u16(), r.request_id.clone()),
+                    Err(e) => (e.status().unwrap_or(0), None),
+                };
+                crate::changes::record(
+                    &self.cfg.service.to_string(),
+                    &self.cfg.connection,
+                    verb,
+                    path,
+                    body,
+                    status,
+                    request_id,
+                );
+            }
             let retry = match &result {
                 Ok(_) => None,
                 Err(e @ ClientError::Status { status: 429, .. }) => Some(e.retry_after()),

@@ -38,7 +38,19 @@ pub fn example_docs(file: &str) -> Vec<Value> {
 /// `quartet dev` on ephemeral ports with three secrets clusters (for the DR example): the
 /// process, its directory (with `kubeconfig`) and the services' addresses.
 pub fn start_dev(resync: &str) -> (Child, tempfile::TempDir, HashMap<String, String>) {
+    start_dev_with(resync, &[])
+}
+
+/// [`start_dev`] with more flags of `quartet dev` (`{dir}` in one is its directory).
+pub fn start_dev_with(
+    resync: &str,
+    extra: &[&str],
+) -> (Child, tempfile::TempDir, HashMap<String, String>) {
     let dir = tempfile::tempdir().unwrap();
+    let extra: Vec<String> = extra
+        .iter()
+        .map(|a| a.replace("{dir}", dir.path().to_str().unwrap()))
+        .collect();
     let kubeconfig = dir.path().join("kubeconfig");
     let mut child = Command::new(BIN)
         .args([
@@ -62,6 +74,7 @@ pub fn start_dev(resync: &str) -> (Child, tempfile::TempDir, HashMap<String, Str
             "--resync-interval",
             resync,
         ])
+        .args(&extra)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.path().join("dev.log")).unwrap())
         .spawn()

@@ -432,11 +432,12 @@ impl AdClient {
             .unwrap_or_default())
     }
 
-    /// `PUT sys/leases/lookup`: `None` when the lease is unknown (expired or revoked).
+    /// `PUT sys/leases/lookup`: `None` when the lease is unknown (expired or revoked). A read,
+    /// whatever its method: not in the change log.
     pub async fn lookup_lease(&self, lease_id: &str) -> Result<Option<LeaseInfo>, ClientError> {
         match self
             .http
-            .call(
+            .call_read(
                 "PUT",
                 "/v1/sys/leases/lookup",
                 Some(&json!({ "lease_id": lease_id })),

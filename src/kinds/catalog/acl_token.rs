@@ -327,6 +327,7 @@ impl Operated for CatalogAclToken {
         let mut stored = self.read(ctx).await?;
         // 1. Finish a rotation: log the previous token out, then forget it.
         if stored.previous.is_some() {
+            let _rotation = crate::changes::rotation();
             match self.client_for(ctx, PREVIOUS).await?.logout().await {
                 Ok(()) => {}
                 // Already gone (expired, logged out before a crash): nothing to do.
@@ -353,7 +354,13 @@ impl Operated for CatalogAclToken {
         if let (Some(accessor), false) = (&current, due) {
             return Ok(self.ready(accessor, None, ctx.settings.resync));
         }
-        // 3. Log in; the new token goes to the Secret before the old one is logged out.
+        // 3. Log in; the new token goes to the Secret before the old one is logged out. A
+        // working token replaced is a rotation due by time; one the catalog refused, a repair.
+        let _trigger = match (&current, &stored.token) {
+            (Some(_), _) => Some(crate::changes::rotation()),
+            (None, Some(_)) => Some(crate::changes::repair()),
+            (None, None) => None,
+        };
         let bearer = self.bearer(ctx).await?;
         // Unsure until the new token is in the Secret: a lost answer or a failed write leaves
         // a token for the next pass's search.

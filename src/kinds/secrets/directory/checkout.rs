@@ -252,9 +252,12 @@ impl Operated for AdCheckout {
             .await
             .map_err(|e| ad_error(&mount, e))?;
         let Some(info) = lease else {
+            // The lease ended outside (revoked, expired): borrowing again repairs that.
+            let _repair = crate::changes::repair();
             return self.check_out(ctx, client, &mount, &set, true).await;
         };
         if !secret_exists(&ctx.client, &ns, &self.secret_name()).await? {
+            let _repair = crate::changes::repair();
             // The password is gone with the Secret: give the account back and borrow again.
             if let Err(e) = client.check_in(&mount, &recorded_set, &account).await {
                 tracing::info!(error = %e, "check-in before a new check-out failed");
@@ -284,6 +287,8 @@ impl Operated for AdCheckout {
             )
             .again(again));
         }
+        // A renewal due by time (half the lease has run): the change log's `rotation`.
+        let _rotation = crate::changes::rotation();
         match client
             .renew_lease(&lease_id)
             .await

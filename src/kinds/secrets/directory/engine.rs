@@ -270,6 +270,9 @@ impl Reconciled for AdEngine {
                     Some("root rotation waits for the bind password to be written".into());
                 return Ok(Some(obs));
             }
+            // Due by the policy's schedule at a resync: a rotation in the change log (a pass
+            // for `rotateRootRequest` keeps its `request` trigger).
+            let _rotation = crate::changes::rotation();
             match client.rotate_root(m).await.map_err(|e| ad_error(m, e))? {
                 Rotation::Done => {
                     obs.last = Some(now_rfc3339());
