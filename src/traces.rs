@@ -1,7 +1,9 @@
 //! Logging and OpenTelemetry traces. Traces are off unless an OTLP endpoint is given
 //! (`--otlp-endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT`; the other standard `OTEL_*` variables,
 //! e.g. `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME`, `OTEL_BSP_SCHEDULE_DELAY`, are read by
-//! the exporter). Spans go out over OTLP/HTTP with protobuf bodies.
+//! the exporter). Spans go out over OTLP/HTTP with protobuf bodies, or over OTLP/gRPC with
+//! `OTEL_EXPORTER_OTLP_PROTOCOL=grpc` (plaintext: a collector beside the operator, as the
+//! OpenTelemetry Collector's default 4317 listener is).
 //!
 //! The spans are made with `tracing` on the target `quartet::trace`, which only the
 //! OpenTelemetry layer sees, so the log lines stay as they are: one root span per reconcile
@@ -25,12 +27,18 @@ use tracing_subscriber::Layer;
 /// Why traces cannot be exported.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// `OTEL_EXPORTER_OTLP_PROTOCOL` names a protocol this build lacks (only http/protobuf is in).
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL` names a protocol this build lacks (http/json).
     #[error(
-        "OTLP protocol {0:?} is not in this build: use http/protobuf (set \
-         OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, or leave it unset)"
+        "OTLP protocol {0:?} is not in this build: set OTEL_EXPORTER_OTLP_PROTOCOL to \
+         http/protobuf (the default) or grpc"
     )]
     Protocol(String),
+    /// gRPC to an `https://` collector: this build's gRPC exporter has no TLS.
+    #[error(
+        "OTLP over gRPC to {0} needs TLS, which this build's gRPC exporter lacks: use \
+         http/protobuf for an https collector, or a plaintext gRPC listener"
+    )]
+    GrpcTls(String),
     /// The exporter could not be built (a bad endpoint or header): why.
     #[error("cannot set up the OTLP trace exporter: {0}")]
     Exporter(String),
@@ -47,9 +55,10 @@ impl Drop for Guard {
     }
 }
 
-/// The log lines' and the spans' subscriber. `otlp_endpoint`: the collector's base URL (the
-/// traces go to `{endpoint}/v1/traces`), `None` for no traces (unless
-/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` names one).
+/// The log lines' and the spans' subscriber. `otlp_endpoint`: the collector's base URL (over
+/// HTTP the traces go to `{endpoint}/v1/traces`), `None` for no traces (unless
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` names one). Call it inside the tokio runtime (the
+/// gRPC exporter's channel lives there) and drop the guard before the runtime.
 pub fn init(format: &str, otlp_endpoint: Option<&str>) -> Result<Guard, Error> {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
@@ -80,35 +89,78 @@ pub fn init(format: &str, otlp_endpoint: Option<&str>) -> Result<Guard, Error> {
             tracing_subscriber::filter::Targets::new().with_target(TARGET, tracing::Level::TRACE),
         );
     tracing_subscriber::registry().with(fmt).with(layer).init();
-    // The host only: a URL may carry credentials.
-    let host = endpoint
-        .parse::<http::Uri>()
-        .ok()
-        .and_then(|u| u.authority().map(|a| a.host().to_string()))
-        .unwrap_or_default();
-    tracing::info!(host, "exporting traces over OTLP/HTTP");
+    let over = match transport()? {
+        Transport::Http => "OTLP/HTTP",
+        Transport::Grpc => "OTLP/gRPC",
+    };
+    tracing::info!(host = host_of(endpoint), "exporting traces over {over}");
     Ok(Guard(Some(provider)))
 }
 
 const TARGET: &str = "quartet::trace";
 
-fn provider(endpoint: Option<&str>) -> Result<opentelemetry_sdk::trace::SdkTracerProvider, Error> {
+/// The host of an endpoint URL, for messages: a URL may carry credentials.
+fn host_of(endpoint: &str) -> String {
+    endpoint
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.authority().map(|a| a.host().to_string()))
+        .unwrap_or_default()
+}
+
+/// The OTLP transport named by the standard variables.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    /// `http/protobuf` (the default): `POST {endpoint}/v1/traces`.
+    Http,
+    /// `grpc`: the collector's `TraceService/Export`, at the endpoint as given.
+    Grpc,
+}
+
+fn transport() -> Result<Transport, Error> {
     let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
         .unwrap_or_default();
-    if !protocol.is_empty() && protocol != "http/protobuf" {
-        return Err(Error::Protocol(protocol));
+    match protocol.as_str() {
+        "" | "http/protobuf" => Ok(Transport::Http),
+        "grpc" => Ok(Transport::Grpc),
+        _ => Err(Error::Protocol(protocol)),
     }
-    let mut exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-    if let Some(e) = endpoint {
-        // The flag is a base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is.
-        exporter = exporter.with_endpoint(format!("{}/v1/traces", e.trim_end_matches('/')));
+}
+
+/// Must run inside the tokio runtime: the gRPC channel starts its connection task there.
+fn provider(endpoint: Option<&str>) -> Result<opentelemetry_sdk::trace::SdkTracerProvider, Error> {
+    let exporter = match transport()? {
+        Transport::Http => {
+            let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+            if let Some(e) = endpoint {
+                // The flag is a base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is.
+                exporter = exporter.with_endpoint(format!("{}/v1/traces", e.trim_end_matches('/')));
+            }
+            exporter.build()
+        }
+        Transport::Grpc => {
+            let configured = endpoint.map(str::to_string).or_else(|| {
+                [
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                ]
+                .iter()
+                .find_map(|v| std::env::var(v).ok().filter(|e| !e.is_empty()))
+            });
+            if let Some(e) = configured.as_deref().filter(|e| e.starts_with("https://")) {
+                return Err(Error::GrpcTls(host_of(e)));
+            }
+            let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+            if let Some(e) = endpoint {
+                exporter = exporter.with_endpoint(e.to_string());
+            }
+            exporter.build()
+        }
     }
-    let exporter = exporter
-        .build()
-        .map_err(|e| Error::Exporter(e.to_string()))?;
+    .map_err(|e| Error::Exporter(e.to_string()))?;
     let mut resource = opentelemetry_sdk::Resource::builder();
     if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
         resource = resource.with_service_name("quartet");

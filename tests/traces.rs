@@ -1,6 +1,6 @@
 //! OpenTelemetry traces end to end: the built `quartet` binary exports its spans over
-//! OTLP/HTTP to a receiver inside this test, which decodes them with the `opentelemetry-proto`
-//! types. One reconcile of a SecretsPolicy whose write fails once (a sandbox fault) and is
+//! OTLP/HTTP and over OTLP/gRPC to a receiver inside this test, which decodes them with the
+//! `opentelemetry-proto` types (for gRPC, the collector service generated from them). One reconcile of a SecretsPolicy whose write fails once (a sandbox fault) and is
 //! retried must show as a root span with the call and the Kubernetes write as its children,
 //! linked to the trace named in the resource's `traceparent` annotation.
 
@@ -9,7 +9,12 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
@@ -63,8 +68,61 @@ impl Receiver {
         Receiver { url, spans, posts }
     }
 
+    /// The same over OTLP/gRPC: the collector's `TraceService` on a plaintext HTTP/2 port.
+    fn start_grpc() -> Receiver {
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let posts = Arc::new(Mutex::new(0usize));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let collector = Collector {
+            spans: spans.clone(),
+            posts: posts.clone(),
+        };
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                tonic::transport::Server::builder()
+                    .add_service(TraceServiceServer::new(collector))
+                    .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                    .await
+                    .unwrap();
+            });
+        });
+        Receiver { url, spans, posts }
+    }
+
     fn spans(&self) -> Vec<Span> {
         self.spans.lock().unwrap().clone()
+    }
+}
+
+/// The gRPC side of [`Receiver`].
+struct Collector {
+    spans: Arc<Mutex<Vec<Span>>>,
+    posts: Arc<Mutex<usize>>,
+}
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        *self.posts.lock().unwrap() += 1;
+        let mut kept = self.spans.lock().unwrap();
+        for rs in request.into_inner().resource_spans {
+            for ss in rs.scope_spans {
+                kept.extend(ss.spans);
+            }
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
     }
 }
 
@@ -115,7 +173,20 @@ fn describe(spans: &[Span]) -> String {
 
 #[test]
 fn one_reconcile_with_a_retried_call_is_a_span_tree_linked_to_the_resources_traceparent() {
-    let receiver = Receiver::start();
+    a_retried_call_arrives_as_a_span_tree(Receiver::start(), &[]);
+}
+
+#[test]
+fn the_same_span_tree_arrives_over_otlp_grpc() {
+    a_retried_call_arrives_as_a_span_tree(
+        Receiver::start_grpc(),
+        &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+    );
+}
+
+/// One reconcile whose PUT is retried once, exported to `receiver` by an operator started with
+/// `env`: the root span, the call under it with its retry, the Kubernetes write, the link.
+fn a_retried_call_arrives_as_a_span_tree(receiver: Receiver, env: &[(&str, &str)]) {
     let sb = Sandbox::start(&[]);
     sb.install_crds();
     sb.connect_secrets(&sb.root_token);
@@ -132,7 +203,7 @@ fn one_reconcile_with_a_retried_call_is_a_span_tree_linked_to_the_resources_trac
     // A short export interval, so the test does not wait the default 5 s per batch. The
     // operator inherits it (the other test of this binary does not mind it).
     std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "200");
-    let op = Operator::start_with(&sb, "5m", &["--otlp-endpoint", &receiver.url]);
+    let op = Operator::start_with_env(&sb, "5m", &["--otlp-endpoint", &receiver.url], env);
     let ci_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     sb.apply_ok(&format!(
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata:\n  name: traced\n  namespace: default\n  \
@@ -243,23 +314,33 @@ fn one_reconcile_with_a_retried_call_is_a_span_tree_linked_to_the_resources_trac
 }
 
 #[test]
-fn a_grpc_protocol_is_refused_with_a_sentence_saying_what_to_use() {
-    let out = std::process::Command::new(BIN)
-        .args(["crd", "--otlp-endpoint", "http://127.0.0.1:4317"])
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+fn an_unknown_protocol_or_grpc_over_tls_is_refused_with_a_sentence_saying_what_to_use() {
+    let refused = |protocol: &str, endpoint: &str| {
+        let out = std::process::Command::new(BIN)
+            .args(["crd", "--otlp-endpoint", endpoint])
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = refused("http/json", "http://127.0.0.1:4318");
     assert!(
-        err.contains("OTLP protocol \"grpc\" is not in this build")
-            && err.contains("http/protobuf"),
+        err.contains("OTLP protocol \"http/json\" is not in this build")
+            && err.contains("http/protobuf")
+            && err.contains("grpc"),
         "{err}"
     );
+    let err = refused("grpc", "https://user:secret@collector.example:4317");
+    assert!(
+        err.contains("needs TLS") && err.contains("collector.example"),
+        "{err}"
+    );
+    assert!(!err.contains("secret"), "the URL's password is in: {err}");
     // Without an endpoint, traces stay off and the protocol does not matter.
     let out = std::process::Command::new(BIN)
         .arg("crd")
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .output()
         .unwrap();

@@ -127,18 +127,23 @@ fn not_built(command: &str) -> anyhow::Result<()> {
 /// returns the exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Kept to the end: dropping it sends the spans still queued.
-    let _traces = match crate::traces::init(&cli.log_format, cli.otlp_endpoint.as_deref()) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Made inside the runtime (a gRPC exporter's channel runs on it) and declared after it, so
+    // it is dropped first: dropping it sends the spans still queued, which needs the runtime.
+    let traces = {
+        let _in_runtime = runtime.enter();
+        crate::traces::init(&cli.log_format, cli.otlp_endpoint.as_deref())
+    };
+    let _traces = match traces {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };

@@ -245,6 +245,16 @@ impl Operator {
     }
 
     pub fn start_with(sandbox: &Sandbox, resync: &str, extra: &[&str]) -> Operator {
+        Self::start_with_env(sandbox, resync, extra, &[])
+    }
+
+    /// As [`Operator::start_with`], with variables set for the operator's process only.
+    pub fn start_with_env(
+        sandbox: &Sandbox,
+        resync: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Operator {
         let n = std::fs::read_dir(sandbox.dir.path())
             .map(|d| d.count())
             .unwrap_or(0);
@@ -261,6 +271,7 @@ impl Operator {
         args.extend_from_slice(extra);
         let child = Command::new(BIN)
             .args(&args)
+            .envs(env.iter().copied())
             .env(
                 "RUST_LOG",
                 // Benchmarks run the operator at its production level (`info`).

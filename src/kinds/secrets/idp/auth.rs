@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::secrets::idp::IdpAuthMethod;
 use crate::api::{DeletionPolicy, Service};
-use crate::clients::secrets::idp::{parse_duration, IdpConfig, IdpClient};
+use crate::clients::secrets::idp::{parse_duration, IdpClient, IdpConfig};
 use crate::clients::SecretString;
 use crate::reconcile::hash::keyed_hash;
 use crate::reconcile::{

@@ -15,7 +15,7 @@ use kube::ResourceExt;
 
 use crate::api::secrets::idp::{IdpGroup, IdpUser};
 use crate::api::Service;
-use crate::clients::secrets::idp::{EntryKind, IdpEntry, IdpClient};
+use crate::clients::secrets::idp::{EntryKind, IdpClient, IdpEntry};
 use crate::reconcile::{features, managed_fields, Context, Created, Managed, Reconciled, Result};
 
 /// What a user or group should be: `None` lists are not managed.
