@@ -90,9 +90,13 @@ impl Shard {
         }
     }
 
-    /// This instance's share of a Connection's `requestsPerSecond` (at least 1).
-    pub fn share(&self, requests_per_second: u32) -> u32 {
-        requests_per_second.div_ceil(self.count.max(1)).max(1)
+    /// This instance's share of a Connection's `requestsPerSecond` (or of a ClusterConnection's
+    /// `requestsPerSecondPerNamespace`), at least 1. The Connection's own `spec.shards`, when
+    /// set, says how many instances use it and wins over `--shard-count`: the Connection's
+    /// owner knows which shards use it, an instance only how many instances there are.
+    pub fn share(&self, rate: u32, connection_shards: Option<u32>) -> u32 {
+        rate.div_ceil(connection_shards.unwrap_or(self.count).max(1))
+            .max(1)
     }
 
     /// Whether an object with these labels is this instance's.
@@ -146,9 +150,18 @@ mod tests {
     #[test]
     fn the_budget_is_divided_among_the_instances_rounding_up_and_never_to_zero() {
         let s = |count| Shard::new(None, count).unwrap();
-        assert_eq!(s(1).share(50), 50);
-        assert_eq!(s(3).share(50), 17);
-        assert_eq!(s(100).share(50), 1);
-        assert_eq!(s(2).share(0), 1);
+        assert_eq!(s(1).share(50, None), 50);
+        assert_eq!(s(3).share(50, None), 17);
+        assert_eq!(s(100).share(50, None), 1);
+        assert_eq!(s(2).share(0, None), 1);
+    }
+
+    #[test]
+    fn a_connections_own_shard_count_wins_over_the_instances() {
+        let s = |count| Shard::new(None, count).unwrap();
+        assert_eq!(s(1).share(50, Some(2)), 25);
+        assert_eq!(s(3).share(50, Some(2)), 25);
+        assert_eq!(s(3).share(50, Some(1)), 50);
+        assert_eq!(s(1).share(3, Some(1000)), 1);
     }
 }

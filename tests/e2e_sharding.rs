@@ -292,3 +292,103 @@ fn a_pass_under_way_when_the_label_moves_stops_before_writing_and_only_the_new_s
     let o = sb.get_json(POLICIES, "racing").unwrap();
     assert!(has_finalizer(&o) && ready_at(&o, generation), "{o}");
 }
+
+#[test]
+fn a_connection_shared_by_two_shards_keeps_the_service_within_its_rate_and_zero_shards_is_refused()
+{
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token.clone());
+
+    // kubectl refuses a Connection shared by no instance.
+    let out = sb.kubectl(&[
+        "patch",
+        "connection",
+        "secrets",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"shards":0}}"#,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("spec.shards"),
+        "{err}"
+    );
+
+    // 10 calls per second in all, shared by shards a and b (neither told --shard-count); the
+    // Connection is labelled for shard a, which writes its status.
+    const RATE: f64 = 10.0;
+    sb.kubectl_ok(&[
+        "patch",
+        "connection",
+        "secrets",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"quartet.dev/shard":"a"}},"spec":{"requestsPerSecond":10,"shards":2}}"#,
+    ]);
+    let _a = instance(&sb, Some("a"));
+    let _b = instance(&sb, Some("b"));
+    wait_for("the Connection's status showing its share", WAIT, || {
+        sb.get_json("connection", "secrets")
+            .filter(|c| c["status"]["requestsPerSecondPerInstance"] == 5)
+    });
+
+    // A burst: 80 new resources, half in each shard, each a read and a write to converge.
+    let load: String = (0..80)
+        .map(|i| policy(&format!("burst-{i}"), Some(["a", "b"][i % 2]), "\"read\""))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    let (_, mark) = sb.requests("secrets", 0);
+    let start = Instant::now();
+    sb.apply_ok(&load);
+    let applied = start.elapsed().as_secs_f64();
+    // (seconds since the apply, requests seen since the mark), sampled until the service
+    // has seen nothing new for 3 s.
+    let mut samples = vec![(0.0, 0usize)];
+    let mut next = mark;
+    let mut last_growth = Instant::now();
+    while last_growth.elapsed() < Duration::from_secs(3) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the burst never ended"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        let (new, n) = sb.requests("secrets", next);
+        next = n;
+        if !new.is_empty() {
+            last_growth = Instant::now();
+        }
+        let total = samples.last().unwrap().1 + new.len();
+        samples.push((start.elapsed().as_secs_f64(), total));
+    }
+    for i in 0..80 {
+        wait_ready(&sb, &format!("burst-{i}"));
+    }
+    let total = samples.last().unwrap().1;
+    let end = samples
+        .iter()
+        .find(|(_, n)| *n == total)
+        .map(|(t, _)| *t)
+        .unwrap();
+    // Each instance may start with a burst of twice its share (5 + 5 per shard); after that
+    // the two together keep to 10 per second. Without the share each would use 10. The
+    // resources are created one by one while kubectl applies them: the sustained rate is
+    // measured from 2 s after they all exist.
+    let settle = applied + 2.0;
+    let at = |t: f64| samples.iter().rev().find(|(s, _)| *s <= t).unwrap().1;
+    let sustained = (total - at(settle)) as f64 / (end - settle);
+    let overall = total as f64 / end;
+    eprintln!(
+        "FIGURE {total} requests in {end:.1} s: {overall:.1}/s overall, {sustained:.1}/s from \
+         {settle:.1} s on (shared rate {RATE}/s, 2 shards; kubectl apply took {applied:.1} s)"
+    );
+    assert!(
+        end - settle > 4.0,
+        "the burst was too short to measure: {end:.1} s"
+    );
+    assert!(sustained <= RATE * 1.2, "sustained {sustained:.1}/s");
+    assert!(
+        total as f64 <= RATE * end + 20.0 + 6.0,
+        "{total} requests in {end:.1} s"
+    );
+}

@@ -110,6 +110,16 @@ pub struct ClusterConnectionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10000))]
     pub requests_per_second_per_namespace: Option<u32>,
+    /// How many Quartet instances (the default instance and each shard, see `quartet run
+    /// --shard`) use this ClusterConnection. Each instance then keeps to its share of
+    /// `requestsPerSecond` and of `requestsPerSecondPerNamespace`, each divided by `shards`
+    /// and rounded up (at least 1, with a burst of twice that), so together they stay within
+    /// them. When set, it wins over the instance's `--shard-count`; unset, each instance
+    /// divides by its `--shard-count` (1 by default). `status.requestsPerSecondPerInstance`
+    /// shows the share in use. At least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub shards: Option<u32>,
     /// Namespaces whose labels match this selector may use the ClusterConnection. An empty
     /// selector (`{}`) matches every namespace; unset matches none. A namespace admitted by
     /// `namespaceSelector` or by `namespaces` may use it; any other is refused

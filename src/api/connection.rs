@@ -126,6 +126,16 @@ pub struct ConnectionSpec {
     #[serde(default = "default_rate")]
     #[schemars(range(min = 1, max = 10000))]
     pub requests_per_second: u32,
+    /// How many Quartet instances (the default instance and each shard, see `quartet run
+    /// --shard`) use this Connection. Each instance then keeps to its share,
+    /// `ceil(requestsPerSecond / shards)` calls per second (at least 1, with a burst of twice
+    /// that), so together they stay within `requestsPerSecond`. When set, it wins over the
+    /// instance's `--shard-count`; unset, each instance divides by its `--shard-count` (1 by
+    /// default: the whole budget per instance). `status.requestsPerSecondPerInstance` shows
+    /// the share in use. At least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub shards: Option<u32>,
     /// Namespaces other than the Connection's own whose resources may use it; `*` allows all.
     /// Empty (the default) allows only resources in the Connection's namespace. At most 256
     /// namespaces.
@@ -211,6 +221,11 @@ pub struct ConnectionStatus {
     /// `IrrevocableLeases` says when the count grows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irrevocable_leases: Option<i64>,
+    /// The calls per second one Quartet instance makes through this Connection:
+    /// `spec.requestsPerSecond` divided by `spec.shards` (or, unset, by the `--shard-count` of
+    /// the instance writing this status), rounded up. Absent until first checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second_per_instance: Option<u32>,
     /// With `spec.auth`: the state of the login (never the token itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<ConnectionAuthStatus>,

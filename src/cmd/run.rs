@@ -72,7 +72,7 @@ pub struct RunArgs {
     pub shard: Option<String>,
     /// How many instances (the default one and every shard) share each Connection's
     /// `requestsPerSecond`: this instance uses 1/N of it, so N instances together stay within
-    /// the budget.
+    /// the budget. A Connection's own `spec.shards`, when set, wins over it.
     #[arg(long, env = "QUARTET_SHARD_COUNT", default_value_t = 1)]
     pub shard_count: u32,
     /// After SIGTERM or SIGINT the process exits within this long, whatever it was doing:

@@ -194,6 +194,7 @@ pub(crate) async fn check<K: kube::Resource<DynamicType = ()>>(
     let before = conn.status.clone().unwrap_or_default();
     let mut status = before.clone();
     status.observed_generation = generation;
+    status.requests_per_second_per_instance = Some(ctx.requests_per_second(conn));
     let key = format!("{}/{name}", K::kind(&()));
     status.auth = session
         .as_ref()

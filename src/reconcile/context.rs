@@ -505,6 +505,7 @@ impl Context {
             }
         };
         let limiter = tenancy::per_namespace_rate(&self.tenancy, &conn).map(|rate| {
+            let rate = self.settings.shard.share(rate, conn.spec.shards);
             let mut limiters = self
                 .tenant_limiters
                 .lock()
@@ -536,6 +537,14 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&tenancy::identity(&conn));
+    }
+
+    /// The calls per second this instance makes through `conn`: its share of the
+    /// Connection's `requestsPerSecond` (see [`crate::shard::Shard::share`]).
+    pub fn requests_per_second(&self, conn: &Connection) -> u32 {
+        self.settings
+            .shard
+            .share(conn.spec.requests_per_second, conn.spec.shards)
     }
 
     /// Build the HTTP client of a Connection, reading its token (and CA) Secret, or, for a
@@ -589,7 +598,7 @@ impl Context {
             base_url: conn.spec.address.trim_end_matches('/').to_string(),
             auth: Auth::None,
             timeout: Duration::from_secs(conn.spec.timeout_seconds.max(1) as u64),
-            requests_per_second: self.settings.shard.share(conn.spec.requests_per_second),
+            requests_per_second: self.requests_per_second(conn),
             ca_pem,
             extra_headers,
             max_retries: self.settings.max_retries,

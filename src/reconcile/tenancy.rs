@@ -297,6 +297,7 @@ pub fn as_connection(cc: &ClusterConnection, operator_namespace: &str) -> Connec
             service_namespace: s.service_namespace.clone(),
             timeout_seconds: s.timeout_seconds,
             requests_per_second: s.requests_per_second,
+            shards: s.shards,
             allowed_namespaces: Vec::new(),
             gitops: s.gitops.clone(),
         },
