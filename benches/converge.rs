@@ -26,6 +26,19 @@
 //! `quartet.dev/shard` round-robin; calls and CPU are summed over the processes and the peak
 //! RSS is printed per shard, with the service writes per resource (1.00: nothing served twice).
 //!
+//! Restart and steady state (single instance only; opt-in, they take minutes): with
+//! `QUARTET_BENCH_RESTART=1`, once all N are Ready and one resync was counted, the operator is
+//! stopped (SIGTERM) and started again with the default resync (5 minutes); the benchmark waits
+//! until the new process has reconciled every resource once (its relist) and prints the writes
+//! it made to Kubernetes and to the service (must be 0), its calls per resource, and its peak RSS
+//! during the relist next to the steady-state RSS of the first process. With
+//! `QUARTET_BENCH_STEADY_SECS=S` (implies the restart; 330 covers one 5-minute resync with its
+//! ±10 % jitter) it then prints the CPU the operator used over S seconds as a share of one core,
+//! with the calls of that window.
+//!
+//! `QUARTET_BENCH_BIN`: the `quartet` binary to run instead of the one this benchmark was built
+//! with (a copy, when several worktrees build into one target dir).
+//!
 //! Run: `cargo bench --bench converge` (builds the binary in release mode first).
 
 #[path = "../tests/support/mod.rs"]
@@ -590,7 +603,141 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         "  secrets calls/resource, one resync {}  (writes: {writes})",
         per(&resync, n)
     );
+    // Opt-in: restart at N Ready, then the steady state at the default resync.
+    let ops = restart_and_steady(&sb, &backend, ops, n, concurrency).await;
     drop(ops);
     drop(backend);
     drop(sb);
+}
+
+/// Resident set size now (VmRSS), in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// Reconciles of SecretsPolicies (any result) in a scrape.
+fn policy_reconciles(text: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.starts_with("quartet_reconciles_total") && l.contains("kind=\"SecretsPolicy\"")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// The Kubernetes calls of `calls` that change something (not get, list or watch).
+fn kube_writes(calls: &BTreeMap<String, usize>) -> BTreeMap<String, usize> {
+    calls
+        .iter()
+        .filter(|(k, _)| !["get ", "list ", "watch "].iter().any(|v| k.starts_with(v)))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+/// The opt-in phases after convergence (see the module doc): a restart at N Ready resources,
+/// and the steady-state CPU at the default resync. Returns the operators still running.
+async fn restart_and_steady(
+    sb: &Sandbox,
+    backend: &Backend<'_>,
+    mut ops: Vec<Operator>,
+    n: usize,
+    concurrency: usize,
+) -> Vec<Operator> {
+    let steady_secs: Option<u64> = std::env::var("QUARTET_BENCH_STEADY_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let restart =
+        steady_secs.is_some() || std::env::var("QUARTET_BENCH_RESTART").is_ok_and(|v| v == "1");
+    if !restart || ops.len() != 1 {
+        return ops;
+    }
+    let first = ops.pop().expect("one operator");
+    let steady_rss = rss_mib(first.pid());
+    let load_before = load();
+    blocking(|| first.stop());
+    let cursor = blocking(|| backend.cursor());
+    let c = concurrency.to_string();
+    let op = Operator::start_with(sb, "5m", &["--concurrency", &c, "--namespace", "default"]);
+    let started = Instant::now();
+    let addr = blocking(|| op.metrics_addr());
+    let relisted = loop {
+        if blocking(|| policy_reconciles(&scrape(&addr))) >= n as f64 {
+            break Some(started.elapsed());
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Whatever the relist's passes still send (Events are recorded in the background).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let kube = delta(&kube_calls(&blocking(|| scrape(&addr))), &BTreeMap::new());
+    let (service, _) = blocking(|| backend.policy_calls(cursor));
+    let service_writes: usize = service
+        .iter()
+        .filter(|(k, _)| k.as_str() != "GET")
+        .map(|(_, v)| v)
+        .sum();
+    let relist_peak = peak_rss_mib(op.pid());
+    println!(
+        "  restart at {n} Ready (resync 5m; load average {load_before} before, {} after)",
+        load()
+    );
+    println!(
+        "    every resource reconciled after  {}",
+        relisted.map_or("not within 600 s".into(), |d| format!(
+            "{:.2} s",
+            d.as_secs_f64()
+        ))
+    );
+    println!(
+        "    writes                           Kubernetes: {}; secrets: {service_writes}",
+        per(&kube_writes(&kube), n)
+    );
+    println!(
+        "    calls/resource                   Kubernetes: {}; secrets: {}",
+        per(&kube, n),
+        per(&service, n)
+    );
+    println!(
+        "    peak RSS during the relist       {relist_peak:.1} MiB vs steady state {steady_rss:.1} MiB -> {:.2}x (CPU {:.2} s)",
+        relist_peak / steady_rss,
+        cpu_seconds(op.pid())
+    );
+    if let Some(secs) = steady_secs {
+        let cursor = blocking(|| backend.cursor());
+        let kube_before = kube_calls(&blocking(|| scrape(&addr)));
+        let reconciles = blocking(|| policy_reconciles(&scrape(&addr)));
+        let cpu = cpu_seconds(op.pid());
+        let load_before = load();
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        let used = cpu_seconds(op.pid()) - cpu;
+        let scraped = blocking(|| scrape(&addr));
+        let kube = delta(&kube_calls(&scraped), &kube_before);
+        let (service, _) = blocking(|| backend.policy_calls(cursor));
+        println!(
+            "  steady state over {secs} s at {n} resources (resync 5m; load average {load_before} before, {} after)",
+            load()
+        );
+        println!(
+            "    operator CPU                     {used:.2} s = {:.2} % of one core; RSS {:.1} MiB (peak {:.1})",
+            used / secs as f64 * 100.0,
+            rss_mib(op.pid()),
+            peak_rss_mib(op.pid())
+        );
+        println!(
+            "    reconciles/resource {:.2}; calls/resource Kubernetes: {}; secrets: {}",
+            (policy_reconciles(&scraped) - reconciles) / n as f64,
+            per(&kube, n),
+            per(&service, n)
+        );
+    }
+    vec![op]
 }
