@@ -342,7 +342,11 @@ fn tenancy_wakes<K: Managed>(
     })
 }
 
-/// The watch of a kind's own objects, feeding the controller's cache without `managedFields`:
+/// The annotation in which `kubectl apply` keeps the last-applied manifest.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The watch of a kind's own objects, feeding the controller's cache without `managedFields`
+/// (nor `kubectl apply`'s last-applied annotation):
 /// nothing here reads them, and at 10,000 objects they were the largest part of the cache (the
 /// server keeps them; server-side apply does not need the client's copy). Each complete list
 /// is reported to `life` (kube's `Store::wait_until_ready` wakes only one waiter, the
@@ -364,7 +368,14 @@ where
     let ctx = ctx.clone();
     watcher(api, shard.watcher_config())
         .default_backoff()
-        .modify(|obj| obj.managed_fields_mut().clear())
+        .modify(|obj| {
+            obj.managed_fields_mut().clear();
+            // `kubectl apply`'s copy of the whole last-applied manifest: nothing here reads it,
+            // and it doubles an applied object's size in the cache.
+            if let Some(a) = obj.meta_mut().annotations.as_mut() {
+                a.remove(LAST_APPLIED);
+            }
+        })
         .reflect(writer)
         .inspect(move |ev| match ev {
             Ok(watcher::Event::InitDone) => life.synced(),
