@@ -26,6 +26,19 @@
 //! `quartet.dev/shard` round-robin; calls and CPU are summed over the processes and the peak
 //! RSS is printed per shard, with the service writes per resource (1.00: nothing served twice).
 //!
+//! Restart and steady state (single instance only; opt-in, they take minutes): with
+//! `QUARTET_BENCH_RESTART=1`, once all N are Ready and one resync was counted, the operator is
+//! stopped (SIGTERM) and started again with the default resync (5 minutes); the benchmark waits
+//! until the new process has reconciled every resource once (its relist) and prints the writes
+//! it made to Kubernetes and to the service (must be 0), its calls per resource, and its peak RSS
+//! during the relist next to the steady-state RSS of the first process. With
+//! `QUARTET_BENCH_STEADY_SECS=S` (implies the restart; 330 covers one 5-minute resync with its
+//! ±10 % jitter) it then prints the CPU the operator used over S seconds as a share of one core,
+//! with the calls of that window.
+//!
+//! `QUARTET_BENCH_BIN`: the `quartet` binary to run instead of the one this benchmark was built
+//! with (a copy, when several worktrees build into one target dir).
+//!
 //! Run: `cargo bench --bench converge` (builds the binary in release mode first).
 
 #[path = "../tests/support/mod.rs"]
@@ -43,7 +56,16 @@ use quartet::metrics::Metrics;
 use support::openbao::OpenBao;
 use support::*;
 
-const RESYNC_SECS: u64 = 15;
+/// The operator's resync while converging: `QUARTET_BENCH_RESYNC` seconds, default 15. On a
+/// loaded machine convergence at N = 10,000 can outlast a 15 s resync, and the resyncs of
+/// objects already Ready then add to the operator's CPU: a longer one measures convergence alone
+/// (the one-resync window is then skipped: it would take as long).
+fn resync_secs() -> u64 {
+    std::env::var("QUARTET_BENCH_RESYNC")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(15)
+}
 
 fn main() {
     let sizes: Vec<usize> = std::env::var("QUARTET_BENCH_N")
@@ -73,8 +95,9 @@ fn main() {
     }
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     println!(
-        "SecretsPolicy convergence: dev API server of `quartet sandbox` + secrets service of {}, concurrency {concurrency}, resync {RESYNC_SECS}s, build profile {}",
+        "SecretsPolicy convergence: dev API server of `quartet sandbox` + secrets service of {}, concurrency {concurrency}, resync {}s, build profile {}",
         if openbao { "a real `bao server -dev` (OpenBao)" } else { "`quartet sandbox`" },
+        resync_secs(),
         if cfg!(debug_assertions) { "debug" } else { "release" },
     );
     for n in sizes {
@@ -415,7 +438,7 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
             if let Some(s) = shard {
                 args.extend(["--shard", s.as_str()]);
             }
-            Operator::start_with(&sb, &format!("{RESYNC_SECS}s"), &args)
+            Operator::start_with(&sb, &format!("{}s", resync_secs()), &args)
         })
         .collect();
     let metrics_addrs: Vec<String> = ops
@@ -530,7 +553,10 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     // One full resync with nothing changed.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let resync_from = blocking(|| backend.cursor());
-    tokio::time::sleep(Duration::from_secs(RESYNC_SECS + RESYNC_SECS / 5 + 1)).await;
+    let resync = resync_secs();
+    if resync <= 60 {
+        tokio::time::sleep(Duration::from_secs(resync + resync / 5 + 1)).await;
+    }
     let (resync, _) = blocking(|| backend.policy_calls(resync_from));
     let writes: usize = resync
         .iter()
@@ -586,11 +612,177 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     println!(
         "  operator peak RSS                  {rss_text} (CPU since start {op_cpu_total:.1} s)"
     );
-    println!(
-        "  secrets calls/resource, one resync {}  (writes: {writes})",
-        per(&resync, n)
-    );
+    if resync_secs() <= 60 {
+        println!(
+            "  secrets calls/resource, one resync {}  (writes: {writes})",
+            per(&resync, n)
+        );
+    }
+    // Opt-in: restart at N Ready, then the steady state at the default resync.
+    let ops = restart_and_steady(&sb, &backend, ops, n, concurrency).await;
     drop(ops);
     drop(backend);
     drop(sb);
+}
+
+/// Resident set size now (VmRSS), in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// Resident memory now, anonymous (the heap: caches, queues) and file-backed (mostly the pages
+/// of the `quartet` binary, which carries the sandbox too), in MiB.
+fn rss_split_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+            .unwrap_or(f64::NAN)
+    };
+    (field("RssAnon:"), field("RssFile:"))
+}
+
+/// `m` without the entries under 0.005 per resource (the restarted operator's one list and
+/// watch per kind).
+fn per_resource_only(m: &BTreeMap<String, usize>, n: usize) -> String {
+    let kept: BTreeMap<String, usize> = m
+        .iter()
+        .filter(|(_, v)| **v as f64 / n as f64 >= 0.005)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    per(&kept, n)
+}
+
+/// Reconciles of SecretsPolicies (any result) in a scrape.
+fn policy_reconciles(text: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.starts_with("quartet_reconciles_total") && l.contains("kind=\"SecretsPolicy\"")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// The Kubernetes calls of `calls` that change something (not get, list or watch).
+fn kube_writes(calls: &BTreeMap<String, usize>) -> BTreeMap<String, usize> {
+    calls
+        .iter()
+        .filter(|(k, _)| !["get ", "list ", "watch "].iter().any(|v| k.starts_with(v)))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+/// The opt-in phases after convergence (see the module doc): a restart at N Ready resources,
+/// and the steady-state CPU at the default resync. Returns the operators still running.
+async fn restart_and_steady(
+    sb: &Sandbox,
+    backend: &Backend<'_>,
+    mut ops: Vec<Operator>,
+    n: usize,
+    concurrency: usize,
+) -> Vec<Operator> {
+    let steady_secs: Option<u64> = std::env::var("QUARTET_BENCH_STEADY_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let restart =
+        steady_secs.is_some() || std::env::var("QUARTET_BENCH_RESTART").is_ok_and(|v| v == "1");
+    if !restart || ops.len() != 1 {
+        return ops;
+    }
+    let first = ops.pop().expect("one operator");
+    let steady_rss = rss_mib(first.pid());
+    let (anon, file) = rss_split_mib(first.pid());
+    println!("  steady-state RSS before the restart {steady_rss:.1} MiB: anonymous {anon:.1}, file-backed {file:.1}");
+    let load_before = load();
+    blocking(|| first.stop());
+    let cursor = blocking(|| backend.cursor());
+    let c = concurrency.to_string();
+    let op = Operator::start_with(sb, "5m", &["--concurrency", &c, "--namespace", "default"]);
+    let started = Instant::now();
+    let addr = blocking(|| op.metrics_addr());
+    let relisted = loop {
+        if blocking(|| policy_reconciles(&scrape(&addr))) >= n as f64 {
+            break Some(started.elapsed());
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Whatever the relist's passes still send (Events are recorded in the background).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let kube = delta(&kube_calls(&blocking(|| scrape(&addr))), &BTreeMap::new());
+    let (service, _) = blocking(|| backend.policy_calls(cursor));
+    let service_writes: usize = service
+        .iter()
+        .filter(|(k, _)| k.as_str() != "GET")
+        .map(|(_, v)| v)
+        .sum();
+    let relist_peak = peak_rss_mib(op.pid());
+    println!(
+        "  restart at {n} Ready (resync 5m; load average {load_before} before, {} after)",
+        load()
+    );
+    println!(
+        "    every resource reconciled after  {}",
+        relisted.map_or("not within 600 s".into(), |d| format!(
+            "{:.2} s",
+            d.as_secs_f64()
+        ))
+    );
+    println!(
+        "    writes                           Kubernetes: {}; secrets: {service_writes}",
+        per(&kube_writes(&kube), n)
+    );
+    println!(
+        "    calls/resource                   Kubernetes: {}; secrets: {}",
+        per_resource_only(&kube, n),
+        per(&service, n)
+    );
+    println!(
+        "    peak RSS during the relist       {relist_peak:.1} MiB vs steady state {steady_rss:.1} MiB -> {:.2}x (CPU {:.2} s)",
+        relist_peak / steady_rss,
+        cpu_seconds(op.pid())
+    );
+    if let Some(secs) = steady_secs {
+        let cursor = blocking(|| backend.cursor());
+        let kube_before = kube_calls(&blocking(|| scrape(&addr)));
+        let reconciles = blocking(|| policy_reconciles(&scrape(&addr)));
+        let cpu = cpu_seconds(op.pid());
+        let load_before = load();
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        let used = cpu_seconds(op.pid()) - cpu;
+        let scraped = blocking(|| scrape(&addr));
+        let kube = delta(&kube_calls(&scraped), &kube_before);
+        let (service, _) = blocking(|| backend.policy_calls(cursor));
+        println!(
+            "  steady state over {secs} s at {n} resources (resync 5m; load average {load_before} before, {} after)",
+            load()
+        );
+        let (anon, file) = rss_split_mib(op.pid());
+        println!(
+            "    operator CPU                     {used:.2} s = {:.2} % of one core; RSS {:.1} MiB (anonymous {anon:.1}, file-backed {file:.1}; peak {:.1})",
+            used / secs as f64 * 100.0,
+            rss_mib(op.pid()),
+            peak_rss_mib(op.pid())
+        );
+        println!(
+            "    reconciles/resource {:.2}; calls/resource Kubernetes: {}; secrets: {}",
+            (policy_reconciles(&scraped) - reconciles) / n as f64,
+            per_resource_only(&kube, n),
+            per(&service, n)
+        );
+    }
+    vec![op]
 }

@@ -92,6 +92,8 @@ pub struct Pass {
     /// during the pass (an adoption is known only once the service answered).
     trigger: Mutex<(Trigger, Option<String>)>,
     records: Mutex<Vec<Record>>,
+    /// How many of `records` an Event has listed already.
+    reported: Mutex<usize>,
     /// Calls (any method) per service, for `quartet_calls_per_reconcile`.
     calls: Mutex<std::collections::BTreeMap<String, u64>>,
 }
@@ -112,6 +114,7 @@ impl Pass {
             resource,
             trigger: Mutex::new((trigger, request)),
             records: Mutex::new(Vec::new()),
+            reported: Mutex::new(0),
             calls: Mutex::default(),
         })
     }
@@ -127,6 +130,20 @@ impl Pass {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The writes the service accepted that no Event has listed yet; they count as listed now.
+    pub fn take_unreported(&self) -> Vec<Record> {
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+        let new = records
+            .iter()
+            .skip(*reported)
+            .filter(|r| (200..300).contains(&r.status))
+            .cloned()
+            .collect();
+        *reported = records.len();
+        new
     }
 
     /// The calls of the pass so far, by service.
@@ -164,6 +181,33 @@ pub fn count_call(service: &str) -> &'static str {
         p.cause()
     })
     .unwrap_or("other")
+}
+
+/// The current pass's accepted writes not listed by an Event yet (none outside a pass), for the
+/// Event about to be published: one Event per write, not a second one next to it.
+pub fn unreported() -> Vec<Record> {
+    PASS.try_with(|p| p.take_unreported()).unwrap_or_default()
+}
+
+/// `records` as one line for an Event: how many writes, to which service through which
+/// Connection, why, and each write's method, path template and status (`None`: no records).
+pub fn summary(records: &[Record]) -> Option<String> {
+    let first = records.first()?;
+    let writes: Vec<String> = records
+        .iter()
+        .map(|r| format!("{} {} {}", r.method, r.path, r.status))
+        .collect();
+    Some(format!(
+        "{} write(s) to {} through {} ({}): {}",
+        records.len(),
+        first.service,
+        first.connection,
+        serde_json::to_value(first.trigger)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        writes.join("; ")
+    ))
 }
 
 /// The rest of the current pass's writes are for `trigger` (no-op outside a pass).

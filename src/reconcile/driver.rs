@@ -309,7 +309,11 @@ fn tenancy_wakes<K: Managed>(
     })
 }
 
-/// The watch of a kind's own objects, feeding the controller's cache without `managedFields`:
+/// The annotation in which `kubectl apply` keeps the last-applied manifest.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The watch of a kind's own objects, feeding the controller's cache without `managedFields`
+/// (nor `kubectl apply`'s last-applied annotation):
 /// nothing here reads them, and at 10,000 objects they were the largest part of the cache (the
 /// server keeps them; server-side apply does not need the client's copy). Each complete list
 /// is reported to `life` (kube's `Store::wait_until_ready` wakes only one waiter, the
@@ -331,7 +335,14 @@ where
     let ctx = ctx.clone();
     watcher(api, shard.watcher_config())
         .default_backoff()
-        .modify(|obj| obj.managed_fields_mut().clear())
+        .modify(|obj| {
+            obj.managed_fields_mut().clear();
+            // `kubectl apply`'s copy of the whole last-applied manifest: nothing here reads it,
+            // and it doubles an applied object's size in the cache.
+            if let Some(a) = obj.meta_mut().annotations.as_mut() {
+                a.remove(LAST_APPLIED);
+            }
+        })
         .reflect(writer)
         .inspect(move |ev| match ev {
             Ok(watcher::Event::InitDone) => life.synced(),
@@ -452,36 +463,17 @@ pub(crate) fn change_pass<K: Managed>(obj: &K, steady: changes::Trigger) -> Arc<
     )
 }
 
-/// One `Changed` Event summing up the writes of a pass that the service accepted (none when
-/// nothing was changed: refused writes are in the change log and the error's own Event); and
+/// The writes of a pass that the service accepted and that no Event of the pass listed (a
+/// `Created`, `Updated`, ... Event lists its pass's writes itself), in one `Changed` Event (none
+/// when nothing was left: refused writes are in the change log and the error's own Event); and
 /// the pass's calls in `quartet_calls_per_reconcile`.
 pub(crate) async fn publish_changes<K: Managed>(ctx: &Context, obj: &K, pass: &changes::Pass) {
     let kind = K::kind(&());
     ctx.metrics
         .calls_per_reconcile(&kind, K::SERVICE.as_str(), &pass.calls());
-    let records: Vec<changes::Record> = pass
-        .records()
-        .into_iter()
-        .filter(|r| (200..300).contains(&r.status))
-        .collect();
-    if records.is_empty() {
+    let Some(note) = changes::summary(&pass.take_unreported()) else {
         return;
-    }
-    let writes: Vec<String> = records
-        .iter()
-        .map(|r| format!("{} {} {}", r.method, r.path, r.status))
-        .collect();
-    let note = format!(
-        "{} write(s) to {} through {} ({}): {}",
-        records.len(),
-        records[0].service,
-        records[0].connection,
-        serde_json::to_value(records[0].trigger)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-        writes.join("; ")
-    );
+    };
     publish(ctx, obj, EventType::Normal, "Changed", "Reconcile", note).await;
 }
 
@@ -982,7 +974,9 @@ where
     Ok(updated.resource_version())
 }
 
-/// Publish an Event; failures to record are logged, never fatal.
+/// Publish an Event; failures to record are logged, never fatal. A `Normal` Event published
+/// in a reconcile pass also lists the pass's accepted writes not listed yet (the change
+/// records), so a write makes one Event, not a second `Changed` one next to it.
 pub async fn publish<K: Resource<DynamicType = ()>>(
     ctx: &Context,
     obj: &K,
@@ -992,6 +986,11 @@ pub async fn publish<K: Resource<DynamicType = ()>>(
     note: String,
 ) {
     let mut note = note;
+    if matches!(type_, EventType::Normal) {
+        if let Some(writes) = changes::summary(&changes::unreported()) {
+            note = format!("{note} ({writes})");
+        }
+    }
     if note.len() > 1000 {
         let mut cut = 1000;
         while !note.is_char_boundary(cut) {

@@ -20,6 +20,12 @@ pub mod openbao;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_quartet");
 
+/// The binary the sandbox and the operator run: [`BIN`], or `QUARTET_BENCH_BIN` (benchmarks on
+/// a shared target dir run a copy, since another build may replace `target/release/quartet`).
+pub fn bin() -> String {
+    std::env::var("QUARTET_BENCH_BIN").unwrap_or_else(|_| BIN.to_string())
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -61,7 +67,7 @@ impl Sandbox {
             &root_token,
         ];
         args.extend_from_slice(extra);
-        let mut child = Command::new(BIN)
+        let mut child = Command::new(bin())
             .args(&args)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.path().join("sandbox.log")).expect("log file"))
@@ -269,7 +275,7 @@ impl Operator {
             "127.0.0.1:0",
         ];
         args.extend_from_slice(extra);
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .args(&args)
             .envs(env.iter().copied())
             .env(
