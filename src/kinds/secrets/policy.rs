@@ -2,7 +2,7 @@
 
 use crate::api::secrets::policy::PolicyType;
 use crate::api::{SecretsPolicy, Service};
-use crate::clients::secrets::{Policy, SecretsClient};
+use crate::clients::secrets::policy::{Policy, PolicyClient};
 use crate::clients::ClientError;
 use crate::reconcile::{managed_fields, Context, Created, Error, Managed, Reconciled, Result};
 
@@ -57,7 +57,7 @@ pub fn diff(desired: &Policy, observed: &Policy) -> Vec<&'static str> {
 }
 
 impl Reconciled for SecretsPolicy {
-    type Client = SecretsClient;
+    type Client = PolicyClient;
     type Desired = Policy;
     type Observed = Policy;
 
@@ -73,7 +73,7 @@ impl Reconciled for SecretsPolicy {
 
     async fn observe(
         &self,
-        client: &SecretsClient,
+        client: &PolicyClient,
         desired: &Policy,
         _remote_id: Option<&str>,
     ) -> Result<Option<Policy>> {
@@ -101,7 +101,7 @@ impl Reconciled for SecretsPolicy {
         }
     }
 
-    async fn create(&self, client: &SecretsClient, desired: &Policy) -> Result<Created> {
+    async fn create(&self, client: &PolicyClient, desired: &Policy) -> Result<Created> {
         client
             .write_policy(self.kind_path(), desired)
             .await
@@ -114,7 +114,7 @@ impl Reconciled for SecretsPolicy {
 
     async fn update(
         &self,
-        client: &SecretsClient,
+        client: &PolicyClient,
         desired: &Policy,
         _observed: &Policy,
         _changed: &[&'static str],
@@ -125,7 +125,7 @@ impl Reconciled for SecretsPolicy {
             .map_err(|e| self.licence_error(e))
     }
 
-    async fn delete(&self, client: &SecretsClient, remote_id: &str) -> Result<()> {
+    async fn delete(&self, client: &PolicyClient, remote_id: &str) -> Result<()> {
         client
             .delete_policy(self.kind_path(), remote_id)
             .await
