@@ -107,6 +107,7 @@ pub enum Command {
 #[cfg(not(feature = "sandbox"))]
 #[derive(clap::Args, Debug)]
 pub struct NotBuilt {
+    /// The arguments given, unread: the command is refused whatever they are.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
     pub args: Vec<String>,
 }
