@@ -669,7 +669,7 @@ fn helm_template_with_two_shards_renders_a_deployment_and_a_budget_per_shard_sha
         "--set",
         "shards={a},divideConnectionBudget=false",
     ]);
-    assert!(!out.contains("--shard-count"), "{out}");
+    assert!(!out.contains("- --shard-count="), "{out}");
     // A shard name that is no label value is refused, naming the value.
     let err = helm.fails(&["template", "quartet", &chart(), "--set", "shards={a/b}"]);
     assert!(err.contains("shards"), "{err}");

@@ -46,6 +46,16 @@ pub enum Wake {
     },
     /// A namespace's labels changed.
     Namespace(String),
+    /// A Connection's spec or status changed, as the shared Connection cache now holds it.
+    /// The controllers' own Connection watches wake the same resources, but possibly before
+    /// the cache has the change (two watches, no order between them): a resource woken then
+    /// reads the old status (e.g. features not listed yet) and would wait for its resync.
+    Connection {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
 }
 
 impl Wake {
@@ -56,6 +66,14 @@ impl Wake {
             (Wake::ClusterConnection { service: s, .. }, None) => *s == service,
             (Wake::Namespace(n), Some(r)) => n == ns && r.is_cluster(),
             (Wake::Namespace(n), None) => n == ns,
+            (Wake::Connection { namespace, name }, Some(r)) => {
+                !r.is_cluster()
+                    && &r.name == name
+                    && r.namespace.as_deref().unwrap_or(ns) == namespace
+            }
+            (Wake::Connection { namespace, name }, None) => {
+                ns == namespace && service.as_str() == name
+            }
         }
     }
 }

@@ -20,7 +20,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::ListParams;
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, CustomResourceExt, Resource, ResourceExt};
 use tokio::sync::watch;
@@ -43,7 +43,7 @@ use crate::metrics::Metrics;
 use crate::reconcile::driver::{self, Lifetime, Reconciled};
 use crate::reconcile::operation::{run_operation, Operated};
 use crate::reconcile::related::run_operation_related;
-use crate::reconcile::tenancy::Tenancy;
+use crate::reconcile::tenancy::{Tenancy, Wake};
 use crate::reconcile::{Context, Settings};
 use crate::runtime::server::Health;
 use k8s_openapi::api::core::v1::Namespace;
@@ -213,6 +213,7 @@ pub async fn run(
         let (listed_tx, l) = watch::channel(false);
         listed.push(l);
         caches.push(tokio::spawn(connection_cache(
+            ctx.clone(),
             conn_api,
             writer,
             served_rx.clone(),
@@ -469,8 +470,10 @@ async fn supervise(
 
 /// The Connection cache shared by every kind. Its watch runs while the Connection CRD is
 /// served, and starts afresh (an immediate list) when the CRD appears, instead of waiting out
-/// the backoff of a watch that failed while it was missing.
+/// the backoff of a watch that failed while it was missing. A changed Connection wakes the
+/// resources using it once the cache holds the change (see [`Wake::Connection`]).
 async fn connection_cache(
+    ctx: Arc<Context>,
     api: Api<Connection>,
     mut writer: reflector::store::Writer<Connection>,
     mut served: watch::Receiver<Served>,
@@ -491,9 +494,24 @@ async fn connection_cache(
                 _ = &mut gone => break,
                 ev = stream.next() => match ev {
                     Some(Ok(ev)) => {
+                        let changed = match &ev {
+                            watcher::Event::Apply(c) => {
+                                let old = writer.as_reader().get(&ObjectRef::from_obj(c));
+                                old.is_none_or(|o| o.spec != c.spec || o.status != c.status)
+                                    .then(|| c.clone())
+                            }
+                            watcher::Event::Delete(c) => Some(c.clone()),
+                            _ => None,
+                        };
                         writer.apply_watcher_event(&ev);
                         if let watcher::Event::InitDone = ev {
                             listed.send_replace(true);
+                        }
+                        if let Some(c) = changed {
+                            ctx.send_wake(Wake::Connection {
+                                namespace: c.namespace().unwrap_or_default(),
+                                name: c.name_any(),
+                            });
                         }
                     }
                     Some(Err(e)) => tracing::debug!(error = %e, "Connection watch failed; retrying"),
