@@ -690,6 +690,19 @@ pub fn error_message(bytes: &[u8], status: StatusCode) -> String {
     text
 }
 
+/// Percent-encode one path segment or query value (RFC 3986: everything but the unreserved
+/// characters), so a name with `/`, spaces or `?` stays one segment. Every client uses this one.
+pub fn encode_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

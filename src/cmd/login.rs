@@ -110,16 +110,7 @@ fn prompt(label: &str, secret: bool) -> Result<String, LoginError> {
     Ok(line)
 }
 
-fn segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+use crate::clients::http::encode_segment as segment;
 
 /// Poll `verify/:nonce` until the number challenge appears, and print it.
 async fn show_number(client: reqwest::Client, url: String) {

@@ -19,17 +19,7 @@ impl From<Arc<Http>> for CatalogClient {
     }
 }
 
-/// Percent-encode a query value.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+use crate::clients::http::encode_segment as encode;
 
 impl CatalogClient {
     /// The Connection and address a search for lost responses is scoped to

@@ -21,16 +21,7 @@ impl From<Arc<Http>> for SchedulerClient {
     }
 }
 
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+use crate::clients::http::encode_segment as encode;
 
 /// `wait` of a blocking query in the service's format (whole milliseconds).
 fn wait_param(wait: Duration) -> String {

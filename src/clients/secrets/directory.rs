@@ -97,16 +97,7 @@ pub enum Rotation {
     Busy(String),
 }
 
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+use crate::clients::http::encode_segment as enc;
 
 fn mount_path(mount: &str) -> String {
     mount

@@ -49,16 +49,7 @@ impl From<Arc<Http>> for IdpClient {
     }
 }
 
-fn encode_segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+use crate::clients::http::encode_segment;
 
 /// A mount path such as `idp` or `corp/idp`: each segment encoded, no surrounding slashes.
 fn mount_path(mount: &str) -> String {

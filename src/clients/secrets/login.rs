@@ -123,16 +123,7 @@ pub fn passcode(seed: &str) -> Result<String, ClientError> {
         .map_err(|_| ClientError::Config("the system clock is before 1970".into()))
 }
 
-fn encode_segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+use crate::clients::http::encode_segment;
 
 impl Session {
     /// `http` must be configured without a token ([`crate::clients::http::Auth::None`]); `header`

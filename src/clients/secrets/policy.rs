@@ -36,16 +36,7 @@ fn policy_path(kind: &str, name: &str) -> String {
     format!("/v1/sys/policies/{kind}/{}", encode_segment(name))
 }
 
-fn encode_segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+use crate::clients::http::encode_segment;
 
 /// Envelope `data`, falling back to the top level (the service also mirrors some fields there).
 fn data(body: &Value) -> &Value {

@@ -90,16 +90,7 @@ fn str_field(d: &Value, key: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn encode_segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+use crate::clients::http::encode_segment;
 
 /// Parse a method read (`data` of `GET .../totp/:id`, or one `key_info` entry).
 pub fn parse_method(id: &str, d: &Value) -> TotpMethodInfo {

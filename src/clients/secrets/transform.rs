@@ -38,17 +38,7 @@ impl From<Arc<Http>> for TransformClient {
     }
 }
 
-/// Percent-encodes one path segment (names may hold characters outside the unreserved set).
-pub fn encode_segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+pub use crate::clients::http::encode_segment;
 
 /// Whether a 404 says the path itself is unknown (no engine there), not that an object is absent.
 fn unknown_path(e: &ClientError) -> Option<String> {

@@ -17,17 +17,7 @@ pub use workspace::WorkspacesClient;
 /// Largest page the service serves; lists are read with it to keep calls few.
 pub const PAGE_SIZE: usize = 100;
 
-/// Percent-encode one path segment.
-pub fn seg(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+pub use crate::clients::http::encode_segment as seg;
 
 /// A JSON:API `data` document.
 pub fn doc(data: Value) -> Value {
