@@ -144,6 +144,8 @@ pub struct Context {
     written: Mutex<HashMap<String, u64>>,
     /// When the last "resyncs stretched" line was logged, per kind.
     stretched_logged: Mutex<HashMap<String, Instant>>,
+    /// Watched caches of referenced kinds (see [`super::references`]).
+    pub(crate) references: super::references::ReferenceCaches,
 }
 
 impl Context {
@@ -186,6 +188,7 @@ impl Context {
             stretched_logged: Mutex::new(HashMap::new()),
             next_step: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
+            references: super::references::ReferenceCaches::default(),
         }
     }
 
@@ -840,14 +843,22 @@ impl Context {
 
     /// Another Quartet resource this one refers to (a TransformRole's Transformations, a
     /// NoCodeWorkspace's NoCodeModule). Absent → [`Error::MissingReference`], which the framework
-    /// reports as a waiting condition and retries with backoff, not as an error storm.
+    /// reports as a waiting condition and retries with backoff, not as an error storm. Read from
+    /// the watched cache where the kind's controller keeps one ([`super::references`]), else
+    /// from the API server.
     pub async fn referenced<R>(&self, ns: &str, name: &str) -> Result<R>
     where
         R: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
             + std::fmt::Debug
-            + serde::de::DeserializeOwned,
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
     {
+        if let Some(cached) = self.references.get::<R>(ns, name) {
+            return Ok(cached);
+        }
         Api::<R>::namespaced(self.client.clone(), ns)
             .get_opt(name)
             .await?

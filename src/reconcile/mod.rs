@@ -17,6 +17,7 @@ pub mod managed;
 pub mod operation;
 pub mod owned_secret;
 pub mod pass;
+pub mod references;
 pub mod related;
 pub mod show;
 pub mod tenancy;

@@ -42,6 +42,7 @@ use crate::kinds;
 use crate::metrics::Metrics;
 use crate::reconcile::driver::{self, Lifetime, Reconciled};
 use crate::reconcile::operation::{run_operation, Operated};
+use crate::reconcile::references::run_operation_referencing;
 use crate::reconcile::related::run_operation_related;
 use crate::reconcile::tenancy::{Tenancy, Wake};
 use crate::reconcile::{Context, Settings};
@@ -121,7 +122,9 @@ pub fn registry() -> Vec<Registered> {
         owned::<AdEngine>(),
         owned::<AdRole>(),
         owned::<AdLibrarySet>(),
-        operation::<AdCheckout>(),
+        Registered::new::<AdCheckout>(|c, ns, l| {
+            run_operation_referencing::<AdCheckout, AdLibrarySet>(c, ns, l).boxed()
+        }),
         operation::<DrReplication>(),
         owned::<TransformRole>(),
         owned::<Transformation>(),
@@ -129,7 +132,9 @@ pub fn registry() -> Vec<Registered> {
         owned::<TransformAlphabet>(),
         owned::<TransformStore>(),
         owned::<TotpMethod>(),
-        operation::<TotpEnrollment>(),
+        Registered::new::<TotpEnrollment>(|c, ns, l| {
+            run_operation_referencing::<TotpEnrollment, TotpMethod>(c, ns, l).boxed()
+        }),
         owned::<IdpUser>(),
         owned::<IdpGroup>(),
         owned::<IdpAuthMethod>(),

@@ -1,0 +1,109 @@
+//! Referenced objects served from a cache: [`run_operation_referencing`] runs an [`Operated`]
+//! kind's controller like [`super::run_operation`], and also keeps a watched cache of the kind
+//! `R` its resources name (a TotpEnrollment's TotpMethod, an AdCheckout's AdLibrarySet), which
+//! [`Context::referenced`] then reads instead of the API server.
+//!
+//! Why: a resource reads its reference on every pass, resyncs included. At 1,000 enrollments of
+//! one TotpMethod that was one API GET per pass for the same object. The cache does not wake the
+//! resources when `R` changes (a library set's status moves with each check-out; waking every
+//! check-out of the set then would be N passes per change): they read it on their next pass.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use super::context::Context;
+use super::driver::{controller_for, Lifetime};
+use super::operation::{reconcile, Operated};
+use super::pass;
+
+/// The caches of referenced kinds, by kind and watched namespace (`None`: all namespaces).
+#[derive(Default)]
+pub struct ReferenceCaches {
+    stores: Mutex<HashMap<(TypeId, Option<String>), Box<dyn Any + Send + Sync>>>,
+}
+
+impl ReferenceCaches {
+    fn insert<R: Resource<DynamicType = ()> + Send + Sync + 'static>(
+        &self,
+        namespace: Option<String>,
+        store: Store<R>,
+    ) {
+        self.lock()
+            .insert((TypeId::of::<R>(), namespace), Box::new(store));
+    }
+
+    fn remove<R: 'static>(&self, namespace: Option<String>) {
+        self.lock().remove(&(TypeId::of::<R>(), namespace));
+    }
+
+    /// `ns/name` from a cache of `R` that holds it; `None` when no cache of `R` runs or none
+    /// holds it yet (the caller then asks the API server: a cache may lag a create).
+    pub fn get<R>(&self, ns: &str, name: &str) -> Option<R>
+    where
+        R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    {
+        let stores = self.lock();
+        let key = ObjectRef::<R>::new(name).within(ns);
+        [Some(ns.to_string()), None].into_iter().find_map(|scope| {
+            stores
+                .get(&(TypeId::of::<R>(), scope))?
+                .downcast_ref::<Store<R>>()?
+                .get(&key)
+                .map(|o| (*o).clone())
+        })
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(TypeId, Option<String>), Box<dyn Any + Send + Sync>>>
+    {
+        self.stores
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Run the controller of `K` with a watched cache of `R` (what `K`'s resources reference) for
+/// [`Context::referenced`], for as long as the controller runs.
+pub async fn run_operation_referencing<K, R>(
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    life: Lifetime,
+) where
+    K: Operated,
+    R: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<R> = match namespace.as_deref() {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let (store, writer) = reflector::store::<R>();
+    ctx.references.insert(namespace.clone(), store);
+    // References are read whatever shard serves the resource: the cache is not label-selected.
+    let cache = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|obj| obj.managed_fields_mut().clear())
+        .reflect(writer)
+        .for_each(|_| futures::future::ready(()));
+    let controller = controller_for::<K>(&ctx, namespace.as_deref(), &life);
+    let drive = pass::drive(controller, ctx.clone(), &life, reconcile::<K>);
+    futures::pin_mut!(cache, drive);
+    // The watch runs until the controller stops (the watcher itself retries forever).
+    futures::future::select(drive, cache).await;
+    ctx.references.remove::<R>(namespace);
+}
