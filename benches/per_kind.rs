@@ -9,8 +9,9 @@
 //! auth method), wait for that to settle, then create N resources of the kind and wait until all
 //! are Ready. It prints, per resource:
 //!
-//! * the service calls while converging, by method and by path shape (segments holding a digit
-//!   are shown as `:x`), from the sandbox's request log;
+//! * the service calls while converging, by method and by path shape (segments holding a digit,
+//!   and server-assigned ids such as `ws-` and 16 letters, are shown as `:x`), from the
+//!   sandbox's request log;
 //! * the service calls during one mean resync interval (16.5 s) with nothing changed (reads
 //!   and writes; `PUT sys/leases/lookup` is a read);
 //! * the operator's Kubernetes calls while converging, by verb and resource;
@@ -175,7 +176,11 @@ fn shape(path: &str) -> String {
         .unwrap_or("")
         .split('/')
         .map(|s| {
-            if s.chars().any(|c| c.is_ascii_digit()) && !s.starts_with('v') {
+            // A server-assigned id (`ws-` and 16 letters may hold no digit) is one too.
+            let assigned_id = s.split_once('-').is_some_and(|(p, id)| {
+                p.len() <= 4 && id.len() >= 16 && id.chars().all(|c| c.is_ascii_alphanumeric())
+            });
+            if (s.chars().any(|c| c.is_ascii_digit()) && !s.starts_with('v')) || assigned_id {
                 ":x"
             } else {
                 s

@@ -26,6 +26,12 @@ pub fn bin() -> String {
     std::env::var("QUARTET_BENCH_BIN").unwrap_or_else(|_| BIN.to_string())
 }
 
+/// The binary `quartet run` runs: [`bin`], or `QUARTET_BENCH_OPERATOR_BIN` (benchmarks of the
+/// production build, `--no-default-features`, which has no sandbox to start the servers with).
+pub fn operator_bin() -> String {
+    std::env::var("QUARTET_BENCH_OPERATOR_BIN").unwrap_or_else(|_| bin())
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -275,7 +281,7 @@ impl Operator {
             "127.0.0.1:0",
         ];
         args.extend_from_slice(extra);
-        let child = Command::new(bin())
+        let child = Command::new(operator_bin())
             .args(&args)
             .envs(env.iter().copied())
             .env(
