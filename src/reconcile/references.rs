@@ -25,10 +25,16 @@ use super::driver::{controller_for, Lifetime};
 use super::operation::{reconcile, Operated};
 use super::pass;
 
-/// The caches of referenced kinds, by kind and watched namespace (`None`: all namespaces).
+/// A cache's kind and watched namespace (`None`: all namespaces).
+type CacheKey = (TypeId, Option<String>);
+
+/// A `Store<R>` of some referenced kind `R`.
+type AnyStore = Box<dyn Any + Send + Sync>;
+
+/// The caches of referenced kinds, by kind and watched namespace.
 #[derive(Default)]
 pub struct ReferenceCaches {
-    stores: Mutex<HashMap<(TypeId, Option<String>), Box<dyn Any + Send + Sync>>>,
+    stores: Mutex<HashMap<CacheKey, AnyStore>>,
 }
 
 impl ReferenceCaches {
@@ -62,10 +68,7 @@ impl ReferenceCaches {
         })
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(TypeId, Option<String>), Box<dyn Any + Send + Sync>>>
-    {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<CacheKey, AnyStore>> {
         self.stores
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -106,4 +109,50 @@ pub async fn run_operation_referencing<K, R>(
     // The watch runs until the controller stops (the watcher itself retries forever).
     futures::future::select(drive, cache).await;
     ctx.references.remove::<R>(namespace);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::secrets::totp::TotpMethod;
+
+    fn method(ns: &str, name: &str) -> TotpMethod {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "secrets.quartet.dev/v1alpha1",
+            "kind": "TotpMethod",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"issuer": "quartet"},
+        }))
+        .expect("a TotpMethod")
+    }
+
+    #[test]
+    fn a_reference_is_read_from_a_cache_that_holds_it_and_missing_otherwise() {
+        let caches = ReferenceCaches::default();
+        assert!(
+            caches.get::<TotpMethod>("team-a", "m").is_none(),
+            "no cache runs"
+        );
+
+        let (store, mut writer) = reflector::store::<TotpMethod>();
+        writer.apply_watcher_event(&watcher::Event::Apply(method("team-a", "m")));
+        caches.insert(Some("team-a".into()), store);
+        assert_eq!(
+            caches
+                .get::<TotpMethod>("team-a", "m")
+                .map(|m| m.metadata.name),
+            Some(Some("m".to_string()))
+        );
+        // Not held (not created yet, or another namespace): the caller asks the API server.
+        assert!(caches.get::<TotpMethod>("team-a", "other").is_none());
+        assert!(caches.get::<TotpMethod>("team-b", "m").is_none());
+
+        // A cache of all namespaces serves every namespace; a stopped controller's is gone.
+        let (all, mut writer) = reflector::store::<TotpMethod>();
+        writer.apply_watcher_event(&watcher::Event::Apply(method("team-b", "m")));
+        caches.insert(None, all);
+        assert!(caches.get::<TotpMethod>("team-b", "m").is_some());
+        caches.remove::<TotpMethod>(None);
+        assert!(caches.get::<TotpMethod>("team-b", "m").is_none());
+    }
 }
