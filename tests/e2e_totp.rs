@@ -692,6 +692,7 @@ fn an_in_sync_method_and_enrollment_see_no_writes_over_many_resyncs(backend: Bac
     let full = remote_id(&wait_ready(sb, "totp", "full"));
     let bare = remote_id(&wait_ready(sb, "totp", "bare"));
     wait_ready(sb, "totpenroll", "erin");
+    let method_gets = kube_gets_of_totp_methods(&env.op);
     let since = env.mark();
     for id in [&full, &bare] {
         let path = format!("identity/mfa/method/totp/{id}");
@@ -699,6 +700,16 @@ fn an_in_sync_method_and_enrollment_see_no_writes_over_many_resyncs(backend: Bac
             (env.reads_since(since, &path) >= 5).then_some(())
         });
     }
+    // Each pass of the enrollment reads its entity and its TotpMethod: the method from the
+    // operator's watched cache, not with one API GET per pass.
+    wait_for("3 resync passes of the enrollment", WAIT, || {
+        (env.reads_since(since, "identity/entity/name/erin") >= 3).then_some(())
+    });
+    assert_eq!(
+        kube_gets_of_totp_methods(&env.op),
+        method_gets,
+        "the enrollment's resyncs read its TotpMethod from the API server instead of the cache"
+    );
     assert_eq!(
         env.writes_since(since, |p| p.starts_with("identity/")),
         Vec::<String>::new(),
@@ -714,6 +725,23 @@ fn an_in_sync_method_and_enrollment_see_no_writes_over_many_resyncs(backend: Bac
             obj["status"]
         );
     }
+}
+
+/// The operator's `get` requests for TotpMethods so far (its `quartet_kube_api_calls_total`).
+fn kube_gets_of_totp_methods(op: &Operator) -> f64 {
+    let addr = op.metrics_addr();
+    let text = reqwest::blocking::get(format!("http://{addr}/metrics"))
+        .and_then(|r| r.text())
+        .expect("scrape the operator's metrics");
+    text.lines()
+        .find(|l| {
+            l.starts_with(
+                r#"quartet_kube_api_calls_total{verb="get",resource="totpmethods.secrets.quartet.dev"}"#,
+            )
+        })
+        .and_then(|l| l.rsplit_once(' '))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0.0)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ use crate::api::connection::{ConnectionAuthStatus, ConnectionStatus};
 use crate::api::{Connection, Service};
 use crate::clients::{ClientError, Http};
 use crate::reconcile::conditions::{self, READY};
+use crate::reconcile::context::scoped_api;
 use crate::reconcile::driver::{patch_status, publish};
 use crate::reconcile::error::jitter;
 use crate::reconcile::gitops::{self, Progress};
@@ -349,14 +350,8 @@ pub async fn run(
     namespace: Option<String>,
     life: crate::reconcile::driver::Lifetime,
 ) {
-    let api: Api<Connection> = match &namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
-    let secrets: Api<Secret> = match &namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    let api: Api<Connection> = scoped_api(&ctx.client, namespace.as_deref());
+    let secrets: Api<Secret> = scoped_api(&ctx.client, namespace.as_deref());
     let (reader, writer) = reflector::store();
     let controller = Controller::for_stream(
         crate::reconcile::driver::lean_watch(api.clone(), writer, life.clone(), &ctx),

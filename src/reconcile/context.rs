@@ -22,6 +22,39 @@ use kube::api::{Patch, PatchParams};
 use kube::Resource;
 use std::collections::BTreeMap;
 
+/// A namespaced kind the operator watches or reads: what a cache, a watch and
+/// [`Context::referenced`] need of it.
+pub trait Watched:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<T> Watched for T where
+    T: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// The API of `R` in `namespace`, or in every namespace when the instance watches the cluster
+/// (`None`).
+pub fn scoped_api<R: Watched>(client: &Client, namespace: Option<&str>) -> Api<R> {
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
 /// Operator settings (from the command line).
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -846,16 +879,7 @@ impl Context {
     /// reports as a waiting condition and retries with backoff, not as an error storm. Read from
     /// the watched cache where the kind's controller keeps one ([`super::references`]), else
     /// from the API server.
-    pub async fn referenced<R>(&self, ns: &str, name: &str) -> Result<R>
-    where
-        R: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + std::fmt::Debug
-            + serde::de::DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
-    {
+    pub async fn referenced<R: Watched>(&self, ns: &str, name: &str) -> Result<R> {
         if let Some(cached) = self.references.get::<R>(ns, name) {
             return Ok(cached);
         }

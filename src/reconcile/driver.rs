@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
-use super::context::Context;
+use super::context::{scoped_api, Context};
 use super::error::{jitter, Category, Error, Result};
 use super::finalize;
 use super::gitops::{self, Progress, DRIFTED, DRIFT_REPORTED};
@@ -235,14 +235,8 @@ pub fn controller_for<K: Managed>(
     namespace: Option<&str>,
     life: &Lifetime,
 ) -> Controller<K> {
-    let api: Api<K> = match namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
-    let conn_api: Api<Connection> = match namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    let api: Api<K> = scoped_api(&ctx.client, namespace);
+    let conn_api: Api<Connection> = scoped_api(&ctx.client, namespace);
     let (reader, writer) = reflector::store();
     // No generation predicate: it would swallow finalizer-add and deletion events.
     let mut controller = Controller::for_stream(lean_watch(api, writer, life.clone(), ctx), reader);
@@ -368,10 +362,7 @@ pub fn watch_secrets<K: Managed>(
     ctx: &Arc<Context>,
     namespace: Option<&str>,
 ) -> Controller<K> {
-    let secrets: Api<Secret> = match namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    let secrets: Api<Secret> = scoped_api(&ctx.client, namespace);
     let store = controller.store();
     controller.watches(
         secrets,

@@ -10,17 +10,14 @@
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
-use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 
-use super::context::Context;
+use super::context::{scoped_api, Context, Watched};
 use super::driver::{controller_for, Lifetime};
 use super::operation::{reconcile, Operated};
 use super::pass;
@@ -77,24 +74,12 @@ impl ReferenceCaches {
 
 /// Run the controller of `K` with a watched cache of `R` (what `K`'s resources reference) for
 /// [`Context::referenced`], for as long as the controller runs.
-pub async fn run_operation_referencing<K, R>(
+pub async fn run_operation_referencing<K: Operated, R: Watched>(
     ctx: Arc<Context>,
     namespace: Option<String>,
     life: Lifetime,
-) where
-    K: Operated,
-    R: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + Debug
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let api: Api<R> = match namespace.as_deref() {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+) {
+    let api: Api<R> = scoped_api(&ctx.client, namespace.as_deref());
     let (store, writer) = reflector::store::<R>();
     ctx.references.insert(namespace.clone(), store);
     // References are read whatever shard serves the resource: the cache is not label-selected.

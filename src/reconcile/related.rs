@@ -3,16 +3,13 @@
 //! an object of kind `R` changes (a NoCodeWorkspace when the NoCodeModule it names moves its
 //! version), instead of leaving them to their resync.
 
-use std::fmt::Debug;
 use std::sync::Arc;
 
-use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Api, Resource};
-use serde::de::DeserializeOwned;
+use kube::Api;
 
-use super::context::Context;
+use super::context::{scoped_api, Context, Watched};
 use super::driver::{controller_for, Lifetime};
 use super::operation::{reconcile, Operated};
 use super::pass;
@@ -26,19 +23,10 @@ pub async fn run_operation_related<K, R, F>(
     map: F,
 ) where
     K: Operated,
-    R: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + Debug
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    R: Watched,
     F: Fn(&R, &[Arc<K>]) -> Vec<Arc<K>> + Send + Sync + 'static,
 {
-    let related: Api<R> = match namespace.as_deref() {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    let related: Api<R> = scoped_api(&ctx.client, namespace.as_deref());
     let c = controller_for::<K>(&ctx, namespace.as_deref(), &life);
     let store: Store<K> = c.store();
     let c = c.watches(related, watcher::Config::default(), move |r: R| {

@@ -40,6 +40,7 @@ use crate::api::{
 use crate::api::{NoCodeModule, NoCodeWorkspace, Workspace, WorkspaceRun};
 use crate::kinds;
 use crate::metrics::Metrics;
+use crate::reconcile::context::scoped_api;
 use crate::reconcile::driver::{self, Lifetime, Reconciled};
 use crate::reconcile::operation::{run_operation, Operated};
 use crate::reconcile::references::run_operation_referencing;
@@ -211,10 +212,7 @@ pub async fn run(
     let mut listed = Vec::new();
     let mut caches = Vec::new();
     for (scope, writer) in scopes.iter().zip(conn_writers) {
-        let conn_api: Api<Connection> = match scope {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        };
+        let conn_api: Api<Connection> = scoped_api(&client, scope.as_deref());
         let (listed_tx, l) = watch::channel(false);
         listed.push(l);
         caches.push(tokio::spawn(connection_cache(
