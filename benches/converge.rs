@@ -56,6 +56,12 @@ use quartet::metrics::Metrics;
 use support::openbao::OpenBao;
 use support::*;
 
+/// The floor client allocates with the operator's allocator (src/main.rs), so their CPU seconds
+/// compare the work and not two allocators.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The operator's resync while converging: `QUARTET_BENCH_RESYNC` seconds, default 15. On a
 /// loaded machine convergence at N = 10,000 can outlast a 15 s resync, and the resyncs of
 /// objects already Ready then add to the operator's CPU: a longer one measures convergence alone
