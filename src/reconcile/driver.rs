@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -29,7 +28,8 @@ use super::error::{jitter, Category, Error, Result};
 use super::finalize;
 use super::gitops::{self, Progress, DRIFTED, DRIFT_REPORTED};
 use super::pass::{self, current_status, Start};
-use crate::api::{Connection, DeletionPolicy, ManagedStatus};
+use super::tenancy::Wake;
+use crate::api::{DeletionPolicy, ManagedStatus};
 use crate::changes;
 use crate::clients::Http;
 
@@ -229,41 +229,24 @@ impl Lifetime {
 }
 
 /// The controller of kind `K`, also woken by a change of the Connection a resource uses (fixed
-/// token, new address, Ready again) and, for kinds that read Secrets, of such a Secret.
+/// token, new address, Ready again) and, for kinds that read Secrets, of such a Secret. Both
+/// come from watches shared by every kind ([`Context::send_wake`]): one per watched namespace of
+/// Connections and of Secrets, where each controller had its own (24 Connection and 10 Secret
+/// watches, each Secret watch carrying every Secret of the cluster).
 pub fn controller_for<K: Managed>(
     ctx: &Arc<Context>,
     namespace: Option<&str>,
     life: &Lifetime,
 ) -> Controller<K> {
     let api: Api<K> = scoped_api(&ctx.client, namespace);
-    let conn_api: Api<Connection> = scoped_api(&ctx.client, namespace);
     let (reader, writer) = reflector::store();
     // No generation predicate: it would swallow finalizer-add and deletion events.
-    let mut controller = Controller::for_stream(lean_watch(api, writer, life.clone(), ctx), reader);
-    let store = controller.store();
-    if K::WATCHES_SECRETS {
-        controller = watch_secrets(controller, ctx, namespace);
-    }
-    // A ClusterConnection that changes, or a namespace whose labels change, wakes the resources
-    // whose resolution they may change (a namespace admitted by label converges at once).
+    let controller = Controller::for_stream(lean_watch(api, writer, life.clone(), ctx), reader);
+    // A Connection or ClusterConnection that changes, a namespace whose labels change, or a
+    // Secret a resource reads wakes the resources it concerns, instead of leaving them to their
+    // backoff or resync (a namespace admitted by label converges at once).
     let wakes = tenancy_wakes::<K>(ctx, controller.store());
-    let controller = controller.reconcile_on(wakes);
-    // A Connection that changes wakes the resources that use it, instead of leaving them to
-    // their backoff.
-    controller.watches(
-        conn_api,
-        watcher::Config::default(),
-        move |conn: Connection| {
-            let ns = conn.namespace().unwrap_or_default();
-            let name = conn.name_any();
-            store
-                .state()
-                .into_iter()
-                .filter(|o| uses_connection(o.as_ref(), &ns, &name))
-                .map(|o| ObjectRef::from_obj(o.as_ref()))
-                .collect::<Vec<_>>()
-        },
-    )
+    controller.reconcile_on(wakes)
 }
 
 /// The resources of `store` each change sent with [`Context::send_wake`] may concern.
@@ -284,15 +267,23 @@ fn tenancy_wakes<K: Managed>(
         }
     })
     .flat_map(move |wake| {
+        if matches!(wake, Wake::Secret { .. }) && !K::WATCHES_SECRETS {
+            return futures::stream::iter(Vec::new());
+        }
         let refs: Vec<ObjectRef<K>> = store
             .state()
             .into_iter()
-            .filter(|o| {
-                wake.concerns(
+            .filter(|o| match &wake {
+                Wake::Secret { namespace, name } => {
+                    K::WATCHES_SECRETS
+                        && o.namespace().as_deref() == Some(namespace.as_str())
+                        && o.secret_refs().contains(name)
+                }
+                wake => wake.concerns(
                     K::SERVICE,
                     &o.namespace().unwrap_or_default(),
                     o.connection_ref(),
-                )
+                ),
             })
             .map(|o| {
                 ctx.wake(object_key(o.as_ref()));
@@ -354,42 +345,6 @@ where
             _ => {}
         })
         .applied_objects()
-}
-
-/// Wake the resources that read a Secret when it changes (a rotated password is sent at once).
-pub fn watch_secrets<K: Managed>(
-    controller: Controller<K>,
-    ctx: &Arc<Context>,
-    namespace: Option<&str>,
-) -> Controller<K> {
-    let secrets: Api<Secret> = scoped_api(&ctx.client, namespace);
-    let store = controller.store();
-    controller.watches(
-        secrets,
-        watcher::Config::default(),
-        move |secret: Secret| {
-            let ns = secret.namespace().unwrap_or_default();
-            let name = secret.name_any();
-            store
-                .state()
-                .into_iter()
-                .filter(|o| {
-                    o.namespace().as_deref() == Some(ns.as_str()) && o.secret_refs().contains(&name)
-                })
-                .map(|o| ObjectRef::from_obj(o.as_ref()))
-                .collect::<Vec<_>>()
-        },
-    )
-}
-
-/// Whether `obj` uses the Connection `ns/name` (explicitly, or by the service-name default).
-pub(crate) fn uses_connection<K: Managed>(obj: &K, ns: &str, name: &str) -> bool {
-    let own_ns = obj.namespace().unwrap_or_default();
-    match obj.connection_ref() {
-        Some(r) if r.is_cluster() => false,
-        Some(r) => r.name == name && r.namespace.as_deref().unwrap_or(&own_ns) == ns,
-        None => own_ns == ns && K::SERVICE.as_str() == name,
-    }
 }
 
 /// The key of `obj` in the per-object records of [`Context`] (`Kind/namespace/name`).

@@ -46,11 +46,19 @@ pub enum Wake {
     },
     /// A namespace's labels changed.
     Namespace(String),
-    /// A Connection's spec or status changed, as the shared Connection cache now holds it.
-    /// The controllers' own Connection watches wake the same resources, but possibly before
-    /// the cache has the change (two watches, no order between them): a resource woken then
-    /// reads the old status (e.g. features not listed yet) and would wait for its resync.
+    /// A Connection was created or deleted, or its spec or status changed, as the shared
+    /// Connection cache now holds it. This is the only Connection watch: woken from it, a
+    /// resource reads the cache after the change (a watch of its own could wake it before the
+    /// cache had the change, and it would read the old status, e.g. features not listed yet).
     Connection {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// A Secret was created, changed or deleted (one watch of Secrets for every kind that
+    /// reads them; the resources are matched by [`crate::reconcile::Managed::secret_refs`]).
+    Secret {
         /// Its namespace.
         namespace: String,
         /// Its name.
@@ -74,6 +82,8 @@ impl Wake {
             (Wake::Connection { namespace, name }, None) => {
                 ns == namespace && service.as_str() == name
             }
+            // Matched by the Secrets a resource reads, not by its Connection.
+            (Wake::Secret { .. }, _) => false,
         }
     }
 }

@@ -2,16 +2,19 @@
 //! labels. Each runs while the ClusterConnection CRD is served (without it nothing resolves
 //! through them), and each change that may change a resource's resolution is sent to every
 //! controller ([`Context::send_wake`]), which wakes the resources it concerns at once.
+//! Also the one watch of Secrets that wakes the resources reading a changed Secret.
 
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, CustomResourceExt, ResourceExt};
 use tokio::sync::watch;
 
+use super::context::scoped_api;
 use super::tenancy::Wake;
 use super::Context;
 use crate::api::ClusterConnection;
@@ -128,6 +131,42 @@ pub async fn namespaces(
                     None => break,
                 },
             }
+        }
+    }
+}
+
+/// The Secrets of `namespace` (`None`: every namespace), watched once for every kind that reads
+/// Secrets: one created, changed or deleted after the first list wakes the resources that read
+/// it (a rotated password is sent at once). Metadata only: which Secret changed is all this
+/// reads; a woken resource reads the values itself. A change made while the watch was down
+/// (it lists again, and wakes nothing) is caught by the resources' resync.
+pub async fn secrets(ctx: Arc<Context>, namespace: Option<String>) {
+    let api: Api<PartialObjectMeta<Secret>> = scoped_api(&ctx.client, namespace.as_deref());
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    let (mut listed, mut failing) = (false, false);
+    while let Some(ev) = stream.next().await {
+        let changed = match ev {
+            Ok(watcher::Event::InitDone) => {
+                listed = true;
+                None
+            }
+            Ok(watcher::Event::Apply(s) | watcher::Event::Delete(s)) if listed => Some(s),
+            Ok(_) => None,
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "watching Secrets failed (a changed Secret then waits for the resync of the resources that read it; grant list and watch on secrets); retrying");
+                }
+                failing = true;
+                continue;
+            }
+        };
+        failing = false;
+        if let Some(s) = changed {
+            ctx.send_wake(Wake::Secret {
+                namespace: s.namespace().unwrap_or_default(),
+                name: s.name_any(),
+            });
         }
     }
 }

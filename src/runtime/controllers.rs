@@ -223,6 +223,13 @@ pub async fn run(
             listed_tx,
         )));
     }
+    // One watch of Secrets per scope, for every kind that reads them.
+    for scope in &scopes {
+        caches.push(tokio::spawn(crate::reconcile::tenancy_watch::secrets(
+            ctx.clone(),
+            scope.clone(),
+        )));
+    }
     // ClusterConnections and the namespaces' labels, which resolution reads; their changes
     // wake the resources they concern.
     let (cc_listed_tx, cc_listed) = watch::channel(false);
@@ -497,8 +504,12 @@ async fn connection_cache(
                 _ = &mut gone => break,
                 ev = stream.next() => match ev {
                     Some(Ok(ev)) => {
+                        // A relist (the watch was down) compares each Connection with the cache
+                        // too: the controllers have no Connection watch of their own.
                         let changed = match &ev {
-                            watcher::Event::Apply(c) => {
+                            watcher::Event::Apply(c) | watcher::Event::InitApply(c)
+                                if matches!(ev, watcher::Event::Apply(_)) || *listed.borrow() =>
+                            {
                                 let old = writer.as_reader().get(&ObjectRef::from_obj(c));
                                 old.is_none_or(|o| o.spec != c.spec || o.status != c.status)
                                     .then(|| c.clone())
