@@ -103,7 +103,12 @@ fn start_login(
 
 fn finish(child: Child, rx: std::sync::mpsc::Receiver<String>) -> (bool, String, String) {
     let out = child.wait_with_output().unwrap();
-    let stderr: Vec<String> = rx.try_iter().collect();
+    // The reader thread may not have forwarded the last lines yet when the child exits: read
+    // until it reaches the end of the pipe (the channel closes), not only what is queued now.
+    let mut stderr = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(10)) {
+        stderr.push(line);
+    }
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).trim().to_string(),

@@ -64,13 +64,13 @@ impl Ctx {
         self.info.crd.as_ref().and_then(|n| st.crd(n))
     }
 
-    fn shape(&self, st: &State) -> Shape {
+    fn shape<'a>(&self, st: &'a State) -> Shape<'a> {
         let root = self.crd(st).and_then(|crd| {
             crd["spec"]["versions"]
                 .as_array()?
                 .iter()
                 .find(|v| v["name"] == self.version.as_str())
-                .map(|v| v["schema"]["openAPIV3Schema"].clone())
+                .map(|v| &v["schema"]["openAPIV3Schema"])
         });
         Shape::new(root)
     }
@@ -499,14 +499,13 @@ fn admit(
     let Some(crd) = ctx.crd(st) else {
         return Ok(vec![]);
     };
-    let crd = crd.clone();
     obj["apiVersion"] = json!(ctx.api_version());
     obj["kind"] = json!(ctx.info.kind);
     // Strict decoding rejects unknown fields before any validation error, as kube does.
     if ctx.validation == FieldValidation::Strict {
-        unknown_fields(ctx, &schema::unknown_fields(&crd, &ctx.version, obj))?;
+        unknown_fields(ctx, &schema::unknown_fields(crd, &ctx.version, obj))?;
     }
-    match schema::admit_custom_resource(&crd, &ctx.version, obj, old) {
+    match schema::admit_custom_resource(crd, &ctx.version, obj, old) {
         Ok(adm) => unknown_fields(ctx, &adm.unknown_fields),
         Err(errors) => Err(ApiError::from_body(
             422,

@@ -98,31 +98,30 @@ pub fn admit_custom_resource(
     obj: &mut Value,
     old: Option<&Value>,
 ) -> Result<Admission, Vec<FieldError>> {
-    let schema = version_schema(crd, version).cloned().unwrap_or_else(
-        || serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-    );
+    let schema = schema_or_any(crd, version);
+    let schema = schema.as_ref();
     let mut admission = Admission::default();
-    structural::prune(&schema, obj, "", true, &mut admission.unknown_fields);
-    structural::drop_non_nullable_nulls(&schema, obj);
-    structural::apply_defaults(&schema, obj);
+    structural::prune(schema, obj, "", true, &mut admission.unknown_fields);
+    structural::drop_non_nullable_nulls(schema, obj);
+    structural::apply_defaults(schema, obj);
 
     // kube stops at apiVersion/kind mismatches (`ValidateTypeMeta`).
     let type_meta = validate_type_meta(crd, version, obj);
     if !type_meta.is_empty() {
         return Err(type_meta);
     }
-    let mut errs = metadata::validate(&schema, obj);
+    let mut errs = metadata::validate(schema, obj);
     let mut schema_errs = Vec::new();
-    structural::validate(&schema, obj, "", &mut schema_errs);
-    structural::validate_list_types(&schema, obj, "", &mut schema_errs);
-    structural::validate_embedded_resources(&schema, obj, "", &mut schema_errs);
-    errs.extend(ratchet::schema_errors(&schema, obj, old, schema_errs));
-    if cel::has_rules(&schema) {
+    structural::validate(schema, obj, "", &mut schema_errs);
+    structural::validate_list_types(schema, obj, "", &mut schema_errs);
+    structural::validate_embedded_resources(schema, obj, "", &mut schema_errs);
+    errs.extend(ratchet::schema_errors(schema, obj, old, schema_errs));
+    if let Some(rules) = cel::Rules::of(schema, compiled_key(crd, version).as_deref()).as_ref() {
         if let Some(blocking) = blocking_error(&errs) {
             errs.push(blocking);
         } else {
-            let cel_errs = cel::evaluate(&schema, obj, old);
-            errs.extend(ratchet::cel_errors(&schema, obj, old, cel_errs));
+            let cel_errs = cel::evaluate(schema, rules, obj, old);
+            errs.extend(ratchet::cel_errors(schema, obj, old, cel_errs));
         }
     }
     if errs.is_empty() {
@@ -146,13 +145,35 @@ pub fn default_custom_resource(crd: &Value, version: &str, obj: &mut Value) {
 /// without changing it. kube-apiserver rejects unknown fields under `fieldValidation=Strict`
 /// while decoding, i.e. before any validation error: call this first to keep that order.
 pub fn unknown_fields(crd: &Value, version: &str, obj: &Value) -> Vec<String> {
-    let schema = version_schema(crd, version).cloned().unwrap_or_else(
-        || serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-    );
     let mut copy = obj.clone();
     let mut pruned = Vec::new();
-    structural::prune(&schema, &mut copy, "", true, &mut pruned);
+    structural::prune(
+        schema_or_any(crd, version).as_ref(),
+        &mut copy,
+        "",
+        true,
+        &mut pruned,
+    );
     pruned
+}
+
+/// The version's schema, or one that accepts anything for a version without one.
+fn schema_or_any<'a>(crd: &'a Value, version: &str) -> std::borrow::Cow<'a, Value> {
+    match version_schema(crd, version) {
+        Some(schema) => std::borrow::Cow::Borrowed(schema),
+        None => std::borrow::Cow::Owned(
+            serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        ),
+    }
+}
+
+/// Names a stored CRD's version for the compiled-rules cache: its uid and resourceVersion
+/// change whenever the CRD does. `None` for a CRD that was not stored (no resourceVersion).
+fn compiled_key(crd: &Value, version: &str) -> Option<String> {
+    let meta = &crd["metadata"];
+    let uid = meta["uid"].as_str()?;
+    let rv = meta["resourceVersion"].as_str()?;
+    Some(format!("{uid}/{rv}/{version}"))
 }
 
 /// `hasBlockingErr`: CEL rules are skipped when the object already has type, required, enum,
