@@ -197,3 +197,69 @@ fn runtime_errors_are_reported_as_evaluating_rule() {
         ]
     );
 }
+
+/// The CRD as the store holds it: a uid and a resourceVersion, so its rules are compiled once.
+fn stored(mut crd: Value, resource_version: &str) -> Value {
+    crd["metadata"]["uid"] = json!("5e0c7c6c-0000-4000-8000-00000000cel1");
+    crd["metadata"]["resourceVersion"] = json!(resource_version);
+    crd
+}
+
+#[test]
+fn a_stored_crd_keeps_its_compiled_rules_until_an_update_changes_them() {
+    let v1 = stored(
+        crd_with_rules(json!([{"rule": "self.min <= self.max", "message": "min above max"}])),
+        "10",
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            run(&v1, json!({"min": 3, "max": 2}), None).unwrap_err(),
+            vec![r#"spec: Invalid value: "object": min above max"#]
+        );
+        assert!(run(&v1, json!({"min": 1, "max": 2}), None).is_ok());
+    }
+    // The same CRD updated (a new resourceVersion): its new rule applies at once.
+    let v2 = stored(
+        crd_with_rules(json!([{"rule": "self.min < self.max", "message": "min not below max"}])),
+        "11",
+    );
+    assert_eq!(
+        run(&v2, json!({"min": 2, "max": 2}), None).unwrap_err(),
+        vec![r#"spec: Invalid value: "object": min not below max"#]
+    );
+    assert!(run(&v1, json!({"min": 2, "max": 2}), None).is_ok());
+}
+
+#[test]
+fn errors_of_compiled_rules_come_in_the_order_of_the_schema_walk() {
+    let crd = stored(
+        crd_with(
+            json!({"type": "object",
+            "x-kubernetes-validations": [{"rule": "false", "message": "spec"}],
+            "properties": {
+                "b": {"type": "string", "x-kubernetes-validations": [{"rule": "false", "message": "b"}]},
+                "a": {"type": "object",
+                    "x-kubernetes-validations": [{"rule": "false", "message": "a"}],
+                    "properties": {"z": {"type": "string",
+                        "x-kubernetes-validations": [{"rule": "false", "message": "a.z"}]}}},
+                "a-b": {"type": "string", "x-kubernetes-validations": [{"rule": "false", "message": "a-b"}]},
+                "l": {"type": "array", "items": {"type": "string",
+                    "x-kubernetes-validations": [{"rule": "false", "message": "item"}]}}
+            }}),
+            json!({}),
+        ),
+        "7",
+    );
+    let items: Vec<String> = (0..11).map(|i| format!("x{i}")).collect();
+    let errs = run(
+        &crd,
+        json!({"b": "x", "a": {"z": "x"}, "a-b": "x", "l": items}),
+        None,
+    )
+    .unwrap_err();
+    let fields: Vec<&str> = errs.iter().map(|e| e.split(": ").next().unwrap()).collect();
+    let mut expected = vec!["spec", "spec.a", "spec.a.z", "spec.a-b", "spec.b"];
+    let list: Vec<String> = (0..11).map(|i| format!("spec.l[{i}]")).collect();
+    expected.extend(list.iter().map(String::as_str));
+    assert_eq!(fields, expected);
+}
