@@ -34,8 +34,8 @@ pub enum ListKind {
 /// Schema oracle: how lists and maps at a path merge.
 #[derive(Clone, Debug, Default)]
 pub struct Shape<'a> {
-    /// `openAPIV3Schema` of the custom resource version, if any (borrowed from the stored CRD:
-    /// a copy per write was a tenth of the dev API server's CPU).
+    /// `openAPIV3Schema` of the custom resource version, if any, borrowed from the stored CRD
+    /// (copies of the schema on every write were a visible part of the sandbox's CPU profile).
     pub root: Option<&'a Value>,
 }
 
