@@ -477,6 +477,53 @@ fn an_existing_policy_is_adopted_rather_than_failing() {
     assert!(events.contains("Adopted"), "no Adopted event");
 }
 
+/// With `--watch-namespaces`, each namespace has a controller of its own: the periodic resync
+/// (one sweep for the whole process, see `src/reconcile/resync.rs`) must reach every one of
+/// them, so drift in the service is restored in each watched namespace.
+#[test]
+fn resyncs_reach_the_controller_of_each_watched_namespace() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token.clone());
+    sb.kubectl_ok(&["create", "namespace", "team-b"]);
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: secrets-token, namespace: team-b}}\nstringData: {{token: {}}}\n---\n\
+         apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: secrets, namespace: team-b}}\n\
+         spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n",
+        sb.root_token,
+        sb.url("secrets")
+    ));
+    let _op = Operator::start_with(&sb, "2s", &["--watch-namespaces=default,team-b"]);
+    let good = r#"path "a/*" { capabilities = ["read"] }"#;
+    for (name, ns) in [("drift-a", "default"), ("drift-b", "team-b")] {
+        sb.apply_ok(
+            &acl_policy(name, good, "").replace("namespace: default", &format!("namespace: {ns}")),
+        );
+    }
+    for (name, ns) in [("drift-a", "default"), ("drift-b", "team-b")] {
+        wait_for(&format!("{ns}/{name} Ready"), WAIT, || {
+            let out = sb.kubectl_ok(&["get", "secretspolicy", name, "-n", ns, "-o", "json"]);
+            let o: Value = serde_json::from_str(&out).ok()?;
+            condition_is(&o, "Ready", "True").then_some(())
+        });
+    }
+    // Changed in the service only: no watch event, so only a resync can restore them.
+    for name in ["drift-a", "drift-b"] {
+        let (status, _) = sb.secrets(
+            "PUT",
+            &format!("/v1/sys/policies/acl/{name}"),
+            Some(json!({"policy": "path \"evil/*\" { capabilities = [\"sudo\"] }"})),
+        );
+        assert!(status == 204 || status == 200, "{status}");
+    }
+    for name in ["drift-a", "drift-b"] {
+        wait_for(&format!("{name} restored by a resync"), WAIT, || {
+            remote_policy(&sb, "acl", name)
+                .filter(|p| p["policy"].as_str().unwrap_or("").contains("\"a/*\""))
+        });
+    }
+}
+
 #[test]
 fn in_sync_resyncs_make_no_writes() {
     let (sb, _op) = ready_env("1s");

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
+use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
@@ -138,6 +139,23 @@ impl Events {
     }
 }
 
+/// What is kept of one object between its passes. One record for both, where each had a map of
+/// its own: at 10,000 resources every map is a table and a copy of every key.
+#[derive(Debug, Default)]
+struct Record {
+    /// resourceVersion at the end of the last successful pass: a pass that finds the same one
+    /// (and was not woken by a Connection or Secret) is a periodic resync.
+    settled: Option<String>,
+    /// When the next periodic resync is due (see [`super::resync`]).
+    resync_at: Option<Instant>,
+}
+
+impl Record {
+    fn is_empty(&self) -> bool {
+        self.settled.is_none() && self.resync_at.is_none()
+    }
+}
+
 /// What every reconcile of every kind shares: the Kubernetes client, the settings, the metrics, the
 /// Connection caches and the per-object bookkeeping of passes.
 pub struct Context {
@@ -163,9 +181,12 @@ pub struct Context {
     sessions: Mutex<HashMap<(String, String), SessionEntry>>,
     failures: Mutex<HashMap<String, u32>>,
     fresh: Mutex<HashMap<String, (String, Instant)>>,
-    /// resourceVersion of each object at the end of its last successful pass: a pass that
-    /// finds the same one (and was not woken by a Connection or Secret) is a periodic resync.
-    settled: Mutex<HashMap<String, String>>,
+    /// What is kept of each object between passes (see [`Record`]).
+    records: Mutex<HashMap<String, Record>>,
+    /// Where each kind's due resyncs go (see [`super::resync`]).
+    resync_senders: Mutex<super::resync::Senders>,
+    /// Whether the resync sweep runs.
+    sweeping: std::sync::Once,
     /// Objects woken by a change of their Connection or of a Secret they read.
     urgent: Mutex<std::collections::HashSet<String>>,
     /// Objects whose shard label moved away while this instance served them.
@@ -215,7 +236,9 @@ impl Context {
             sessions: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             fresh: Mutex::new(HashMap::new()),
-            settled: Mutex::new(HashMap::new()),
+            records: Mutex::new(HashMap::new()),
+            resync_senders: Mutex::new(HashMap::new()),
+            sweeping: std::sync::Once::new(),
             urgent: Mutex::new(std::collections::HashSet::new()),
             handed_over: Mutex::new(std::collections::HashSet::new()),
             stretched_logged: Mutex::new(HashMap::new()),
@@ -348,15 +371,140 @@ impl Context {
             .map(|at| at.saturating_duration_since(Instant::now()))
     }
 
-    /// Remember that `key` ended a successful pass at `resource_version`.
+    /// Remember that `key` ended a successful pass at `resource_version` (`None`: it did not
+    /// settle, more work is under way).
     pub fn settle(&self, key: &str, resource_version: Option<String>) {
-        let mut s = self.settled.lock().unwrap_or_else(|e| e.into_inner());
-        match resource_version {
-            Some(rv) => {
-                s.insert(key.to_string(), rv);
+        self.update_record(key, |r| r.settled = resource_version);
+    }
+
+    /// Resync `key` in `after`, by the sweep of [`super::resync`] rather than a timer of kube's
+    /// controller; the action to return from the pass.
+    pub fn resync_after(&self, key: &str, after: Duration) -> Action {
+        let at = Instant::now() + after;
+        self.update_record(key, |r| r.resync_at = Some(at));
+        Action::await_change()
+    }
+
+    /// Keep `key`'s next resync where it is (a pass with nothing to do, such as the watch
+    /// event of our own status write), or set one in `after` if none is set.
+    pub fn keep_resync(&self, key: &str, after: Duration) -> Action {
+        let at = Instant::now() + after;
+        self.update_record(key, |r| {
+            r.resync_at.get_or_insert(at);
+        });
+        Action::await_change()
+    }
+
+    /// Whether `key` has a resync set by [`Context::resync_after`].
+    pub fn has_resync(&self, key: &str) -> bool {
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .is_some_and(|r| r.resync_at.is_some())
+    }
+
+    /// Drop `key`'s resync: its next pass comes from kube's scheduler (a retry, a poll).
+    pub fn cancel_resync(&self, key: &str) {
+        self.update_record(key, |r| r.resync_at = None);
+    }
+
+    /// Forget everything kept of `key`: its object is gone from this instance.
+    pub fn forget(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        self.fresh
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        self.next_step
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    fn update_record(&self, key: &str, change: impl FnOnce(&mut Record)) {
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        match records.get_mut(key) {
+            Some(r) => {
+                change(r);
+                if r.is_empty() {
+                    records.remove(key);
+                }
             }
             None => {
-                s.remove(key);
+                let mut r = Record::default();
+                change(&mut r);
+                if !r.is_empty() {
+                    records.insert(key.to_string(), r);
+                }
+            }
+        }
+    }
+
+    /// The keys of kind `kind`'s resources in `namespace` (`None`: all) whose resync is due,
+    /// from now on (replacing the receiver of an earlier controller of the kind there). Starts
+    /// the sweep on first use.
+    pub(crate) fn resyncs_of(
+        self: &Arc<Self>,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.resync_senders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((kind.to_string(), namespace.map(str::to_string)), tx);
+        self.sweeping.call_once(|| {
+            let every = super::resync::tick(self.settings.resync);
+            tokio::spawn(super::resync::sweep(Arc::downgrade(self), every));
+        });
+        rx
+    }
+
+    /// Send every resync due at `now` to its kind's controller (see [`super::resync`]).
+    pub(crate) fn send_due_resyncs(&self, now: Instant) {
+        let due: Vec<String> = {
+            let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+            records
+                .iter_mut()
+                .filter(|(_, r)| r.resync_at.is_some_and(|at| at <= now))
+                .map(|(key, r)| {
+                    r.resync_at = None;
+                    key.clone()
+                })
+                .collect()
+        };
+        if due.is_empty() {
+            return;
+        }
+        let senders = self
+            .resync_senders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for key in due {
+            let mut parts = key.splitn(3, '/');
+            let (kind, ns) = (
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            );
+            // The controller of the object's namespace (with --watch-namespaces), else the one
+            // of all namespaces.
+            let tx = senders
+                .get(&(kind.to_string(), Some(ns.to_string())))
+                .or_else(|| senders.get(&(kind.to_string(), None)));
+            if let Some(tx) = tx {
+                let _ = tx.send(key);
             }
         }
     }
@@ -413,8 +561,9 @@ impl Context {
         if urgent {
             return false;
         }
-        let s = self.settled.lock().unwrap_or_else(|e| e.into_inner());
-        resource_version.is_some() && s.get(key).map(String::as_str) == resource_version
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        resource_version.is_some()
+            && records.get(key).and_then(|r| r.settled.as_deref()) == resource_version
     }
 
     /// Whether to log (again) that resyncs of `kind` are being stretched: at most once a minute.

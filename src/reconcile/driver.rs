@@ -246,7 +246,9 @@ pub fn controller_for<K: Managed>(
     // Secret a resource reads wakes the resources it concerns, instead of leaving them to their
     // backoff or resync (a namespace admitted by label converges at once).
     let wakes = tenancy_wakes::<K>(ctx, controller.store());
-    controller.reconcile_on(wakes)
+    // Periodic resyncs come from one sweep, not from a timer per resource in kube's scheduler.
+    let resyncs = super::resync::due::<K>(ctx, controller.store(), namespace);
+    controller.reconcile_on(wakes).reconcile_on(resyncs)
 }
 
 /// The resources of `store` each change sent with [`Context::send_wake`] may concern.
@@ -275,8 +277,7 @@ fn tenancy_wakes<K: Managed>(
             .into_iter()
             .filter(|o| match &wake {
                 Wake::Secret { namespace, name } => {
-                    K::WATCHES_SECRETS
-                        && o.namespace().as_deref() == Some(namespace.as_str())
+                    o.namespace().as_deref() == Some(namespace.as_str())
                         && o.secret_refs().contains(name)
                 }
                 wake => wake.concerns(
@@ -445,6 +446,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     } = Start::of(obj.as_ref());
     if intent.suspend {
         // Before anything that could reach the service (even the resync budget's Connection).
+        ctx.cancel_resync(&key);
         let (action, _) = gitops::suspended_pass(obj.as_ref(), ctx, status, written).await?;
         return Ok(action);
     }
@@ -452,7 +454,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         status.last_handled_reconcile_at = intent.requested_at.clone();
     }
     if pending_free::<K>(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref()) {
-        return Ok(Action::requeue(jitter(ctx.settings.resync)));
+        return Ok(ctx.keep_resync(&key, jitter(ctx.settings.resync)));
     }
     if pending_free::<K>(&before)
         && ctx.is_resync(&key, obj.resource_version().as_deref())
@@ -460,7 +462,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     {
         // Resyncs have used their share of the Connection's budget: put this one off without
         // a call, so new and changed objects never wait behind resyncs of known ones.
-        return Ok(Action::requeue(spread(ctx.settings.resync)));
+        return Ok(ctx.resync_after(&key, spread(ctx.settings.resync)));
     }
 
     match sync(
@@ -511,7 +513,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 } else {
                     ctx.settle(&key, obj.resource_version());
                 }
-                return Ok(Action::requeue(jitter(ctx.settings.resync)));
+                return Ok(ctx.resync_after(&key, jitter(ctx.settings.resync)));
             }
             if conditions::remove(&mut status.conditions, DRIFTED) {
                 status.drifted_fields.clear();
@@ -585,15 +587,18 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 .await;
             }
             let poll = pending.as_ref().map(|_| K::POLL);
-            Ok(Action::requeue(
-                again
-                    .or(poll)
-                    .unwrap_or_else(|| jitter(ctx.settings.resync)),
-            ))
+            Ok(match again.or(poll) {
+                Some(soon) => {
+                    ctx.cancel_resync(&key);
+                    Action::requeue(soon)
+                }
+                None => ctx.resync_after(&key, jitter(ctx.settings.resync)),
+            })
         }
         Err(Error::HandedOver(why)) => {
             // Not a failure and not this shard's to report: no status, no Event, no requeue.
             tracing::info!("{why}");
+            ctx.forget(&key);
             Ok(Action::await_change())
         }
         Err(err) => {
@@ -631,6 +636,8 @@ pub(crate) async fn record_failure<K: Managed>(
 ) -> Result<(Action, Option<String>)> {
     let generation = obj.meta().generation;
     let failures = ctx.failed(key);
+    // The retry comes from kube's scheduler (below), not from a resync set by an earlier pass.
+    ctx.cancel_resync(key);
     let category = err.category();
     if category == Category::Unauthorized {
         ctx.forget_connection(
@@ -1031,7 +1038,8 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     };
     match result {
         Ok(()) => {
-            ctx.succeeded(&object_key(obj.as_ref()));
+            // The object goes once its finalizer does: nothing of it is kept.
+            ctx.forget(&object_key(obj.as_ref()));
             publish(
                 ctx,
                 obj.as_ref(),

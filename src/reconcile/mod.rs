@@ -19,6 +19,7 @@ pub mod owned_secret;
 pub mod pass;
 pub mod references;
 pub mod related;
+pub mod resync;
 pub mod show;
 pub mod tenancy;
 pub mod tenancy_watch;

@@ -212,6 +212,7 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     } = Start::of(obj.as_ref());
     if intent.suspend {
         // No step, not even the Connection (a login is a call to the service).
+        ctx.cancel_resync(&key);
         let (action, rv) = gitops::suspended_pass(obj.as_ref(), ctx, status, written).await?;
         if let Some(rv) = rv {
             ctx.set_written(&key, &rv);
@@ -226,11 +227,16 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         return Ok(Action::requeue(Duration::from_millis(50)));
     }
     if ctx.take_fresh(&key, obj.resource_version().as_deref()) {
-        // The watch event of our own status write: keep the next run the step asked for.
-        let wait = ctx
-            .next_step_in(&key)
-            .unwrap_or_else(|| jitter(ctx.settings.resync));
-        return Ok(Action::requeue(wait));
+        // The watch event of our own status write: keep the next run the step asked for (a
+        // resync stays with the sweep; a step asked for soon goes back to kube's scheduler,
+        // whose timer this event's pass took).
+        if ctx.has_resync(&key) {
+            return Ok(Action::await_change());
+        }
+        return Ok(match ctx.next_step_in(&key) {
+            Some(wait) => Action::requeue(wait),
+            None => ctx.resync_after(&key, jitter(ctx.settings.resync)),
+        });
     }
 
     let result = async {
@@ -299,9 +305,18 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 };
                 publish(ctx, obj.as_ref(), type_, &reason, "Reconcile", note).await;
             }
-            let wait = step.again.unwrap_or_else(|| jitter(ctx.settings.resync));
-            ctx.set_next_step(&key, Instant::now() + wait);
-            Ok(Action::requeue(wait))
+            Ok(match step.again {
+                Some(wait) => {
+                    ctx.set_next_step(&key, Instant::now() + wait);
+                    ctx.cancel_resync(&key);
+                    Action::requeue(wait)
+                }
+                None => {
+                    let wait = jitter(ctx.settings.resync);
+                    ctx.set_next_step(&key, Instant::now() + wait);
+                    ctx.resync_after(&key, wait)
+                }
+            })
         }
         Err(err) => {
             let (action, rv) =
@@ -332,7 +347,7 @@ async fn cleanup<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     .await;
     match result {
         Ok(()) => {
-            ctx.succeeded(&object_key(obj.as_ref()));
+            ctx.forget(&object_key(obj.as_ref()));
             Ok(Action::await_change())
         }
         Err(err) => {
