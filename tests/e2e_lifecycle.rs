@@ -380,16 +380,99 @@ fn a_leader_that_stops_hands_the_lease_to_the_standby_at_once_and_no_write_is_ma
 
 /// Inject a fault into the dev API server (its admin API, over its self-signed HTTPS).
 fn kube_fault(sb: &Sandbox, fault: serde_json::Value) {
+    kube_admin(sb, "POST", "/_sandbox/faults", fault);
+}
+
+/// A call to the dev API server's admin API (`/_sandbox/...`).
+fn kube_admin(sb: &Sandbox, method: &str, path: &str, body: serde_json::Value) {
     let resp = reqwest::blocking::Client::builder()
         .danger_accept_invalid_certs(true)
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap()
-        .post(format!("{}/_sandbox/faults", sb.url("kubernetes")))
-        .json(&fault)
+        .request(
+            method.parse().unwrap(),
+            format!("{}{path}", sb.url("kubernetes")),
+        )
+        .json(&body)
         .send()
-        .expect("fault");
-    assert!(resp.status().is_success(), "fault: {}", resp.status());
+        .expect("admin call");
+    assert!(
+        resp.status().is_success(),
+        "{method} {path}: {}",
+        resp.status()
+    );
+}
+
+/// The Connection cache lists again after its watch was lost (etcd compaction: 410 Gone). A
+/// Connection changed in the meantime came with no watch event, so the relist itself must wake
+/// the resources that use it; else they keep the old address until their resync (5 minutes
+/// here). The Connection controller may not write the Connection's status meanwhile: that write
+/// would be a watch event of its own, waking the resources without the relist.
+#[test]
+fn a_connection_changed_while_its_watch_was_down_wakes_its_resources_at_the_relist() {
+    let sb = Sandbox::start(&["--secrets-clusters", "2"]);
+    install(&sb, &[CONNECTIONS, POLICIES]);
+    let cluster = |i: usize| sb.url(&format!("secrets[{i}]")).to_string();
+    // The Connection `secrets` to cluster `i` of the secrets service.
+    let connect = |i: usize| {
+        sb.apply_ok(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: secrets-token, namespace: default}}\nstringData: {{token: {}}}\n---\n\
+             apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: secrets, namespace: default}}\n\
+             spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n",
+            sb.root_token,
+            cluster(i)
+        ))
+    };
+    connect(0);
+    let _op = Operator::start(&sb, "5m");
+    sb.apply_ok(&policy("moved"));
+    wait_ready(&sb, "secretspolicy", "moved");
+    let exists_in = |i: usize| {
+        let (status, _) = http(
+            "GET",
+            &format!("{}/v1/sys/policies/acl/moved", cluster(i)),
+            Some(("X-Secrets-Token", &sb.root_token)),
+            None,
+        );
+        status == 200
+    };
+    assert!(exists_in(0) && !exists_in(1));
+
+    let status_refused = json!({"method": "PATCH", "status": 503, "count": 0,
+        "path": "/apis/quartet.dev/v1alpha1/namespaces/default/connections/secrets/status"});
+    let watch_refused = json!({"method": "GET", "status": 503, "count": 0,
+        "path": "/apis/quartet.dev/v1alpha1/connections"});
+    kube_admin(
+        &sb,
+        "PUT",
+        "/_sandbox/faults",
+        json!({"faults": [status_refused, watch_refused]}),
+    );
+    kube_admin(&sb, "POST", "/_sandbox/expire-watches", json!({}));
+    connect(1);
+    // Every other watch has listed again by now, the policy's included: that pass still saw
+    // the old address, and nothing else may move the policy before the Connections relist.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !exists_in(1),
+        "the policy moved before the Connection cache listed again"
+    );
+
+    // The Connections may be watched again (the watch gets 410 Gone and lists); their status
+    // still may not be written.
+    kube_admin(
+        &sb,
+        "PUT",
+        "/_sandbox/faults",
+        json!({"faults": [status_refused]}),
+    );
+    wait_for(
+        "the policy written through the changed Connection",
+        WAIT,
+        || exists_in(1).then_some(()),
+    );
+    kube_admin(&sb, "DELETE", "/_sandbox/faults", json!(null));
 }
 
 #[test]

@@ -41,6 +41,18 @@ pub struct Shared {
     pub signer: super::tokens::Signer,
 }
 
+impl Shared {
+    /// Simulate etcd compaction: forget the watch history and end every open watch, so clients
+    /// re-watch from their last resourceVersion, get 410 Gone, and relist.
+    pub fn expire_watches(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .compact();
+        self.stop.send_modify(|g| *g += 1);
+    }
+}
+
 const BODY_LIMIT: usize = 16 * 1024 * 1024;
 
 pub fn parse_query(q: Option<&str>) -> HashMap<String, String> {

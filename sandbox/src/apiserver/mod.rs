@@ -112,7 +112,9 @@
 //! ```
 //! Give each kubectl invocation its own `--cache-dir` (ports get reused between tests and
 //! kubectl caches discovery per host:port). The listener also serves the sandbox admin API
-//! (`/_sandbox/requests`, `/_sandbox/faults`, see [`crate::admin`]) without a token.
+//! (`/_sandbox/requests`, `/_sandbox/faults`, see [`crate::admin`]) without a token, and
+//! `POST /_sandbox/expire-watches`, which does what [`ApiServer::expire_watches`] does for a
+//! test that runs the server in another process.
 
 mod error;
 mod events;
@@ -225,6 +227,15 @@ impl ApiServer {
         });
         let admin = Arc::new(Admin::default());
         let router = axum::Router::new()
+            .route(
+                "/_sandbox/expire-watches",
+                axum::routing::post(
+                    |axum::extract::State(sh): axum::extract::State<Arc<Shared>>| async move {
+                        sh.expire_watches();
+                        axum::http::StatusCode::NO_CONTENT
+                    },
+                ),
+            )
             .fallback(http::handle)
             .with_state(shared.clone());
         let app = crate::admin::wrap("apiserver", router, admin.clone());
@@ -316,12 +327,7 @@ impl ApiServer {
     /// Simulate etcd compaction: forget the watch history and end every open watch, so clients
     /// re-watch from their last resourceVersion, get 410 Gone, and relist.
     pub fn expire_watches(&self) {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .compact();
-        self.shared.stop.send_modify(|g| *g += 1);
+        self.shared.expire_watches();
     }
 
     /// How many watch requests were answered with 410 Gone so far.
