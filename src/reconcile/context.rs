@@ -411,26 +411,14 @@ impl Context {
 
     /// Forget everything kept of `key`: its object is gone from this instance.
     pub fn forget(&self, key: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-        self.fresh
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-        self.next_step
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-        self.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+        fn remove<V>(map: &Mutex<HashMap<String, V>>, key: &str) {
+            map.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        }
+        remove(&self.failures, key);
+        remove(&self.records, key);
+        remove(&self.fresh, key);
+        remove(&self.next_step, key);
+        remove(&self.written, key);
     }
 
     fn update_record(&self, key: &str, change: impl FnOnce(&mut Record)) {
