@@ -415,15 +415,7 @@ fn a_connection_changed_while_its_watch_was_down_wakes_its_resources_at_the_reli
     install(&sb, &[CONNECTIONS, POLICIES]);
     let cluster = |i: usize| sb.url(&format!("secrets[{i}]")).to_string();
     // The Connection `secrets` to cluster `i` of the secrets service.
-    let connect = |i: usize| {
-        sb.apply_ok(&format!(
-            "apiVersion: v1\nkind: Secret\nmetadata: {{name: secrets-token, namespace: default}}\nstringData: {{token: {}}}\n---\n\
-             apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: secrets, namespace: default}}\n\
-             spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n",
-            sb.root_token,
-            cluster(i)
-        ))
-    };
+    let connect = |i: usize| sb.connect_secrets_at("default", &cluster(i), &sb.root_token);
     connect(0);
     let _op = Operator::start(&sb, "5m");
     sb.apply_ok(&policy("moved"));

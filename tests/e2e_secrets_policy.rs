@@ -486,13 +486,7 @@ fn resyncs_reach_the_controller_of_each_watched_namespace() {
     sb.install_crds();
     sb.connect_secrets(&sb.root_token.clone());
     sb.kubectl_ok(&["create", "namespace", "team-b"]);
-    sb.apply_ok(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: secrets-token, namespace: team-b}}\nstringData: {{token: {}}}\n---\n\
-         apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: secrets, namespace: team-b}}\n\
-         spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n",
-        sb.root_token,
-        sb.url("secrets")
-    ));
+    sb.connect_secrets_at("team-b", sb.url("secrets"), &sb.root_token);
     let _op = Operator::start_with(&sb, "2s", &["--watch-namespaces=default,team-b"]);
     let good = r#"path "a/*" { capabilities = ["read"] }"#;
     for (name, ns) in [("drift-a", "default"), ("drift-b", "team-b")] {

@@ -183,11 +183,16 @@ impl Sandbox {
 
     /// The token Secret and a `secrets` Connection to the sandbox's secrets service.
     pub fn connect_secrets(&self, token: &str) {
+        self.connect_secrets_at("default", self.url("secrets"), token);
+    }
+
+    /// The token Secret and a `secrets` Connection in `namespace`, to the secrets service at
+    /// `address` (e.g. a second cluster, `url("secrets[1]")`).
+    pub fn connect_secrets_at(&self, namespace: &str, address: &str, token: &str) {
         let yaml = format!(
-            "apiVersion: v1\nkind: Secret\nmetadata: {{name: secrets-token, namespace: default}}\nstringData: {{token: {token}}}\n---\n\
-             apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: secrets, namespace: default}}\n\
-             spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n",
-            self.url("secrets")
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: secrets-token, namespace: {namespace}}}\nstringData: {{token: {token}}}\n---\n\
+             apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: secrets, namespace: {namespace}}}\n\
+             spec: {{service: secrets, address: \"{address}\", tokenSecretRef: {{name: secrets-token, key: token}}, timeoutSeconds: 5}}\n",
         );
         self.apply_ok(&yaml);
     }
