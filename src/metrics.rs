@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use compact_str::CompactString;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -13,6 +15,37 @@ use prometheus_client::registry::Registry;
 use crate::api::Service;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// The labels of a resource's own `resource_ready` series. There is one such series per
+/// resource, so its labels are a struct whose values are kept inline up to 24 bytes: as a
+/// [`Labels`] vector they were four allocations per resource (about 1 MB at 10,000 resources).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ResourceLabels {
+    kind: CompactString,
+    namespace: CompactString,
+    name: CompactString,
+}
+
+impl ResourceLabels {
+    fn new(kind: &str, namespace: &str, name: &str) -> Self {
+        Self {
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl EncodeLabelSet for ResourceLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> std::fmt::Result {
+        [
+            ("kind", self.kind.as_str()),
+            ("namespace", self.namespace.as_str()),
+            ("name", self.name.as_str()),
+        ]
+        .encode(encoder)
+    }
+}
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// The operator's Prometheus metrics, one registry for the whole process: reconciles, errors,
@@ -33,7 +66,7 @@ pub struct Metrics {
     irrevocable: Family<Labels, Gauge>,
     logins: Family<Labels, Counter>,
     kind_served: Family<Labels, Gauge>,
-    resource_ready: Family<Labels, Gauge>,
+    resource_ready: Family<ResourceLabels, Gauge>,
     leader: Gauge,
     budget_wait: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
     namespace_calls: Family<Labels, Counter>,
@@ -146,7 +179,7 @@ impl Default for Metrics {
              0 when the CRD is missing (the kind's resources are not reconciled)",
             kind_served.clone(),
         );
-        let resource_ready = Family::<Labels, Gauge>::default();
+        let resource_ready = Family::<ResourceLabels, Gauge>::default();
         registry.register(
             "resource_ready",
             "1 when the resource's Ready condition is True, else 0, as this replica last wrote \
@@ -372,14 +405,14 @@ impl Metrics {
     /// The Ready condition of `kind` `namespace/name`, as its status was last written.
     pub fn resource_ready(&self, kind: &str, namespace: &str, name: &str, ready: bool) {
         self.resource_ready
-            .get_or_create(&resource_labels(kind, namespace, name))
+            .get_or_create(&ResourceLabels::new(kind, namespace, name))
             .set(i64::from(ready));
     }
 
     /// The resource is gone: its Ready series with it (a deleted resource is not "not ready").
     pub fn resource_gone(&self, kind: &str, namespace: &str, name: &str) {
         self.resource_ready
-            .remove(&resource_labels(kind, namespace, name));
+            .remove(&ResourceLabels::new(kind, namespace, name));
     }
 
     /// Whether this replica runs the controllers.
@@ -448,14 +481,6 @@ impl Metrics {
         let _ = encode(&mut out, &self.registry);
         out
     }
-}
-
-fn resource_labels(kind: &str, namespace: &str, name: &str) -> Labels {
-    vec![
-        ("kind", kind.to_string()),
-        ("namespace", namespace.to_string()),
-        ("name", name.to_string()),
-    ]
 }
 
 #[cfg(test)]

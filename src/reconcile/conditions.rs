@@ -9,9 +9,12 @@ pub const SYNCED: &str = "Synced";
 /// The condition set while a deletion waits (on a suspend, an object in use, a refused call).
 pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 
-/// The current time as conditions record it (RFC 3339, whole seconds, UTC).
-pub fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+/// The current time as conditions record it (RFC 3339, whole seconds, UTC): 20 bytes, kept
+/// inline by a `CompactString`.
+pub fn now() -> compact_str::CompactString {
+    chrono::Utc::now()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        .into()
 }
 
 /// Set condition `type_` in `conditions`. Returns whether anything changed.
@@ -36,7 +39,7 @@ pub fn set(
             }
             c.status = status.into();
             c.reason = reason.into();
-            c.message = message;
+            c.message = message.into();
             c.observed_generation = generation;
             changed
         }
@@ -45,7 +48,7 @@ pub fn set(
                 type_: type_.into(),
                 status: status.into(),
                 reason: reason.into(),
-                message,
+                message: message.into(),
                 last_transition_time: now(),
                 observed_generation: generation,
             });

@@ -76,7 +76,7 @@ macro_rules! managed_fields {
     };
     (@ connection_ref) => {
         fn connection_ref(&self) -> Option<&$crate::api::ConnectionRef> {
-            self.spec.connection_ref.as_ref()
+            self.spec.connection_ref.as_deref()
         }
     };
     (@ deletion_policy) => {

@@ -80,7 +80,7 @@ pub struct CatalogAclBootstrapSpec {
     /// The Connection to the catalog; defaults to the Connection named `catalog` in this
     /// namespace. Its token is not needed for the bootstrap itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
 }
 
 /// Who owns the management token's Secret.
@@ -240,7 +240,7 @@ pub struct CatalogAclTokenSpec {
     /// The Connection to the catalog; defaults to the Connection named `catalog` in this
     /// namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) logs the token out when this resource is deleted; `Retain` leaves it
     /// valid until it expires.
     #[serde(default)]

@@ -97,7 +97,7 @@ pub struct DeploymentGateSpec {
     /// namespace. Its token needs `read-job`, and `submit-job` (or the fine-grained deployment
     /// capabilities) for the controls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
 }
 
 /// Canary promotion policy.

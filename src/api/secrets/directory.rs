@@ -156,7 +156,7 @@ pub struct AdEngineSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the engine's config when this resource is deleted; `Retain`
     /// leaves it.
     #[serde(default)]
@@ -277,7 +277,7 @@ pub struct AdRoleSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the role when this resource is deleted; `Retain` leaves it.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
@@ -384,7 +384,7 @@ pub struct AdLibrarySetSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the set when this resource is deleted (the service refuses
     /// while accounts are checked out); `Retain` leaves it.
     #[serde(default)]
@@ -496,7 +496,7 @@ pub struct AdCheckoutSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) checks the account in when this resource is deleted; `Retain` leaves
     /// it checked out until its lease ends.
     #[serde(default)]

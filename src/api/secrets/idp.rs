@@ -73,7 +73,7 @@ pub struct IdpUserSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the user from the auth method when this resource is deleted;
     /// `Retain` leaves it.
     #[serde(default)]
@@ -147,7 +147,7 @@ pub struct IdpGroupSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the group from the auth method when this resource is deleted;
     /// `Retain` leaves it.
     #[serde(default)]
@@ -241,7 +241,7 @@ pub struct IdpAuthMethodSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) disables the auth method on deletion when `enableMount` is true;
     /// `Retain` leaves it. Without `enableMount` the configuration is always left.
     #[serde(default)]

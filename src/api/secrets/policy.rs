@@ -66,7 +66,7 @@ pub struct SecretsPolicySpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the policy from the service when this resource is deleted;
     /// `Retain` leaves it.
     #[serde(default)]

@@ -93,7 +93,7 @@ pub struct TotpMethodSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the method from the service when this resource is deleted (a
     /// method still used by a login enforcement cannot be deleted: the resource then reports
     /// `DeletionBlocked` and retries); `Retain` leaves it.
@@ -203,7 +203,7 @@ pub struct TotpEnrollmentSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) destroys the entity's secret in the service (`admin-destroy`) when this
     /// resource is deleted; `Retain` leaves it (the Secret goes away with the resource either
     /// way).

@@ -94,7 +94,7 @@ pub struct TransformRoleSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the role from the service when this resource is deleted;
     /// `Retain` leaves it.
     #[serde(default)]
@@ -175,7 +175,7 @@ pub struct TransformAlphabetSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the alphabet from the service when this resource is deleted
     /// (refused by the service while a template uses it: retried, shown as `DeletionBlocked`);
     /// `Retain` leaves it.
@@ -273,7 +273,7 @@ pub struct TransformTemplateSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the template from the service when this resource is deleted
     /// (refused by the service while a transformation uses it: retried, shown as
     /// `DeletionBlocked`); `Retain` leaves it.
@@ -518,7 +518,7 @@ pub struct TransformationSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the transformation when this resource is deleted, but only
     /// when `deletionAllowed` is true for fpe and tokenization (their key would be lost);
     /// `Retain` leaves it.
@@ -690,7 +690,7 @@ pub struct TransformStoreSpec {
     /// The Connection to the secrets service; defaults to the Connection named `secrets` in
     /// this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the store when this resource is deleted (refused by the
     /// service while a transformation uses it: retried, shown as `DeletionBlocked`); `Retain`
     /// leaves it.

@@ -90,7 +90,7 @@ pub struct NoCodeModuleSpec {
     /// in this namespace. Its token must be a user or team token (organization tokens cannot
     /// manage no-code modules).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) disables provisioning from the module when this resource is deleted
     /// (the API documentation lists no delete endpoint; go-tfe calls an undocumented
     /// `DELETE /no-code-modules/:id`, which Quartet does not rely on); `Retain` leaves it
@@ -237,7 +237,7 @@ pub struct NoCodeWorkspaceSpec {
     /// The Connection to the workspace service; defaults to the Connection named `workspaces`
     /// in this namespace. Its token must be a user or team token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) deletes the workspace when this resource is deleted; `Retain` keeps it.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,

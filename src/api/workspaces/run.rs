@@ -126,7 +126,7 @@ pub struct WorkspaceRunSpec {
     /// The Connection to the workspace service; defaults to the Connection named
     /// `workspaces` in this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default): deleting the resource cancels a run still active (or discards one
     /// waiting for confirmation). `Retain`: the run is left alone.
     #[serde(default)]

@@ -107,7 +107,7 @@ pub struct WorkspaceSpec {
     /// The Connection to the workspace service; defaults to the Connection named
     /// `workspaces` in this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the workspace when this resource is deleted; `Retain`
     /// leaves it.
     #[serde(default)]

@@ -114,7 +114,7 @@ impl CatalogAclBootstrap {
             .iter()
             .find(|c| c.type_ == "Ready")
             .filter(|c| c.observed_generation == self.meta().generation)
-            .map(|c| c.reason.clone())
+            .map(|c| c.reason.to_string())
     }
 
     /// The Secret's `token` and `accessorId`, and whether this resource generated the token

@@ -637,7 +637,7 @@ impl Operated for DeploymentGate {
                     .status
                     .as_ref()
                     .and_then(|s| s.managed.conditions.iter().find(|c| c.type_ == "Ready"))
-                    .map(|c| c.message.clone())
+                    .map(|c| c.message.to_string())
                     .unwrap_or_default();
                 ("Forbidden".to_string(), msg)
             } else {

@@ -291,7 +291,7 @@ impl Workspace {
         let conn = ctx.connection_for(
             "Workspace",
             &ns,
-            self.spec.connection_ref.as_ref(),
+            self.spec.connection_ref.as_deref(),
             Service::Workspaces,
         )?;
         conn.spec

@@ -184,7 +184,7 @@ impl Operated for NoCodeModule {
         let org = organization(
             ctx,
             &ns,
-            self.spec.connection_ref.as_ref(),
+            self.spec.connection_ref.as_deref(),
             self.spec.organization.as_deref(),
         )?;
         let known_id = self
