@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 use crate::api::Service;
 
 type Labels = Vec<(&'static str, String)>;
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// The labels of a resource's own `resource_ready` series. There is one such series per
 /// resource, so its labels are a struct whose values are kept inline up to 24 bytes: as a
@@ -46,7 +47,6 @@ impl EncodeLabelSet for ResourceLabels {
         .encode(encoder)
     }
 }
-type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// The operator's Prometheus metrics, one registry for the whole process: reconciles, errors,
 /// remote and Kubernetes calls, and the gauges some kinds report.

@@ -101,7 +101,7 @@ pub struct SecretKeyRef {
     pub key: String,
 }
 
-// The fields are `CompactString`s: a string of up to 24 bytes (every type, status, reason and
+// The string fields are `CompactString`s: a string of up to 24 bytes (every type, status, reason and
 // timestamp Quartet writes) lives inside the struct instead of in an allocation of its own. Each
 // cached resource carries four conditions, so at 10,000 resources that is 160,000 allocations
 // fewer (benches/RESULTS.md).
