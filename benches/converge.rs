@@ -10,6 +10,10 @@
 //!   namespace of its own, before the operator starts;
 //! * the operator: `quartet run` watching `default`, where the benchmark creates N SecretsPolicies.
 //!
+//! With `QUARTET_BENCH_FLOOR_FULL=1`, a second floor first (namespace `floor-full`): the plain
+//! client making every call the operator makes (also the observe GET, the Event, a watch of its
+//! namespace, the full status), so that `operator/that` is the operator's own overhead.
+//!
 //! It prints, side by side, the wall time (operator: from the first create until all are Ready;
 //! floor: all four calls of all N), `operator/floor`, calls per resource by verb on each side
 //! (Kubernetes API, from the same per-verb counter the operator exports; the secrets service, from
@@ -25,6 +29,9 @@
 //! operator processes `--shard s0` … `--shard s{K-1}`, the N resources labelled
 //! `quartet.dev/shard` round-robin; calls and CPU are summed over the processes and the peak
 //! RSS is printed per shard, with the service writes per resource (1.00: nothing served twice).
+//!
+//! With `QUARTET_BENCH_GITOPS=1` the N resources carry what Argo CD adds when it applies them
+//! (an instance label, a tracking annotation, `kubectl apply`'s last-applied manifest).
 //!
 //! Restart and steady state (single instance only; opt-in, they take minutes): with
 //! `QUARTET_BENCH_RESTART=1`, once all N are Ready and one resync was counted, the operator is
@@ -51,6 +58,7 @@ use std::time::{Duration, Instant};
 use futures::{stream, StreamExt, TryStreamExt};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
+use kube::Resource;
 use quartet::api::SecretsPolicy;
 use quartet::metrics::Metrics;
 use support::openbao::OpenBao;
@@ -301,6 +309,34 @@ fn policy_body(prefix: &str, i: usize) -> String {
     format!("path \"{prefix}/{i}/*\" {{ capabilities = [\"read\"] }}")
 }
 
+/// What a resource applied by Argo CD carries besides its manifest: its instance label and
+/// tracking annotation, and `kubectl apply`'s copy of the manifest (Argo CD applies
+/// client-side by default).
+fn as_applied_by_gitops(p: &mut SecretsPolicy) {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let manifest = serde_json::to_string(&*p).expect("manifest");
+    p.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(
+            "app.kubernetes.io/instance".into(),
+            "platform-policies".into(),
+        );
+    p.metadata.annotations = Some(
+        [
+            (
+                "argocd.argoproj.io/tracking-id".to_string(),
+                format!("platform-policies:secrets.quartet.dev/SecretsPolicy:default/{name}"),
+            ),
+            (
+                "kubectl.kubernetes.io/last-applied-configuration".to_string(),
+                manifest,
+            ),
+        ]
+        .into(),
+    );
+}
+
 fn policy(name: &str, body: &str) -> SecretsPolicy {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "secrets.quartet.dev/v1alpha1", "kind": "SecretsPolicy",
@@ -313,13 +349,39 @@ fn policy(name: &str, body: &str) -> SecretsPolicy {
 /// The floor: a plain client doing, per resource, exactly the calls the operator needs (create
 /// the resource, add the finalizer, write the service object, patch status) at the same
 /// concurrency against the same dev API server and secrets service.
-async fn floor(sb: &Sandbox, backend: &Backend<'_>, n: usize, concurrency: usize) -> Side {
-    blocking(|| sb.kubectl_ok(&["create", "namespace", "floor"]));
+///
+/// With `full`, the plain client also makes the calls the operator makes beyond those (in a
+/// namespace of its own, `floor-full`): it watches the namespace and decodes every event (the
+/// operator's cache), reads the policy from the service before writing it (the observe step),
+/// records the same Event, and writes the status the operator writes (four conditions,
+/// `observedGeneration`, `lastSyncTime`). What the operator costs beyond that floor is its own
+/// work; what that floor costs beyond the plain one is the servers' work for those calls.
+async fn floor(
+    sb: &Sandbox,
+    backend: &Backend<'_>,
+    n: usize,
+    concurrency: usize,
+    full: bool,
+) -> Side {
+    let ns = if full { "floor-full" } else { "floor" };
+    blocking(|| sb.kubectl_ok(&["create", "namespace", ns]));
     let metrics = Arc::new(Metrics::default());
     let client = quartet::runtime::kube_client::client_from(Some(&sb.kubeconfig), metrics.clone())
         .await
         .expect("client");
-    let api: Api<SecretsPolicy> = Api::namespaced(client, "floor");
+    let api: Api<SecretsPolicy> = Api::namespaced(client.clone(), ns);
+    let watch = full.then(|| {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let events = watcher(api, watcher::Config::default());
+            futures::pin_mut!(events);
+            while events.next().await.is_some() {}
+        })
+    });
+    let reporter = kube::runtime::events::Reporter {
+        controller: "floor".into(),
+        instance: None,
+    };
     let http = reqwest::Client::new();
     let base = backend.base();
     let (header, token) = backend.header();
@@ -330,10 +392,12 @@ async fn floor(sb: &Sandbox, backend: &Backend<'_>, n: usize, concurrency: usize
     stream::iter(0..n)
         .for_each_concurrent(concurrency, |i| {
             let (api, http, base, token) = (api.clone(), http.clone(), base.clone(), token.clone());
+            let (client, reporter) = (client.clone(), reporter.clone());
             async move {
                 let name = format!("floor-{i}");
                 let body = policy_body("floor", i);
-                api.create(&PostParams::default(), &policy(&name, &body))
+                let created = api
+                    .create(&PostParams::default(), &policy(&name, &body))
                     .await
                     .expect("create");
                 api.patch(
@@ -343,6 +407,15 @@ async fn floor(sb: &Sandbox, backend: &Backend<'_>, n: usize, concurrency: usize
                 )
                 .await
                 .expect("finalizer");
+                if full {
+                    let res = http
+                        .get(format!("{base}/v1/sys/policies/acl/{name}"))
+                        .header(header, token.clone())
+                        .send()
+                        .await
+                        .expect("service read");
+                    let _ = res.bytes().await;
+                }
                 let res = http
                     .put(format!("{base}/v1/sys/policies/acl/{name}"))
                     .header(header, token)
@@ -351,17 +424,50 @@ async fn floor(sb: &Sandbox, backend: &Backend<'_>, n: usize, concurrency: usize
                     .await
                     .expect("service write");
                 assert!(res.status().is_success(), "service write: {}", res.status());
-                let status = serde_json::json!({
-                    "apiVersion": "secrets.quartet.dev/v1alpha1", "kind": "SecretsPolicy",
-                    "status": {"remoteId": name, "conditions": [{"type": "Ready", "status": "True", "reason": "InSync", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
-                });
+                let status = if full {
+                    let condition = |type_: &str, status: &str, reason: &str, message: &str| {
+                        serde_json::json!({"type": type_, "status": status, "reason": reason, "message": message,
+                            "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1})
+                    };
+                    serde_json::json!({
+                        "apiVersion": "secrets.quartet.dev/v1alpha1", "kind": "SecretsPolicy",
+                        "status": {"remoteId": name, "observedGeneration": 1, "lastSyncTime": "2026-01-01T00:00:00Z", "conditions": [
+                            condition("Ready", "True", "InSync", &format!("{name} matches the spec")),
+                            condition("Synced", "True", "ReconcileSuccess", ""),
+                            condition("Reconciling", "False", "ReconcileSuccess", ""),
+                            condition("Stalled", "False", "ReconcileSuccess", ""),
+                        ]}
+                    })
+                } else {
+                    serde_json::json!({
+                        "apiVersion": "secrets.quartet.dev/v1alpha1", "kind": "SecretsPolicy",
+                        "status": {"remoteId": name, "conditions": [{"type": "Ready", "status": "True", "reason": "InSync", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+                    })
+                };
                 api.patch_status(&name, &PatchParams::apply("floor").force(), &Patch::Apply(&status))
                     .await
                     .expect("status");
+                if full {
+                    let ev = kube::runtime::events::Event {
+                        type_: kube::runtime::events::EventType::Normal,
+                        reason: "Created".into(),
+                        note: Some(format!("created {name}")),
+                        action: "Create".into(),
+                        secondary: None,
+                    };
+                    let recorder = kube::runtime::events::Recorder::new(client, reporter);
+                    recorder
+                        .publish(&ev, &created.object_ref(&()))
+                        .await
+                        .expect("event");
+                }
             }
         })
         .await;
     let wall = started.elapsed();
+    if let Some(watch) = watch {
+        watch.abort();
+    }
     let client_cpu = cpu_seconds(std::process::id()) - own_cpu;
     let server_cpu = backend.server_cpu() - server_cpu;
     let (service, _) = blocking(|| backend.policy_calls(cursor));
@@ -395,6 +501,7 @@ fn kube_calls_of(addrs: &[String]) -> BTreeMap<String, f64> {
 }
 
 async fn run(n: usize, concurrency: usize, openbao: bool) {
+    let gitops = std::env::var("QUARTET_BENCH_GITOPS").is_ok_and(|v| v == "1");
     let shards: usize = std::env::var("QUARTET_BENCH_SHARDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -431,7 +538,12 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     let load_before = load();
     // The floor first, in its own namespace, before the operator starts (which then watches
     // only `default`): the same servers, nothing else running.
-    let floor = floor(&sb, &backend, n, concurrency).await;
+    let floor_full = if std::env::var("QUARTET_BENCH_FLOOR_FULL").is_ok_and(|v| v == "1") {
+        Some(floor(&sb, &backend, n, concurrency, true).await)
+    } else {
+        None
+    };
+    let floor = floor(&sb, &backend, n, concurrency, false).await;
     let shard_names: Vec<Option<String>> = match shards {
         0 => vec![None],
         k => (0..k).map(|s| Some(format!("s{s}"))).collect(),
@@ -514,6 +626,9 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
                         [("quartet.dev/shard".to_string(), format!("s{}", i % shards))].into(),
                     );
                 }
+                if gitops {
+                    as_applied_by_gitops(&mut p);
+                }
                 api.create(&PostParams::default(), &p)
                     .await
                     .expect("create");
@@ -589,6 +704,23 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         floor.wall.as_secs_f64(),
         operator.wall.as_secs_f64() / floor.wall.as_secs_f64().max(1e-9)
     );
+    if let Some(full) = &floor_full {
+        let mut kube = full.kube.clone();
+        kube.remove("create secretspolicies");
+        println!(
+            "  floor + the operator's other calls {:.2} s  -> operator/that {:.2}; calls/resource Kubernetes: {}, watch events decoded; secrets: {}",
+            full.wall.as_secs_f64(),
+            operator.wall.as_secs_f64() / full.wall.as_secs_f64().max(1e-9),
+            per(&kube, n),
+            per(&full.service, n)
+        );
+        println!(
+            "                                     CPU seconds: client {:.2} (operator/that {:.2}), servers {:.2}",
+            full.client_cpu,
+            operator.client_cpu / full.client_cpu.max(1e-9),
+            full.server_cpu
+        );
+    }
     println!(
         "  Kubernetes calls/resource          operator: {}",
         per(&operator.kube, n)

@@ -99,6 +99,11 @@ pub fn init(format: &str, otlp_endpoint: Option<&str>) -> Result<Guard, Error> {
 
 const TARGET: &str = "quartet::trace";
 
+/// The annotation naming the trace a resource's reconciles link to (W3C Trace Context).
+pub const TRACEPARENT: &str = "traceparent";
+/// Its vendor-specific companion.
+pub const TRACESTATE: &str = "tracestate";
+
 /// The host of an endpoint URL, for messages: a URL may carry credentials.
 fn host_of(endpoint: &str) -> String {
     endpoint
@@ -188,10 +193,10 @@ pub fn reconcile_span<K: kube::Resource<DynamicType = ()>>(obj: &K) -> Span {
         error.category = Empty,
         otel.status_code = Empty,
     );
-    if let Some(parent) = obj.annotations().get("traceparent") {
-        let mut carrier = HashMap::from([("traceparent".to_string(), parent.clone())]);
-        if let Some(state) = obj.annotations().get("tracestate") {
-            carrier.insert("tracestate".to_string(), state.clone());
+    if let Some(parent) = obj.annotations().get(TRACEPARENT) {
+        let mut carrier = HashMap::from([(TRACEPARENT.to_string(), parent.clone())]);
+        if let Some(state) = obj.annotations().get(TRACESTATE) {
+            carrier.insert(TRACESTATE.to_string(), state.clone());
         }
         let cx = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
         let linked = cx.span().span_context().clone();

@@ -26,8 +26,9 @@ pub fn set(
     message: impl Into<String>,
     generation: Option<i64>,
 ) -> bool {
-    let status = if status { "True" } else { "False" };
+    let status = crate::api::ConditionStatus::from(status);
     let message = bounded(message.into());
+    let generation = generation.and_then(std::num::NonZeroI64::new);
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {
             let changed = c.status != status
@@ -37,7 +38,7 @@ pub fn set(
             if c.status != status {
                 c.last_transition_time = now();
             }
-            c.status = status.into();
+            c.status = status;
             c.reason = reason.into();
             c.message = message.into();
             c.observed_generation = generation;
@@ -46,7 +47,7 @@ pub fn set(
         None => {
             conditions.push(Condition {
                 type_: type_.into(),
-                status: status.into(),
+                status,
                 reason: reason.into(),
                 message: message.into(),
                 last_transition_time: now(),

@@ -29,7 +29,7 @@ use super::finalize;
 use super::gitops::{self, Progress, DRIFTED, DRIFT_REPORTED};
 use super::pass::{self, current_status, Start};
 use super::tenancy::Wake;
-use crate::api::{DeletionPolicy, ManagedStatus};
+use crate::api::{Condition, DeletionPolicy, ManagedStatus};
 use crate::changes;
 use crate::clients::Http;
 
@@ -295,19 +295,28 @@ fn tenancy_wakes<K: Managed>(
     })
 }
 
-/// The annotation in which `kubectl apply` keeps the last-applied manifest.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// The annotations a pass reads from a resource ([`super::gitops::Intent`], and the trace a
+/// reconcile links to): a cached copy keeps these and no other.
+const READ_ANNOTATIONS: [&str; 4] = [
+    super::gitops::REQUESTED_AT,
+    super::gitops::FLUX_REQUESTED_AT,
+    crate::traces::TRACEPARENT,
+    crate::traces::TRACESTATE,
+];
 
-/// The watch of a kind's own objects, feeding the controller's cache without `managedFields`
-/// (nor `kubectl apply`'s last-applied annotation):
-/// nothing here reads them, and at 10,000 objects they were the largest part of the cache (the
-/// server keeps them; server-side apply does not need the client's copy). Each complete list
-/// is reported to `life` (kube's `Store::wait_until_ready` wakes only one waiter, the
-/// controller's own, so readiness is read from the stream instead).
+/// The watch of a kind's own objects, feeding the controller's cache without `managedFields`,
+/// labels, nor the annotations no pass reads (`kubectl apply`'s last-applied manifest, GitOps
+/// tools' tracking ids, Helm's release names): nothing here reads them once the watch event is
+/// handled, and at 10,000 objects they were the largest part of the cache (the server keeps
+/// them; server-side apply does not need the client's copy, and every write here is a patch of
+/// `status` or `finalizers`, never a whole object). Each complete list is reported to
+/// `life` (kube's `Store::wait_until_ready` wakes only one waiter, the controller's own, so
+/// readiness is read from the stream instead).
 ///
 /// Only this instance's shard is watched (see [`crate::shard`]). A resource relabelled to
-/// another shard arrives as a deletion: the reflector drops it and `applied_objects` never
-/// hands a deletion to the controller, so no pass (and no cleanup) runs for it here.
+/// another shard arrives as a deletion: its labels (read before they are dropped) say so, the
+/// reflector drops it and `applied_objects` never hands a deletion to the controller, so no pass
+/// (and no cleanup) runs for it here.
 pub(crate) fn lean_watch<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
@@ -318,34 +327,60 @@ where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let shard = ctx.settings.shard.clone();
-    let ctx = ctx.clone();
+    let (handed, taken) = (ctx.clone(), ctx.clone());
     watcher(api, shard.watcher_config())
         .default_backoff()
+        .inspect(move |ev| {
+            if let Ok(watcher::Event::Delete(obj)) = ev {
+                if !shard.serves(obj.labels()) {
+                    hand_over(&handed, obj);
+                }
+            }
+        })
         .modify(|obj| {
-            obj.managed_fields_mut().clear();
-            // `kubectl apply`'s copy of the whole last-applied manifest: nothing here reads it,
-            // and it doubles an applied object's size in the cache.
-            if let Some(a) = obj.meta_mut().annotations.as_mut() {
-                a.remove(LAST_APPLIED);
+            let meta = obj.meta_mut();
+            meta.managed_fields = None;
+            // A label map is a tree node of over 500 bytes even for the one shard label: at
+            // 10,000 labelled resources, 6-7 MiB of cache (benches/RESULTS.md).
+            meta.labels = None;
+            // `kubectl apply`'s copy of the whole last-applied manifest alone doubles an
+            // applied object's size in the cache.
+            if let Some(a) = meta.annotations.as_mut() {
+                a.retain(|k, _| READ_ANNOTATIONS.contains(&k.as_str()));
+                // An emptied map keeps its node allocated.
+                if a.is_empty() {
+                    meta.annotations = None;
+                }
             }
         })
         .reflect(writer)
         .inspect(move |ev| match ev {
             Ok(watcher::Event::InitDone) => life.synced(),
             Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
-                ctx.take_back(|| object_key(obj));
-            }
-            Ok(watcher::Event::Delete(obj)) if !shard.serves(obj.labels()) => {
-                ctx.hand_over(object_key(obj));
-                let (kind, ns, name) = (K::kind(&()), obj.namespace().unwrap_or_default(), obj.name_any());
-                let to = obj.labels().get(crate::shard::LABEL).map(String::as_str).unwrap_or("");
-                tracing::info!(%kind, namespace = %ns, %name, to_shard = %to, "{kind} {ns}/{name} moved to another shard ({}={to:?}): handed over, its finalizer and remote object left as they are", crate::shard::LABEL);
-                // Its Ready series is the new shard's to report now.
-                ctx.metrics.resource_gone(&kind, &ns, &name);
+                taken.take_back(|| object_key(obj));
             }
             _ => {}
         })
         .applied_objects()
+}
+
+/// `obj` left this instance's shard (its deletion event carries another shard's label): it is
+/// the other shard's to serve now.
+fn hand_over<K: Resource<DynamicType = ()>>(ctx: &Context, obj: &K) {
+    ctx.hand_over(object_key(obj));
+    let (kind, ns, name) = (
+        K::kind(&()),
+        obj.namespace().unwrap_or_default(),
+        obj.name_any(),
+    );
+    let to = obj
+        .labels()
+        .get(crate::shard::LABEL)
+        .map(String::as_str)
+        .unwrap_or("");
+    tracing::info!(%kind, namespace = %ns, %name, to_shard = %to, "{kind} {ns}/{name} moved to another shard ({}={to:?}): handed over, its finalizer and remote object left as they are", crate::shard::LABEL);
+    // Its Ready series is the new shard's to report now.
+    ctx.metrics.resource_gone(&kind, &ns, &name);
 }
 
 /// The key of `obj` in the per-object records of [`Context`] (`Kind/namespace/name`).
@@ -663,7 +698,7 @@ pub(crate) async fn record_failure<K: Managed>(
     // this generation: keep Ready as it was.
     let keep_ready = category == Category::Transient
         && conditions::get(&status.conditions, READY)
-            .is_some_and(|c| c.status == "True" && c.observed_generation == generation);
+            .is_some_and(|c| c.status == "True" && c.generation() == generation);
     if !keep_ready {
         conditions::set(
             &mut status.conditions,
@@ -703,7 +738,7 @@ async fn sync<K: Reconciled>(
     // The spec has not changed since the last successful pass: a difference is an edit in the
     // service, not a spec change.
     let unchanged_spec = before_was_ready(status)
-        && conditions::get(&status.conditions, READY).and_then(|c| c.observed_generation)
+        && conditions::get(&status.conditions, READY).and_then(Condition::generation)
             == obj.meta().generation;
     let ns = obj.namespace().unwrap_or_default();
     let http = ctx

@@ -242,9 +242,7 @@ mod tests {
             "False"
         );
         assert_eq!(
-            conditions::get(&conds, STALLED)
-                .unwrap()
-                .observed_generation,
+            conditions::get(&conds, STALLED).unwrap().generation(),
             Some(2)
         );
         set_progress(&mut conds, Progress::Done, Some(2));

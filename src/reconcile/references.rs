@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, Resource};
 
 use super::context::{scoped_api, Context, Watched};
 use super::driver::{controller_for, Lifetime};
@@ -85,7 +85,7 @@ pub async fn run_operation_referencing<K: Operated, R: Watched>(
     // References are read whatever shard serves the resource: the cache is not label-selected.
     let cache = watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(|obj| obj.managed_fields_mut().clear())
+        .modify(|obj| obj.meta_mut().managed_fields = None)
         .reflect(writer)
         .for_each(|_| futures::future::ready(()));
     let controller = controller_for::<K>(&ctx, namespace.as_deref(), &life);

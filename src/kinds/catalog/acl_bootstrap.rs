@@ -113,7 +113,7 @@ impl CatalogAclBootstrap {
             .conditions
             .iter()
             .find(|c| c.type_ == "Ready")
-            .filter(|c| c.observed_generation == self.meta().generation)
+            .filter(|c| c.generation() == self.meta().generation)
             .map(|c| c.reason.to_string())
     }
 

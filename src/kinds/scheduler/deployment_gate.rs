@@ -260,7 +260,7 @@ impl DeploymentGate {
         else {
             return false;
         };
-        if c.reason != "Forbidden" || c.observed_generation != self.meta().generation {
+        if c.reason != "Forbidden" || c.generation() != self.meta().generation {
             return false;
         }
         DateTime::parse_from_rfc3339(&c.last_transition_time)

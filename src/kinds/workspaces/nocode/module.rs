@@ -159,9 +159,8 @@ impl NoCodeModule {
         let Some(st) = self.status.as_ref() else {
             return false;
         };
-        conditions::get(&st.managed.conditions, conditions::READY).is_some_and(|c| {
-            c.status == "True" && c.observed_generation == self.metadata.generation
-        })
+        conditions::get(&st.managed.conditions, conditions::READY)
+            .is_some_and(|c| c.status == "True" && c.generation() == self.metadata.generation)
     }
 }
 

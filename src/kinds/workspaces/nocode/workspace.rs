@@ -258,9 +258,8 @@ impl NoCodeWorkspace {
 
     fn drifting(&self) -> bool {
         self.status.as_ref().is_some_and(|st| {
-            conditions::get(&st.managed.conditions, conditions::READY).is_some_and(|c| {
-                c.status == "True" && c.observed_generation == self.metadata.generation
-            })
+            conditions::get(&st.managed.conditions, conditions::READY)
+                .is_some_and(|c| c.status == "True" && c.generation() == self.metadata.generation)
         })
     }
 }
