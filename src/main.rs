@@ -11,8 +11,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// The production build's jemalloc settings: pages freed are returned to the system at once
 /// (`dirty_decay_ms:0,muzzy_decay_ms:0`) instead of up to ten seconds later, and all threads
 /// share one arena (`narenas:1`) instead of four per core each holding partly used pages. The
-/// peak of 10,000 creations then takes 48.0-48.6 MiB instead of 50.1-50.9 MiB, for a few percent
-/// more CPU (benches/RESULTS.md); a container's memory limit is met by what the operator holds,
+/// peak of 10,000 creations took about 2 MiB less (48.0-48.6 against 50.1-50.9 MiB when
+/// measured), for a few percent more CPU (benches/RESULTS.md); a container's memory limit is met by what the operator holds,
 /// not by what its allocator keeps in reserve. `_RJEM_MALLOC_CONF` overrides them. The dev build
 /// keeps jemalloc's defaults: there the same process may be the sandbox's API server, which
 /// allocates far more and would pay for each page returned.

@@ -337,22 +337,7 @@ where
                 }
             }
         })
-        .modify(|obj| {
-            let meta = obj.meta_mut();
-            meta.managed_fields = None;
-            // A label map is a tree node of over 500 bytes even for the one shard label: at
-            // 10,000 labelled resources, 6-7 MiB of cache (benches/RESULTS.md).
-            meta.labels = None;
-            // `kubectl apply`'s copy of the whole last-applied manifest alone doubles an
-            // applied object's size in the cache.
-            if let Some(a) = meta.annotations.as_mut() {
-                a.retain(|k, _| READ_ANNOTATIONS.contains(&k.as_str()));
-                // An emptied map keeps its node allocated.
-                if a.is_empty() {
-                    meta.annotations = None;
-                }
-            }
-        })
+        .modify(|obj| lean_meta(obj.meta_mut()))
         .reflect(writer)
         .inspect(move |ev| match ev {
             Ok(watcher::Event::InitDone) => life.synced(),
@@ -362,6 +347,24 @@ where
             _ => {}
         })
         .applied_objects()
+}
+
+/// What a cached copy keeps of a resource's metadata: no `managedFields`, no labels, and only
+/// the annotations a pass reads ([`READ_ANNOTATIONS`]).
+fn lean_meta(meta: &mut kube::api::ObjectMeta) {
+    meta.managed_fields = None;
+    // A label map is a tree node of over 500 bytes even for the one shard label: at 10,000
+    // labelled resources, 6-7 MiB of cache (benches/RESULTS.md).
+    meta.labels = None;
+    // `kubectl apply`'s copy of the whole last-applied manifest alone doubles an applied
+    // object's size in the cache.
+    if let Some(a) = meta.annotations.as_mut() {
+        a.retain(|k, _| READ_ANNOTATIONS.contains(&k.as_str()));
+        // An emptied map keeps its node allocated.
+        if a.is_empty() {
+            meta.annotations = None;
+        }
+    }
 }
 
 /// `obj` left this instance's shard (its deletion event carries another shard's label): it is
@@ -1101,6 +1104,55 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
 mod tests {
     use super::*;
     use crate::api::SecretsPolicy;
+
+    #[test]
+    fn a_cached_copy_keeps_only_the_annotations_a_pass_reads_and_no_labels() {
+        let mut meta: kube::api::ObjectMeta = serde_json::from_value(serde_json::json!({
+            "name": "p",
+            "labels": {"quartet.dev/shard": "s0", "app.kubernetes.io/instance": "apps"},
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{}",
+                "argocd.argoproj.io/tracking-id": "apps:secrets.quartet.dev/SecretsPolicy:default/p",
+                "reconcile.quartet.dev/requestedAt": "now",
+                "reconcile.fluxcd.io/requestedAt": "then",
+                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "tracestate": "v=1",
+            },
+            "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+        }))
+        .unwrap();
+        lean_meta(&mut meta);
+        let kept: Vec<&str> = meta
+            .annotations
+            .as_ref()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "reconcile.fluxcd.io/requestedAt",
+                "reconcile.quartet.dev/requestedAt",
+                "traceparent",
+                "tracestate"
+            ]
+        );
+        assert_eq!(meta.labels, None);
+        assert_eq!(meta.managed_fields, None);
+        assert_eq!(meta.name.as_deref(), Some("p"));
+
+        let mut applied: kube::api::ObjectMeta = serde_json::from_value(serde_json::json!({
+            "name": "q",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"},
+        }))
+        .unwrap();
+        lean_meta(&mut applied);
+        assert_eq!(
+            applied.annotations, None,
+            "an emptied map is dropped, not kept empty"
+        );
+    }
 
     #[test]
     fn kind_status_fields_are_everything_but_the_managed_ones() {
