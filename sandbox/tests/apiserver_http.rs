@@ -483,6 +483,62 @@ async fn watch_sends_bookmarks_when_allowed() {
     );
 }
 
+/// A watch of Secrets hears no ConfigMap write, yet its BOOKMARK carries the cluster's
+/// resourceVersion past those writes (as kube-apiserver's do), so a client resuming from it
+/// does not replay, or fall behind, history that was never its own.
+#[tokio::test]
+async fn a_watch_hears_only_its_resource_and_its_bookmarks_follow_the_cluster() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, list) = h.get(SECRETS).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut r = h
+        .req(
+            reqwest::Method::GET,
+            &format!("{SECRETS}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true"),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut last = 0u64;
+    for i in 0..3 {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("c{i}")}, "data": {"k": "v"}});
+        let (code, v) = h.post("/api/v1/namespaces/default/configmaps", cm).await;
+        assert_eq!(code, 201, "{v}");
+        last = v["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+    }
+    // A bookmark comes every 5 s; the read waits up to 5 s a chunk.
+    let mut evs = read_events(&mut r, 1).await;
+    if evs.is_empty() {
+        evs = read_events(&mut r, 1).await;
+    }
+    assert_eq!(evs.len(), 1, "a bookmark within 10 s");
+    assert_eq!(
+        evs[0]["type"], "BOOKMARK",
+        "no ConfigMap event on a Secret watch: {evs:?}"
+    );
+    let bookmark: u64 = evs[0]["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        bookmark >= last,
+        "bookmark {bookmark} behind the cluster's {last}"
+    );
+    h.post(SECRETS, secret("s1")).await;
+    let evs = read_events(&mut r, 1).await;
+    assert_eq!(evs[0]["type"], "ADDED", "{evs:?}");
+    assert_eq!(evs[0]["object"]["metadata"]["name"], "s1");
+}
+
 #[tokio::test]
 async fn watch_ends_after_timeout_seconds() {
     let s = server().await;

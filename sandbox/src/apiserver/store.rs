@@ -14,6 +14,10 @@ use super::registry::{Registry, ResKey};
 /// Events kept for watches resuming from an older resourceVersion.
 const HISTORY: usize = 20_000;
 
+/// Events a watch may fall behind by before it is ended (the client then watches again from its
+/// last resourceVersion).
+const WATCH_BUFFER: usize = 8192;
+
 /// One change, as watches see it.
 #[derive(Debug)]
 pub struct Event {
@@ -36,7 +40,11 @@ pub struct State {
     pub objects: HashMap<ResKey, BTreeMap<ObjKey, Value>>,
     pub history: VecDeque<Arc<Event>>,
     pub registry: Registry,
-    pub tx: broadcast::Sender<Arc<Event>>,
+    /// Live events for the watches of each resource. Like kube-apiserver's watch cache, which
+    /// is one per resource, a write wakes only the watches of its own resource: one channel for
+    /// all made every watch of every kind wake up (and filter) on every write in the cluster,
+    /// so a client watching 30 kinds cost the server 30 wake-ups per write.
+    watchers: HashMap<ResKey, broadcast::Sender<Arc<Event>>>,
     pub dirty: bool,
     /// How many watches were refused with 410 Gone (tests check clients really relisted).
     pub expired_watches: u64,
@@ -79,14 +87,13 @@ pub fn rv_of(obj: &Value) -> u64 {
 
 impl State {
     pub fn new() -> Self {
-        let (tx, _) = broadcast::channel(8192);
         Self {
             rv: 1,
             compacted: 0,
             objects: HashMap::new(),
             history: VecDeque::new(),
             registry: Registry::new(),
-            tx,
+            watchers: HashMap::new(),
             dirty: false,
             expired_watches: 0,
             gc_candidates: BTreeSet::new(),
@@ -154,8 +161,21 @@ impl State {
                 self.compacted = old.rv;
             }
         }
-        let _ = self.tx.send(ev);
+        if let Some(tx) = self.watchers.get(&ev.key) {
+            // An error means no watch of this resource is left: drop its channel.
+            if tx.send(ev.clone()).is_err() {
+                self.watchers.remove(&ev.key);
+            }
+        }
         self.dirty = true;
+    }
+
+    /// The live events of resource `key`, from the next write on.
+    pub fn subscribe(&mut self, key: &ResKey) -> broadcast::Receiver<Arc<Event>> {
+        self.watchers
+            .entry(key.clone())
+            .or_insert_with(|| broadcast::channel(WATCH_BUFFER).0)
+            .subscribe()
     }
 
     /// Store `obj` with a fresh resourceVersion and tell watchers. Returns the stored object.
@@ -293,4 +313,46 @@ pub fn write_snapshot(dir: &Path, snap: &Value) -> std::io::Result<()> {
     let tmp = dir.join("apiserver.json.tmp");
     std::fs::write(&tmp, serde_json::to_vec(snap)?)?;
     std::fs::rename(tmp, snapshot_path(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(resource: &str) -> ResKey {
+        (String::new(), resource.to_string())
+    }
+
+    fn obj(name: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "default"}})
+    }
+
+    #[test]
+    fn a_write_reaches_the_watches_of_its_own_resource_only() {
+        let mut st = State::new();
+        let secrets = st.subscribe(&key("secrets"));
+        let mut configmaps = st.subscribe(&key("configmaps"));
+        st.put(&key("configmaps"), obj("c"));
+        assert!(
+            secrets.is_empty(),
+            "a Secret watch woke for a ConfigMap write"
+        );
+        let ev = configmaps
+            .try_recv()
+            .expect("the ConfigMap watch hears its write");
+        assert_eq!((ev.key.clone(), ev.etype), (key("configmaps"), "ADDED"));
+    }
+
+    #[test]
+    fn a_resource_whose_watches_have_ended_drops_its_channel_at_the_next_write() {
+        let mut st = State::new();
+        drop(st.subscribe(&key("secrets")));
+        st.put(&key("secrets"), obj("s"));
+        assert!(st.watchers.is_empty());
+        assert_eq!(
+            st.history.len(),
+            1,
+            "history keeps the write for later watches"
+        );
+    }
 }

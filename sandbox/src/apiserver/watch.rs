@@ -61,6 +61,21 @@ fn project(
     Some((etype, read(&ctx.info, &ctx.version, crd, &ev.obj)))
 }
 
+/// The cluster's resourceVersion when this watch has received every event of its resource up
+/// to it, else 0. A watch hears only its own resource's writes, yet its BOOKMARKs carry the
+/// cluster's revision as kube-apiserver's do (its watch cache follows etcd's progress
+/// notifications), so a client resuming after a quiet hour does not fall behind the compacted
+/// history because other resources were written. Writes send under the state lock, so an empty
+/// channel read under that lock means nothing of this resource up to `rv` is still unseen.
+fn quiet_rv(state: &Mutex<State>, live: &broadcast::Receiver<Arc<Event>>) -> u64 {
+    let st = state.lock().unwrap_or_else(|e| e.into_inner());
+    if live.is_empty() {
+        st.rv
+    } else {
+        0
+    }
+}
+
 /// Start a watch; the response streams until timeout, client disconnect, or server shutdown.
 pub fn watch(
     state: &Arc<Mutex<State>>,
@@ -132,11 +147,12 @@ pub fn watch(
         let rx = if expired {
             None
         } else {
-            Some(st.tx.subscribe())
+            Some(st.subscribe(&ctx.info.key()))
         };
         (rx, st.rv, crd)
     };
 
+    let state = state.clone();
     tokio::spawn(async move {
         for l in initial {
             if tx.send(l).await.is_err() {
@@ -165,6 +181,7 @@ pub fn watch(
                 },
                 _ = &mut deadline => return,
                 _ = tick.tick(), if bookmarks => {
+                    last_rv = last_rv.max(quiet_rv(&state, live));
                     if tx.send(bookmark(&ctx, last_rv, false)).await.is_err() {
                         return;
                     }
