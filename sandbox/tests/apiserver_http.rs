@@ -435,23 +435,24 @@ async fn read_events(r: &mut reqwest::Response, n: usize) -> Vec<Value> {
     out
 }
 
+/// A watch of Secrets from the list's current resourceVersion, with `extra` query parameters.
+async fn watch_secrets_from_now(h: &Http, extra: &str) -> reqwest::Response {
+    let (_, list) = h.get(SECRETS).await;
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+    h.req(
+        reqwest::Method::GET,
+        &format!("{SECRETS}?watch=true&resourceVersion={rv}{extra}"),
+    )
+    .send()
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn watch_streams_changes_after_a_resource_version() {
     let s = server().await;
     let h = Http::new(&s);
-    let (_, list) = h.get(SECRETS).await;
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut r = h
-        .req(
-            reqwest::Method::GET,
-            &format!("{SECRETS}?watch=true&resourceVersion={rv}"),
-        )
-        .send()
-        .await
-        .unwrap();
+    let mut r = watch_secrets_from_now(&h, "").await;
     h.post(SECRETS, secret("s1")).await;
     h.patch(
         &format!("{SECRETS}/s1"),
@@ -490,19 +491,7 @@ async fn watch_sends_bookmarks_when_allowed() {
 async fn a_watch_hears_only_its_resource_and_its_bookmarks_follow_the_cluster() {
     let s = server().await;
     let h = Http::new(&s);
-    let (_, list) = h.get(SECRETS).await;
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut r = h
-        .req(
-            reqwest::Method::GET,
-            &format!("{SECRETS}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true"),
-        )
-        .send()
-        .await
-        .unwrap();
+    let mut r = watch_secrets_from_now(&h, "&allowWatchBookmarks=true").await;
     let mut last = 0u64;
     for i in 0..3 {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("c{i}")}, "data": {"k": "v"}});
