@@ -409,6 +409,86 @@ async fn openapi_v2_is_served_as_protobuf_or_json_and_refuses_other_media_types(
     assert_eq!(r.status().as_u16(), 406);
 }
 
+/// The `/openapi/v3` documents are cached as kube-openapi serves them: the index and each
+/// document carry an `ETag` that `If-None-Match` revalidates (304), a document fetched by the
+/// index's hash is immutable for a year, a stale hash is redirected (301) to the current one,
+/// and a changed CRD changes its document's hash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_v3_documents_carry_etags_and_hashed_urls_are_immutable() {
+    let s = server().await;
+    let h = common::Http::new(&s);
+    h.install_widget_crd().await;
+    // Redirects are part of what is checked: not followed.
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(s.ca_pem().as_bytes()).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let get = |path: &str, if_none_match: Option<&str>| {
+        let mut rb = client
+            .get(format!("{}{path}", h.base))
+            .bearer_auth(&h.token);
+        if let Some(tag) = if_none_match {
+            rb = rb.header("if-none-match", tag);
+        }
+        rb.send()
+    };
+    let doc_url = |index: &serde_json::Value| {
+        index["paths"]["apis/test.quartet.dev/v1alpha1"]["serverRelativeURL"]
+            .as_str()
+            .expect("the Widget group-version is in the index")
+            .to_string()
+    };
+
+    let r = get("/openapi/v3", None).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let index_etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let url = doc_url(&r.json().await.unwrap());
+    let r = get("/openapi/v3", Some(&index_etag)).await.unwrap();
+    assert_eq!(r.status().as_u16(), 304);
+
+    let r = get(&url, None).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["cache-control"], "public, immutable");
+    assert!(r.headers().contains_key("expires"));
+    let hash = url.split_once("?hash=").unwrap().1;
+    assert_eq!(r.headers()["etag"], format!("\"{hash}\"").as_str());
+    let doc: serde_json::Value = r.json().await.unwrap();
+    assert!(doc["components"]["schemas"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .any(|k| k.ends_with(".Widget")));
+    let r = get(&url, Some(&format!("\"{hash}\""))).await.unwrap();
+    assert_eq!(r.status().as_u16(), 304);
+    let plain = url.split_once('?').unwrap().0;
+    let r = get(plain, None).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(!r.headers().contains_key("cache-control"));
+
+    // A changed CRD: a new hash in the index, the old one redirected to it.
+    let (code, body) = h
+        .patch(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.test.quartet.dev",
+            "application/json-patch+json",
+            serde_json::json!([{"op": "replace",
+                "path": "/spec/versions/0/schema/openAPIV3Schema/description",
+                "value": "A Widget, described anew."}]),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let r = get("/openapi/v3", Some(&index_etag)).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200, "the index changed with the CRD");
+    let new_url = doc_url(&r.json().await.unwrap());
+    assert_ne!(new_url, url);
+    let r = get(&url, None).await.unwrap();
+    assert_eq!(r.status().as_u16(), 301);
+    assert_eq!(r.headers()["location"], new_url.as_str());
+    let r = get(&new_url, None).await.unwrap();
+    let doc: serde_json::Value = r.json().await.unwrap();
+    assert!(doc.to_string().contains("A Widget, described anew."));
+}
+
 const DEPLOYMENT: &str = r#"
 apiVersion: apps/v1
 kind: Deployment

@@ -39,6 +39,8 @@ pub struct Shared {
     pub saving: std::sync::Mutex<()>,
     /// The service-account token signing key.
     pub signer: super::tokens::Signer,
+    /// The OpenAPI documents, built once per set of CRDs.
+    pub openapi: super::openapi_docs::OpenApiDocs,
 }
 
 impl Shared {
@@ -326,14 +328,11 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
             ))
         }
         ["openapi", "v2"] => {
-            let crds = lock(sh)?.crds();
+            let st = lock(sh)?;
             match openapi_v2_media(&headers) {
-                Some(OpenApiV2Media::Json) => {
-                    Ok(json_response(StatusCode::OK, &schema::openapi_v2(&crds)))
-                }
+                Some(OpenApiV2Media::Json) => Ok(sh.openapi.v2_json(&st, &headers)),
                 Some(OpenApiV2Media::Protobuf) => {
-                    let mut r =
-                        (StatusCode::OK, schema::openapi_v2_protobuf(&crds)).into_response();
+                    let mut r = (StatusCode::OK, sh.openapi.v2_protobuf(&st)).into_response();
                     r.headers_mut()
                         .insert("content-type", HeaderValue::from_static(OPENAPI_V2_PB));
                     r.headers_mut()
@@ -343,23 +342,16 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
                 None => Ok(not_acceptable()),
             }
         }
-        ["openapi", "v3"] => {
-            let crds = lock(sh)?.crds();
-            Ok(json_response(
-                StatusCode::OK,
-                &schema::openapi_v3_index(&crds),
-            ))
-        }
+        ["openapi", "v3"] => Ok(sh.openapi.v3_index(&*lock(sh)?, &headers)),
         ["openapi", "v3", rest @ ..] => {
             let gv = match rest {
                 ["api", v] => v.to_string(),
                 ["apis", g, v] => format!("{g}/{v}"),
                 _ => return Err(ApiError::no_route()),
             };
-            let crds = lock(sh)?.crds();
-            let doc =
-                schema::openapi_v3_group_version(&crds, &gv).ok_or_else(ApiError::no_route)?;
-            Ok(json_response(StatusCode::OK, &doc))
+            let hash = query.get("hash").map(String::as_str);
+            sh.openapi
+                .v3_group_version(&*lock(sh)?, &gv, &rest.join("/"), hash, &headers)
         }
         ["api", "v1", rest @ ..] | ["apis", _, _, rest @ ..] => {
             let (g, v) = match segs.as_slice() {

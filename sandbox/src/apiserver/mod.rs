@@ -121,6 +121,7 @@ mod events;
 mod fields;
 mod gc;
 mod http;
+mod openapi_docs;
 mod ops;
 mod patch;
 mod protobuf;
@@ -224,6 +225,7 @@ impl ApiServer {
             stopped: std::sync::atomic::AtomicBool::new(false),
             saving: std::sync::Mutex::new(()),
             signer: tokens::Signer::new(opts.state_dir.clone()),
+            openapi: Default::default(),
         });
         let admin = Arc::new(Admin::default());
         let router = axum::Router::new()

@@ -61,7 +61,6 @@ pub fn routers(opts: &SandboxOptions) -> anyhow::Result<Vec<Router>> {
         persist::load(&mut world, &file, &opts.root_token)?;
         world.state_file = Some(file);
     }
-    transform::warm_up();
     let world = Arc::new(Mutex::new(world));
     Ok((0..n)
         .map(|idx| {
@@ -653,6 +652,13 @@ fn handle(
             .filter(|r| licensed(world.edition, r.licence))
             .find_map(|r| r.matches(&rel).map(|p| (r, p)))
     });
+    if route.is_some()
+        && mount
+            .as_ref()
+            .is_some_and(|m| m.backend == Backend::Transform)
+    {
+        transform::warm_up();
+    }
     let mount_type = mount
         .as_ref()
         .map(|m| m.type_name.clone())

@@ -116,13 +116,22 @@ pub fn wrapping_key_pem() -> Option<String> {
         .map(|z| z.to_string())
 }
 
-/// Starts generating the wrapping key in the background so it is ready when first needed.
+/// Starts generating the wrapping key in the background, once, so it is ready when a client
+/// first reads it.
+///
+/// Called when a transform mount first serves a request, not when the server starts: a 4096-bit
+/// key costs seconds of CPU, and a server whose transform engine is never used should not pay
+/// it (the test suite starts hundreds of servers on two cores). Like the real engine's, the key
+/// exists from its first use on and is kept with the server's state.
 pub fn warm_up() {
-    if WRAPPING_KEY.get().is_none() {
-        std::thread::spawn(|| {
-            wrapping_key();
-        });
-    }
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        if WRAPPING_KEY.get().is_none() {
+            std::thread::spawn(|| {
+                wrapping_key();
+            });
+        }
+    });
 }
 
 /// Every route needs the enterprise licence (the real engine is part of the Advanced Data

@@ -277,6 +277,12 @@ pub fn openapi_v3_index(crds: &[Value]) -> Value {
     openapi::v3_index(crds)
 }
 
+/// The content hash of a v3 group-version document: the `?hash=` its index entry links with,
+/// and its `ETag`.
+pub fn openapi_content_hash(doc: &Value) -> String {
+    openapi::content_hash(doc)
+}
+
 /// `GET /openapi/v3/api/v1` or `/openapi/v3/apis/<group>/<version>`; `None` when not served.
 /// `group_version` is `"v1"` for the core group or `"<group>/<version>"`.
 pub fn openapi_v3_group_version(crds: &[Value], group_version: &str) -> Option<Value> {

@@ -885,7 +885,7 @@ pub(crate) fn v3_group_version(crds: &[Value], gv: &str) -> Option<Value> {
 
 /// A stable content hash (two FNV-1a 64 lanes, upper-case hex) used as `?hash=` so kubectl's
 /// cache of a group-version document is invalidated exactly when the document changes.
-fn content_hash(v: &Value) -> String {
+pub(crate) fn content_hash(v: &Value) -> String {
     let bytes = v.to_string();
     let mut a: u64 = 0xcbf2_9ce4_8422_2325;
     let mut b: u64 = 0x6c62_272e_07bb_0142;
