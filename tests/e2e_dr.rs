@@ -257,6 +257,13 @@ fn a_failover_promotes_the_secondary_and_the_others_follow_it_with_no_operation_
     let (sb, op) = env();
     sb.apply_ok(&manifest(true, None));
     wait_ready(&sb, "replication Ready", |_| true);
+    // Each key share takes a second, so the poll below sees the ceremony between two shares
+    // (three passes of a fast operator can otherwise fit between two polls).
+    sb.fault(
+        "secrets[1]",
+        json!({"path": "/v1/sys/replication/dr/secondary/generate-operation-token/update",
+               "status": 200, "delay_ms": 1000, "count": 0}),
+    );
     sb.kubectl_ok(&[
         "patch",
         "drreplication",
@@ -391,6 +398,12 @@ fn a_server_without_the_dr_licence_is_unsupported_without_a_write() {
     sb.install_crds();
     sb.connect_secrets(&sb.root_token.clone());
     let _op = Operator::start(&sb, "30s");
+    // The Connection first, so each GET below is a pass of the resource itself: a Connection
+    // that becomes Ready later rightly wakes its resources (one more GET), which is no storm.
+    wait_for("the Connection Ready", WAIT, || {
+        sb.get_json("connection", "secrets")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
     sb.apply_ok(
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: DrReplication\nmetadata: {name: dr, namespace: default}\n\
          spec: {primary: {connectionRef: {name: secrets}}}\n",

@@ -28,7 +28,9 @@
 //!   custom-resource admission (pruning, defaulting, schema validation, CEL rules; defaults
 //!   also applied on reads, and with `fieldValidation=Strict` unknown fields are rejected
 //!   before any validation error, as kube decodes first) and Table rendering
-//!   (`Accept: ...;as=Table;g=meta.k8s.io`) come from [`schema`].
+//!   (`Accept: ...;as=Table;g=meta.k8s.io`) come from [`schema`]. The OpenAPI documents are
+//!   built once per set of CRDs and served with kube-openapi's caching headers (`ETag` and
+//!   `304`, immutable `?hash=` URLs, `301` for a stale hash; see `openapi_docs.rs`).
 //! * CRD validation at create and update, including the estimated cost of every
 //!   `x-kubernetes-validations` rule priced as kube-apiserver 1.36 prices it (a rule over
 //!   10,000,000 or a schema over 100,000,000 is refused with the real 422 causes, e.g.
