@@ -121,8 +121,8 @@ pub fn wrapping_key_pem() -> Option<String> {
 ///
 /// Called when a transform mount first serves a request, not when the server starts: a 4096-bit
 /// key costs seconds of CPU, and a server whose transform engine is never used should not pay
-/// it (the test suite starts hundreds of servers on two cores). Like the real engine's, the key
-/// exists from its first use on and is kept with the server's state.
+/// it (the test suite starts hundreds of servers on two cores). The key exists from the
+/// engine's first use on and is kept with the server's state (`--state-dir`).
 pub fn warm_up() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
