@@ -324,11 +324,20 @@ pub fn record(
 
 /// The path without its query, the resource's name as `{name}` and id-like segments (numbers,
 /// UUIDs, service ids such as `ws-AbC123` or `nocode-RXo77Nwjj`) as `{id}`.
+///
+/// Only the last segment equal to the name is the name: a resource may be named like a route
+/// segment (`acl`, `v1`), and the route before its name must stay as it is.
 fn template(path: &str, name: &str) -> String {
     let path = path.split('?').next().unwrap_or_default();
-    path.split('/')
-        .map(|seg| {
-            if !name.is_empty() && seg == name {
+    let segments: Vec<&str> = path.split('/').collect();
+    let named = (!name.is_empty())
+        .then(|| segments.iter().rposition(|seg| *seg == name))
+        .flatten();
+    segments
+        .iter()
+        .enumerate()
+        .map(|(i, seg)| {
+            if Some(i) == named {
                 "{name}"
             } else if is_id(seg) {
                 "{id}"
@@ -454,6 +463,23 @@ mod tests {
         assert_eq!(
             template("/v1/identity/mfa/method/totp/admin-generate", "w"),
             "/v1/identity/mfa/method/totp/admin-generate"
+        );
+    }
+
+    #[test]
+    fn a_resource_named_like_a_route_segment_leaves_the_route_alone() {
+        assert_eq!(
+            template("/v1/sys/policies/acl/acl", "acl"),
+            "/v1/sys/policies/acl/{name}"
+        );
+        assert_eq!(
+            template("/v1/sys/policies/acl/v1", "v1"),
+            "/v1/sys/policies/acl/{name}"
+        );
+        // The name is not always last: an action on the named object follows it.
+        assert_eq!(
+            template("/v1/ad/library/team/check-out", "team"),
+            "/v1/ad/library/{name}/check-out"
         );
     }
 

@@ -2,8 +2,10 @@
 //! (`--otlp-endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT`; the other standard `OTEL_*` variables,
 //! e.g. `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME`, `OTEL_BSP_SCHEDULE_DELAY`, are read by
 //! the exporter). Spans go out over OTLP/HTTP with protobuf bodies, or over OTLP/gRPC with
-//! `OTEL_EXPORTER_OTLP_PROTOCOL=grpc` (plaintext: a collector beside the operator, as the
-//! OpenTelemetry Collector's default 4317 listener is).
+//! `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`. Either speaks TLS to an `https://` endpoint, trusting the
+//! public roots (webpki) and the CA of `OTEL_EXPORTER_OTLP_CERTIFICATE`, with a client
+//! certificate for mutual TLS from `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE` and `_CLIENT_KEY`
+//! (the specification's variables, which the exporter crate does not read itself).
 //!
 //! The spans are made with `tracing` on the target `quartet::trace`, which only the
 //! OpenTelemetry layer sees, so the log lines stay as they are: one root span per reconcile
@@ -16,7 +18,7 @@ use std::collections::HashMap;
 use kube::ResourceExt;
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
-use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
 use tracing::field::Empty;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -33,12 +35,22 @@ pub enum Error {
          http/protobuf (the default) or grpc"
     )]
     Protocol(String),
-    /// gRPC to an `https://` collector: this build's gRPC exporter has no TLS.
+    /// A TLS file named by a standard variable cannot be read or is not PEM: which and why.
+    #[error("cannot use {var}={path} for the OTLP exporter's TLS: {reason}")]
+    TlsFile {
+        /// The variable that names the file.
+        var: String,
+        /// The path as the variable gives it.
+        path: String,
+        /// Why it cannot be used (an I/O error, or not PEM); never the contents.
+        reason: String,
+    },
+    /// A client certificate without its key, or a key without its certificate.
     #[error(
-        "OTLP over gRPC to {0} needs TLS, which this build's gRPC exporter lacks: use \
-         http/protobuf for an https collector, or a plaintext gRPC listener"
+        "OTLP mutual TLS needs both OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and \
+         OTEL_EXPORTER_OTLP_CLIENT_KEY (or their TRACES_ forms); only {0} is set"
     )]
-    GrpcTls(String),
+    ClientKeyPair(String),
     /// The exporter could not be built (a bad endpoint or header): why.
     #[error("cannot set up the OTLP trace exporter: {0}")]
     Exporter(String),
@@ -144,6 +156,10 @@ fn provider(endpoint: Option<&str>) -> Result<opentelemetry_sdk::trace::SdkTrace
                 // The flag is a base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is.
                 exporter = exporter.with_endpoint(format!("{}/v1/traces", e.trim_end_matches('/')));
             }
+            let files = TlsFiles::read()?;
+            if files.ca.is_some() || files.identity.is_some() {
+                exporter = exporter.with_http_client(http_client(&files)?);
+            }
             exporter.build()
         }
         Transport::Grpc => {
@@ -155,10 +171,13 @@ fn provider(endpoint: Option<&str>) -> Result<opentelemetry_sdk::trace::SdkTrace
                 .iter()
                 .find_map(|v| std::env::var(v).ok().filter(|e| !e.is_empty()))
             });
-            if let Some(e) = configured.as_deref().filter(|e| e.starts_with("https://")) {
-                return Err(Error::GrpcTls(host_of(e)));
-            }
             let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+            if configured
+                .as_deref()
+                .is_some_and(|e| e.starts_with("https://"))
+            {
+                exporter = exporter.with_tls_config(grpc_tls(&TlsFiles::read()?));
+            }
             if let Some(e) = endpoint {
                 exporter = exporter.with_endpoint(e.to_string());
             }
@@ -174,6 +193,115 @@ fn provider(endpoint: Option<&str>) -> Result<opentelemetry_sdk::trace::SdkTrace
         .with_batch_exporter(exporter)
         .with_resource(resource.build())
         .build())
+}
+
+/// The TLS files the standard variables name (the `TRACES_` form first), read.
+struct TlsFiles {
+    /// The CA bundle to trust besides the public roots.
+    ca: Option<Pem>,
+    /// The client certificate chain and its key, for mutual TLS.
+    identity: Option<(Pem, Pem)>,
+}
+
+/// One PEM file and the variable that named it (for errors: they name the two, never the
+/// contents).
+struct Pem {
+    var: String,
+    path: String,
+    pem: Vec<u8>,
+}
+
+impl Pem {
+    fn unusable(&self, reason: impl ToString) -> Error {
+        Error::TlsFile {
+            var: self.var.clone(),
+            path: self.path.clone(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+impl TlsFiles {
+    fn read() -> Result<TlsFiles, Error> {
+        let ca = pem_file("CERTIFICATE")?;
+        let identity = match (pem_file("CLIENT_CERTIFICATE")?, pem_file("CLIENT_KEY")?) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (Some(one), None) | (None, Some(one)) => return Err(Error::ClientKeyPair(one.var)),
+            (None, None) => None,
+        };
+        Ok(TlsFiles { ca, identity })
+    }
+}
+
+/// `OTEL_EXPORTER_OTLP_TRACES_{name}` or else `OTEL_EXPORTER_OTLP_{name}`, and the PEM file it
+/// names.
+fn pem_file(name: &str) -> Result<Option<Pem>, Error> {
+    let Some((var, path)) = ["OTEL_EXPORTER_OTLP_TRACES_", "OTEL_EXPORTER_OTLP_"]
+        .iter()
+        .map(|prefix| format!("{prefix}{name}"))
+        .find_map(|var| {
+            let path = std::env::var(&var).ok().filter(|p| !p.is_empty())?;
+            Some((var, path))
+        })
+    else {
+        return Ok(None);
+    };
+    let mut file = Pem {
+        var,
+        path,
+        pem: Vec::new(),
+    };
+    file.pem = std::fs::read(&file.path).map_err(|e| file.unusable(e))?;
+    if !file.pem.windows(11).any(|w| w == b"-----BEGIN ") {
+        return Err(file.unusable("the file holds no PEM block"));
+    }
+    Ok(Some(file))
+}
+
+/// The gRPC channel's TLS: the public roots, the CA and the client certificate of the variables.
+fn grpc_tls(files: &TlsFiles) -> opentelemetry_otlp::tonic_types::transport::ClientTlsConfig {
+    use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig, Identity};
+    let mut tls = ClientTlsConfig::new().with_webpki_roots();
+    if let Some(ca) = &files.ca {
+        tls = tls.ca_certificate(Certificate::from_pem(&ca.pem));
+    }
+    if let Some((cert, key)) = &files.identity {
+        tls = tls.identity(Identity::from_pem(&cert.pem, &key.pem));
+    }
+    tls
+}
+
+/// The HTTP exporter's client when the variables name a CA or a client certificate (the
+/// exporter's own client trusts the public roots only), with the exporter's timeout
+/// (`OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`, milliseconds, 10 s by default).
+fn http_client(files: &TlsFiles) -> Result<reqwest::blocking::Client, Error> {
+    let timeout = [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse::<u64>().ok())
+    .map_or(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis,
+    );
+    let mut builder = reqwest::blocking::Client::builder().timeout(timeout);
+    if let Some(ca) = &files.ca {
+        for cert in reqwest::Certificate::from_pem_bundle(&ca.pem).map_err(|e| ca.unusable(e))? {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    if let Some((cert, key)) = &files.identity {
+        let pem = [key.pem.as_slice(), b"\n", cert.pem.as_slice()].concat();
+        builder =
+            builder.identity(reqwest::Identity::from_pem(&pem).map_err(|e| cert.unusable(e))?);
+    }
+    // A blocking client owns a runtime of its own, which cannot be made inside the caller's
+    // (the exporter crate builds its default client the same way).
+    std::thread::spawn(move || builder.build())
+        .join()
+        .map_err(|_| Error::Exporter("the HTTP client's thread panicked".into()))?
+        .map_err(|e| Error::Exporter(e.to_string()))
 }
 
 /// The root span of one reconcile pass over `obj`, linked to the trace of its `traceparent`

@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -274,6 +274,70 @@ fn the_charts_traces_values_become_the_otlp_endpoint_and_otel_variables() {
     assert!(
         !deploy.to_string().contains("OTEL_"),
         "traces on by default"
+    );
+}
+
+#[test]
+fn the_charts_traces_tls_secret_is_mounted_and_named_by_the_otel_certificate_variables() {
+    let env_of = |docs: &[Value]| {
+        let deploy = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+        let pod = deploy["spec"]["template"]["spec"].clone();
+        let env: BTreeMap<String, String> = pod["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| {
+                Some((
+                    e["name"].as_str()?.to_string(),
+                    e["value"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        (pod, env)
+    };
+    let docs = helm_template(&[
+        "traces.otlpEndpoint=https://collector:4318",
+        "traces.tls.secretName=otel-ca",
+        "changeLog.path=/var/log/quartet/changes.jsonl",
+    ]);
+    let (pod, env) = env_of(&docs);
+    assert_eq!(
+        env.get("OTEL_EXPORTER_OTLP_CERTIFICATE")
+            .map(String::as_str),
+        Some("/etc/quartet/otlp-tls/ca.crt")
+    );
+    assert!(
+        !env.contains_key("OTEL_EXPORTER_OTLP_CLIENT_KEY"),
+        "{env:?}"
+    );
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"] == "otel-ca")
+        .expect("the Secret's volume");
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+    let mount = mounts
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("its mount");
+    assert_eq!(mount["mountPath"], "/etc/quartet/otlp-tls");
+    assert_eq!(mount["readOnly"], true);
+    // The change log's volume is still there beside it.
+    assert_eq!(mounts.len(), 2, "{mounts:?}");
+    let (_, env) = env_of(&helm_template(&[
+        "traces.otlpEndpoint=https://collector:4317",
+        "traces.tls.secretName=otel-mtls",
+        "traces.tls.clientCertificate=true",
+    ]));
+    assert_eq!(
+        env.get("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE")
+            .map(String::as_str),
+        Some("/etc/quartet/otlp-tls/tls.crt")
+    );
+    assert_eq!(
+        env.get("OTEL_EXPORTER_OTLP_CLIENT_KEY").map(String::as_str),
+        Some("/etc/quartet/otlp-tls/tls.key")
     );
 }
 

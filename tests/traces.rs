@@ -1,5 +1,6 @@
 //! OpenTelemetry traces end to end: the built `quartet` binary exports its spans over
-//! OTLP/HTTP and over OTLP/gRPC to a receiver inside this test, which decodes them with the
+//! OTLP/HTTP and over OTLP/gRPC, each in plaintext and with mutual TLS to a collector whose
+//! certificate a private CA signed, to a receiver inside this test, which decodes them with the
 //! `opentelemetry-proto` types (for gRPC, the collector service generated from them). One reconcile of a SecretsPolicy whose write fails once (a sandbox fault) and is
 //! retried must show as a root span with the call and the Kubernetes write as its children,
 //! linked to the trace named in the resource's `traceparent` annotation.
@@ -30,11 +31,24 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Receiver {
+        Receiver::start_http(None)
+    }
+
+    /// Over HTTPS with `pki`'s server certificate, requiring a client certificate of its CA.
+    fn start_https(pki: &Pki) -> Receiver {
+        Receiver::start_http(Some(pki.rustls_server()))
+    }
+
+    fn start_http(tls: Option<Arc<rustls::ServerConfig>>) -> Receiver {
         let spans = Arc::new(Mutex::new(Vec::new()));
         let posts = Arc::new(Mutex::new(0usize));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
+        let port = listener.local_addr().unwrap().port();
+        let url = match tls {
+            Some(_) => format!("https://localhost:{port}"),
+            None => format!("http://127.0.0.1:{port}"),
+        };
         let (kept, counted) = (spans.clone(), posts.clone());
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -62,19 +76,40 @@ impl Receiver {
                     }),
                 );
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                axum::serve(listener, app).await.unwrap();
+                match tls {
+                    Some(config) => {
+                        let tls =
+                            quartet_sandbox::apiserver::tls::TlsListener::new(listener, config)
+                                .unwrap();
+                        axum::serve(tls, app).await.unwrap();
+                    }
+                    None => axum::serve(listener, app).await.unwrap(),
+                }
             });
         });
         Receiver { url, spans, posts }
     }
 
-    /// The same over OTLP/gRPC: the collector's `TraceService` on a plaintext HTTP/2 port.
-    fn start_grpc() -> Receiver {
+    /// The same over OTLP/gRPC: the collector's `TraceService` on a plaintext HTTP/2 port, or
+    /// with `pki`, over TLS requiring a client certificate of its CA.
+    fn start_grpc(pki: Option<&Pki>) -> Receiver {
         let spans = Arc::new(Mutex::new(Vec::new()));
         let posts = Arc::new(Mutex::new(0usize));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
+        let port = listener.local_addr().unwrap().port();
+        let url = match pki {
+            Some(_) => format!("https://localhost:{port}"),
+            None => format!("http://127.0.0.1:{port}"),
+        };
+        let tls = pki.map(|pki| {
+            tonic::transport::ServerTlsConfig::new()
+                .identity(tonic::transport::Identity::from_pem(
+                    &pki.server_cert,
+                    &pki.server_key,
+                ))
+                .client_ca_root(tonic::transport::Certificate::from_pem(&pki.ca))
+        });
         let collector = Collector {
             spans: spans.clone(),
             posts: posts.clone(),
@@ -86,7 +121,11 @@ impl Receiver {
                 .unwrap();
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                tonic::transport::Server::builder()
+                let mut server = tonic::transport::Server::builder();
+                if let Some(tls) = tls {
+                    server = server.tls_config(tls).unwrap();
+                }
+                server
                     .add_service(TraceServiceServer::new(collector))
                     .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
                     .await
@@ -98,6 +137,84 @@ impl Receiver {
 
     fn spans(&self) -> Vec<Span> {
         self.spans.lock().unwrap().clone()
+    }
+}
+
+/// A private CA, a server certificate for `localhost` and a client certificate it signed (PEM),
+/// and the files the operator is pointed at.
+struct Pki {
+    ca: String,
+    server_cert: String,
+    server_key: String,
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let leaf = |name: &str| {
+            let key = KeyPair::generate().unwrap();
+            let cert = CertificateParams::new(vec![name.to_string()])
+                .unwrap()
+                .signed_by(&key, &issuer)
+                .unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let (server_cert, server_key) = leaf("localhost");
+        let (client_cert, client_key) = leaf("quartet");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ca.crt"), ca.pem()).unwrap();
+        std::fs::write(dir.path().join("tls.crt"), client_cert).unwrap();
+        std::fs::write(dir.path().join("tls.key"), client_key).unwrap();
+        Pki {
+            ca: ca.pem(),
+            server_cert,
+            server_key,
+            dir,
+        }
+    }
+
+    /// The operator's variables: trust the CA, present the client certificate.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        let file = |f: &str| self.dir.path().join(f).display().to_string();
+        vec![
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", file("ca.crt")),
+            ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", file("tls.crt")),
+            ("OTEL_EXPORTER_OTLP_CLIENT_KEY", file("tls.key")),
+        ]
+    }
+
+    /// A rustls server config with the server certificate, requiring a client certificate.
+    fn rustls_server(&self) -> Arc<rustls::ServerConfig> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(self.ca.as_bytes()).unwrap())
+            .unwrap();
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots.into(),
+            provider.clone(),
+        )
+        .build()
+        .unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(
+                vec![CertificateDer::from_pem_slice(self.server_cert.as_bytes()).unwrap()],
+                PrivateKeyDer::from_pem_slice(self.server_key.as_bytes()).unwrap(),
+            )
+            .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(config)
     }
 }
 
@@ -179,9 +296,26 @@ fn one_reconcile_with_a_retried_call_is_a_span_tree_linked_to_the_resources_trac
 #[test]
 fn the_same_span_tree_arrives_over_otlp_grpc() {
     a_retried_call_arrives_as_a_span_tree(
-        Receiver::start_grpc(),
+        Receiver::start_grpc(None),
         &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
     );
+}
+
+#[test]
+fn the_same_span_tree_arrives_over_grpc_with_mutual_tls_to_a_collector_of_a_private_ca() {
+    let pki = Pki::new();
+    let mut env = pki.env();
+    env.push(("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    a_retried_call_arrives_as_a_span_tree(Receiver::start_grpc(Some(&pki)), &env);
+}
+
+#[test]
+fn the_same_span_tree_arrives_over_https_with_mutual_tls_to_a_collector_of_a_private_ca() {
+    let pki = Pki::new();
+    let env = pki.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    a_retried_call_arrives_as_a_span_tree(Receiver::start_https(&pki), &env);
 }
 
 /// One reconcile whose PUT is retried once, exported to `receiver` by an operator started with
@@ -314,29 +448,66 @@ fn a_retried_call_arrives_as_a_span_tree(receiver: Receiver, env: &[(&str, &str)
 }
 
 #[test]
-fn an_unknown_protocol_or_grpc_over_tls_is_refused_with_a_sentence_saying_what_to_use() {
-    let refused = |protocol: &str, endpoint: &str| {
+fn an_unknown_protocol_or_an_unusable_tls_file_is_refused_with_a_sentence_saying_what_to_fix() {
+    let refused = |protocol: &str, endpoint: &str, env: &[(&str, &str)]| {
         let out = std::process::Command::new(BIN)
             .args(["crd", "--otlp-endpoint", endpoint])
             .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         assert!(!out.status.success());
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    let err = refused("http/json", "http://127.0.0.1:4318");
+    let err = refused("http/json", "http://127.0.0.1:4318", &[]);
     assert!(
         err.contains("OTLP protocol \"http/json\" is not in this build")
             && err.contains("http/protobuf")
             && err.contains("grpc"),
         "{err}"
     );
-    let err = refused("grpc", "https://user:secret@collector.example:4317");
+    // A CA file that is missing, or holds something other than PEM (a key pasted in the
+    // wrong place must not be echoed), on either transport.
+    let dir = tempfile::tempdir().unwrap();
+    let not_pem = dir.path().join("ca.crt");
+    std::fs::write(&not_pem, "s3cr3t-not-a-certificate").unwrap();
+    for protocol in ["grpc", "http/protobuf"] {
+        let err = refused(
+            protocol,
+            "https://collector.example:4317",
+            &[("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.crt")],
+        );
+        assert!(
+            err.contains("OTEL_EXPORTER_OTLP_CERTIFICATE=/nonexistent/ca.crt")
+                && err.contains("No such file"),
+            "{protocol}: {err}"
+        );
+        let err = refused(
+            protocol,
+            "https://collector.example:4317",
+            &[(
+                "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+                not_pem.to_str().unwrap(),
+            )],
+        );
+        assert!(err.contains("holds no PEM block"), "{protocol}: {err}");
+        assert!(!err.contains("s3cr3t"), "the file's contents are in: {err}");
+    }
+    // Half of a client key pair.
+    let pki = Pki::new();
+    let cert = pki.dir.path().join("tls.crt");
+    let err = refused(
+        "grpc",
+        "https://collector.example:4317",
+        &[(
+            "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+            cert.to_str().unwrap(),
+        )],
+    );
     assert!(
-        err.contains("needs TLS") && err.contains("collector.example"),
+        err.contains("needs both") && err.contains("only OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
         "{err}"
     );
-    assert!(!err.contains("secret"), "the URL's password is in: {err}");
     // Without an endpoint, traces stay off and the protocol does not matter.
     let out = std::process::Command::new(BIN)
         .arg("crd")

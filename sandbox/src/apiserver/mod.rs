@@ -133,7 +133,7 @@ mod reviews;
 pub mod schema;
 mod selector;
 mod store;
-mod tls;
+pub mod tls;
 mod tokens;
 mod watch;
 
