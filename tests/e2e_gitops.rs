@@ -274,6 +274,46 @@ fn the_reconcile_annotations_make_a_pass_at_once_and_are_echoed_in_status() {
     );
 }
 
+/// A request made while a pass is running (its read held by a sandbox delay) lands before that
+/// pass writes its status: the pass never saw it, and its status write comes back carrying the
+/// annotation. That copy still gets a pass, at once, whether the running pass succeeded or was
+/// refused (a refusal's retry is minutes away at this resync; a success waits for the resync).
+#[test]
+fn a_reconcile_request_made_while_a_pass_runs_is_handled_right_after_it() {
+    let (sb, _op) = env("10m");
+    sb.apply_ok(&policy(
+        "busy",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "secretspolicy", "busy");
+    let path = format!("{POLICY}/busy");
+    for (round, status) in [("accepted", 200), ("refused", 400)] {
+        // Each read of the policy takes 3 s: time to make a request during the pass.
+        sb.fault(
+            "secrets",
+            json!({"method": "GET", "path": &path, "status": status, "delay_ms": 3000, "count": 0,
+                   "body": {"errors": ["refused by the test"]}}),
+        );
+        poke(&sb, "secretspolicy/busy", &format!("{round}-1"));
+        // The pass of the first request is reading (it started within a second of the write).
+        std::thread::sleep(Duration::from_millis(1000));
+        let second = format!("{round}-2");
+        poke(&sb, "secretspolicy/busy", &second);
+        wait_for(
+            &format!("{round}: the request made during a pass echoed"),
+            Duration::from_secs(15),
+            || {
+                sb.get_json("secretspolicy", "busy")
+                    .filter(|o| o["status"]["lastHandledReconcileAt"] == second.as_str())
+            },
+        );
+        sb.clear_faults("secrets");
+    }
+    let o = sb.get_json("secretspolicy", "busy").unwrap();
+    assert!(condition_is(&o, "Stalled", "True"), "{}", o["status"]);
+}
+
 #[test]
 fn a_suspended_policy_makes_no_call_its_deletion_waits_and_resume_catches_up() {
     let (sb, _op) = env("2s");

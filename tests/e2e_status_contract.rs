@@ -61,7 +61,14 @@ fn run_then(cases: &[Case], then: impl FnOnce(&Path, &HashMap<String, String>)) 
     let log = &urls["workspaces"];
     let (_, since) = logged(log, 0);
     for c in cases {
+        let started = std::time::Instant::now();
         lifecycle(&kubeconfig, &urls, c);
+        eprintln!(
+            "{} {}: {:.1}s",
+            c.kind,
+            c.name,
+            started.elapsed().as_secs_f64()
+        );
     }
     let started = std::time::Instant::now();
     then(&kubeconfig, &urls);

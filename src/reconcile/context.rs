@@ -158,6 +158,14 @@ impl Record {
     }
 }
 
+/// The mark of a pass's own status write ([`Context::take_fresh`]).
+struct Fresh {
+    resource_version: String,
+    at: Instant,
+    /// The reconcile-now annotations of the copy the pass ran on.
+    requests: u64,
+}
+
 /// What every reconcile of every kind shares: the Kubernetes client, the settings, the metrics, the
 /// Connection caches and the per-object bookkeeping of passes.
 pub struct Context {
@@ -182,7 +190,7 @@ pub struct Context {
     /// with: kept across client rebuilds, replaced (and its token revoked) when that changes.
     sessions: Mutex<HashMap<(String, String), SessionEntry>>,
     failures: Mutex<HashMap<String, u32>>,
-    fresh: Mutex<HashMap<String, (String, Instant)>>,
+    fresh: Mutex<HashMap<String, Fresh>>,
     /// What is kept of each object between passes (see [`Record`]).
     records: Mutex<HashMap<String, Record>>,
     /// Where each kind's due resyncs go (see [`super::resync`]).
@@ -295,28 +303,44 @@ impl Context {
         *n
     }
 
-    /// Remember that `key` was just reconciled and its status written at `resource_version`.
-    pub fn mark_fresh(&self, key: &str, resource_version: String) {
+    /// Remember that `key` was just reconciled and its status written at `resource_version`, by
+    /// a pass over a copy with these reconcile-now `requests` ([`super::gitops::requests`]).
+    pub fn mark_fresh(&self, key: &str, resource_version: String, requests: u64) {
         let mut f = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
-        f.insert(key.to_string(), (resource_version, Instant::now()));
+        f.insert(
+            key.to_string(),
+            Fresh {
+                resource_version,
+                at: Instant::now(),
+                requests,
+            },
+        );
     }
 
     /// Whether this pass was triggered only by our own status write (same resourceVersion,
     /// moments later). Consumes the mark, so a scheduled resync always does its work.
     /// A copy older than that write (the watch event of the finalizer patch earlier in the same
     /// pass, dispatched before the write's own event arrived) is skipped too, keeping the mark.
-    pub fn take_fresh(&self, key: &str, resource_version: Option<&str>) -> bool {
+    ///
+    /// `requests`: the copy's reconcile-now annotations ([`super::gitops::requests`]). When they
+    /// differ from those of the pass that wrote the status, our write's copy still gets its
+    /// pass: the request was made while that pass ran from a copy without it (the status write
+    /// came back with the annotation in it), and nothing else would handle it before the next
+    /// retry or resync.
+    pub fn take_fresh(&self, key: &str, resource_version: Option<&str>, requests: u64) -> bool {
         let mut f = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((rv, at)) = f.get(key) else {
+        let Some(mark) = f.get(key) else {
             return false;
         };
-        if at.elapsed() >= Duration::from_secs(5) {
+        if mark.at.elapsed() >= Duration::from_secs(5) {
             f.remove(key);
             return false;
         }
+        let rv = &mark.resource_version;
         if Some(rv.as_str()) == resource_version {
+            let same_requests = mark.requests == requests;
             f.remove(key);
-            return true;
+            return same_requests;
         }
         let older = match (
             resource_version.and_then(|r| r.parse::<u64>().ok()),
