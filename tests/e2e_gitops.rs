@@ -278,6 +278,7 @@ fn the_reconcile_annotations_make_a_pass_at_once_and_are_echoed_in_status() {
 /// pass writes its status: the pass never saw it, and its status write comes back carrying the
 /// annotation. That copy still gets a pass, at once, whether the running pass succeeded or was
 /// refused (a refusal's retry is minutes away at this resync; a success waits for the resync).
+/// The same for a spec change made during a pass.
 #[test]
 fn a_reconcile_request_made_while_a_pass_runs_is_handled_right_after_it() {
     let (sb, _op) = env("10m");
@@ -312,6 +313,38 @@ fn a_reconcile_request_made_while_a_pass_runs_is_handled_right_after_it() {
     }
     let o = sb.get_json("secretspolicy", "busy").unwrap();
     assert!(condition_is(&o, "Stalled", "True"), "{}", o["status"]);
+
+    // The same for a spec change made while a pass runs: the new generation is applied at once.
+    sb.fault(
+        "secrets",
+        json!({"method": "GET", "path": &path, "status": 200, "delay_ms": 3000, "count": 0}),
+    );
+    poke(&sb, "secretspolicy/busy", "spec-1");
+    std::thread::sleep(Duration::from_millis(1000));
+    sb.kubectl_ok(&[
+        "patch",
+        "secretspolicy/busy",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"policy":"path \"b/*\" { capabilities = [\"read\"] }"}}"#,
+    ]);
+    let o = wait_for(
+        "the generation made during a pass applied",
+        Duration::from_secs(15),
+        || {
+            sb.get_json("secretspolicy", "busy").filter(|o| {
+                condition_is(o, "Ready", "True")
+                    && o["status"]["observedGeneration"] == o["metadata"]["generation"]
+            })
+        },
+    );
+    assert_generation_observed(&o);
+    sb.clear_faults("secrets");
+    let (_, body) = sb.secrets("GET", &path, None);
+    assert!(
+        body["data"]["policy"].as_str().unwrap().contains("\"b/*\""),
+        "{body}"
+    );
 }
 
 #[test]

@@ -162,8 +162,8 @@ impl Record {
 struct Fresh {
     resource_version: String,
     at: Instant,
-    /// The reconcile-now annotations of the copy the pass ran on.
-    requests: u64,
+    /// What the copy the pass ran on asked for ([`super::pass::asked`]).
+    asked: u64,
 }
 
 /// What every reconcile of every kind shares: the Kubernetes client, the settings, the metrics, the
@@ -304,15 +304,15 @@ impl Context {
     }
 
     /// Remember that `key` was just reconciled and its status written at `resource_version`, by
-    /// a pass over a copy with these reconcile-now `requests` ([`super::gitops::requests`]).
-    pub fn mark_fresh(&self, key: &str, resource_version: String, requests: u64) {
+    /// a pass over a copy that `asked` this ([`super::pass::asked`]).
+    pub fn mark_fresh(&self, key: &str, resource_version: String, asked: u64) {
         let mut f = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
         f.insert(
             key.to_string(),
             Fresh {
                 resource_version,
                 at: Instant::now(),
-                requests,
+                asked,
             },
         );
     }
@@ -322,12 +322,12 @@ impl Context {
     /// A copy older than that write (the watch event of the finalizer patch earlier in the same
     /// pass, dispatched before the write's own event arrived) is skipped too, keeping the mark.
     ///
-    /// `requests`: the copy's reconcile-now annotations ([`super::gitops::requests`]). When they
-    /// differ from those of the pass that wrote the status, our write's copy still gets its
-    /// pass: the request was made while that pass ran from a copy without it (the status write
-    /// came back with the annotation in it), and nothing else would handle it before the next
-    /// retry or resync.
-    pub fn take_fresh(&self, key: &str, resource_version: Option<&str>, requests: u64) -> bool {
+    /// `asked`: what the copy asks for ([`super::pass::asked`]: its generation, deletion and
+    /// reconcile-now annotations). When it differs from what the copy of the pass that wrote
+    /// the status asked, our write's copy still gets its pass: the change was made while that
+    /// pass ran from a copy without it (the status write came back with the change in it), and
+    /// nothing else would handle it before the next retry or resync.
+    pub fn take_fresh(&self, key: &str, resource_version: Option<&str>, asked: u64) -> bool {
         let mut f = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
         let Some(mark) = f.get(key) else {
             return false;
@@ -338,9 +338,9 @@ impl Context {
         }
         let rv = &mark.resource_version;
         if Some(rv.as_str()) == resource_version {
-            let same_requests = mark.requests == requests;
+            let same = mark.asked == asked;
             f.remove(key);
-            return same_requests;
+            return same;
         }
         let older = match (
             resource_version.and_then(|r| r.parse::<u64>().ok()),

@@ -481,6 +481,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         mut status,
         mut written,
         intent,
+        asked,
     } = Start::of(obj.as_ref());
     if intent.suspend {
         // Before anything that could reach the service (even the resync budget's Connection).
@@ -488,12 +489,10 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         let (action, _) = gitops::suspended_pass(obj.as_ref(), ctx, status, written).await?;
         return Ok(action);
     }
-    let requests = gitops::requests(obj.as_ref());
     if intent.requested_at.is_some() {
         status.last_handled_reconcile_at = intent.requested_at.clone();
     }
-    if pending_free::<K>(&before)
-        && ctx.take_fresh(&key, obj.resource_version().as_deref(), requests)
+    if pending_free::<K>(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref(), asked)
     {
         return Ok(ctx.keep_resync(&key, jitter(ctx.settings.resync)));
     }
@@ -549,7 +548,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     .await;
                 }
                 if let Some(rv) = write_status(obj.as_ref(), ctx, &status, &mut written).await? {
-                    ctx.mark_fresh(&key, rv.clone(), requests);
+                    ctx.mark_fresh(&key, rv.clone(), asked);
                     ctx.settle(&key, Some(rv));
                 } else {
                     ctx.settle(&key, obj.resource_version());
@@ -605,7 +604,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 // Our own status write comes back as a watch event: that pass has nothing to do,
                 // unless more work was asked for (an incomplete create observes again at once).
                 if again.is_none() {
-                    ctx.mark_fresh(&key, rv.clone(), requests);
+                    ctx.mark_fresh(&key, rv.clone(), asked);
                 }
             }
             ctx.settle(
@@ -655,7 +654,7 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                     | crate::reconcile::error::Category::InvalidSpec
             );
             if let (true, Some(rv)) = (waits, rv) {
-                ctx.mark_fresh(&key, rv, requests);
+                ctx.mark_fresh(&key, rv, asked);
             }
             Ok(action)
         }

@@ -48,19 +48,6 @@ pub const REQUESTED_AT: &str = "reconcile.quartet.dev/requestedAt";
 /// Flux's annotation for the same (`flux reconcile` sets it on the objects it manages).
 pub const FLUX_REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
 
-/// The reconcile-now annotations of `obj` as one number: two copies with the same number carry
-/// the same requests. A pass keeps it with the mark of its own status write, so the copy that
-/// write returns is not skipped when a request was made while the pass ran
-/// ([`super::context::Context::take_fresh`]).
-pub fn requests<K: kube::Resource>(obj: &K) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let annotations = obj.meta().annotations.as_ref();
-    let get = |k: &str| annotations.and_then(|a| a.get(k));
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (get(REQUESTED_AT), get(FLUX_REQUESTED_AT)).hash(&mut h);
-    h.finish()
-}
-
 /// What the resource asks of the framework besides its spec.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Intent {

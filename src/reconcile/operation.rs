@@ -208,6 +208,7 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         mut status,
         mut written,
         intent,
+        asked,
         ..
     } = Start::of(obj.as_ref());
     if intent.suspend {
@@ -219,7 +220,6 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         }
         return Ok(action);
     }
-    let requests = gitops::requests(obj.as_ref());
     if intent.requested_at.is_some() {
         status.last_handled_reconcile_at = intent.requested_at.clone();
     }
@@ -227,7 +227,7 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         // Each step decides from the status the previous one wrote: never from an older copy.
         return Ok(Action::requeue(Duration::from_millis(50)));
     }
-    if ctx.take_fresh(&key, obj.resource_version().as_deref(), requests) {
+    if ctx.take_fresh(&key, obj.resource_version().as_deref(), asked) {
         // The watch event of our own status write: keep the next run the step asked for (a
         // resync stays with the sweep; a step asked for soon goes back to kube's scheduler,
         // whose timer this event's pass took).
@@ -296,7 +296,7 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             ctx.succeeded(&key);
             if let Some(rv) = rv {
                 ctx.set_written(&key, &rv);
-                ctx.mark_fresh(&key, rv, requests);
+                ctx.mark_fresh(&key, rv, asked);
             }
             for (warning, reason, note) in step.events {
                 let type_ = if warning {

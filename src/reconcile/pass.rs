@@ -147,6 +147,28 @@ pub(crate) struct Start {
     pub written: ManagedStatus,
     /// What the resource asks besides its spec (suspension, drift policy, a reconcile-now).
     pub intent: Intent,
+    /// What this copy asks for, as one number ([`asked`]).
+    pub asked: u64,
+}
+
+/// What a copy of a resource asks of a pass, as one number: its generation (the spec), whether
+/// it is being deleted, and its reconcile-now annotations. A pass keeps it with the mark of its
+/// own status write: the copy that write returns is skipped as our own only when it asks for
+/// the same ([`Context::take_fresh`]). A spec change or a request made while the pass ran is
+/// in that copy (the write returns the whole object) and still gets its pass.
+pub(crate) fn asked<K: Managed>(obj: &K) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let meta = obj.meta();
+    let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (
+        meta.generation,
+        meta.deletion_timestamp.is_some(),
+        annotation(super::gitops::REQUESTED_AT),
+        annotation(super::gitops::FLUX_REQUESTED_AT),
+    )
+        .hash(&mut h);
+    h.finish()
 }
 
 impl Start {
@@ -161,6 +183,7 @@ impl Start {
             key: object_key(obj),
             generation,
             intent: Intent::of(obj, before.last_handled_reconcile_at.as_deref()),
+            asked: asked(obj),
             written: before.clone(),
             status,
             before,
