@@ -347,6 +347,66 @@ fn a_reconcile_request_made_while_a_pass_runs_is_handled_right_after_it() {
     );
 }
 
+/// A change of what a resource depends on (here its Connection) made while a pass of it runs
+/// is acted on right after that pass, even when the pass was refused: it may have used the old
+/// Connection, and its own status write is no reason to skip the pass the change asked for.
+#[test]
+fn a_connection_change_made_while_a_pass_runs_gets_a_pass_right_after_it() {
+    let (sb, _op) = env("10m");
+    sb.apply_ok(&policy(
+        "woken",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "secretspolicy", "woken");
+    let path = format!("{POLICY}/woken");
+    // The next read of the policy takes 4 s and is refused: the pass it belongs to is refused
+    // after the Connection changed.
+    sb.fault(
+        "secrets",
+        json!({"method": "GET", "path": &path, "status": 400, "delay_ms": 4000, "count": 1,
+               "body": {"errors": ["refused by the test"]}}),
+    );
+    let (_, since) = sb.requests("secrets", 0);
+    poke(&sb, "secretspolicy/woken", "before-the-change");
+    std::thread::sleep(Duration::from_millis(1000));
+    sb.kubectl_ok(&[
+        "patch",
+        "connection/secrets",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"timeoutSeconds":6}}"#,
+    ]);
+    let o = sb.get_json("secretspolicy", "woken").unwrap();
+    assert!(
+        !condition_is(&o, "Stalled", "True"),
+        "the refused pass ended before the Connection changed: {}",
+        o["status"]
+    );
+    // A refusal's retry is minutes away at this resync: only the wake's pass makes it Ready.
+    wait_for(
+        "the pass the Connection's change asked for",
+        Duration::from_secs(15),
+        || {
+            sb.get_json("secretspolicy", "woken").filter(|o| {
+                o["status"]["lastHandledReconcileAt"] == "before-the-change"
+                    && condition_is(o, "Ready", "True")
+                    && condition_is(o, "Stalled", "False")
+            })
+        },
+    );
+    let reads: Vec<u16> = calls_to(&sb, since, &path)
+        .into_iter()
+        .filter(|(m, _, _)| m == "GET")
+        .map(|(_, _, status)| status)
+        .collect();
+    assert_eq!(
+        reads,
+        [400, 200],
+        "the refused read, then the woken pass's read"
+    );
+}
+
 #[test]
 fn a_suspended_policy_makes_no_call_its_deletion_waits_and_resume_catches_up() {
     let (sb, _op) = env("2s");

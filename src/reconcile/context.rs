@@ -327,7 +327,18 @@ impl Context {
     /// the status asked, our write's copy still gets its pass: the change was made while that
     /// pass ran from a copy without it (the status write came back with the change in it), and
     /// nothing else would handle it before the next retry or resync.
+    ///
+    /// A wake ([`Context::wake`]) that came while the pass ran is the same case for what the
+    /// object depends on (its Connection, a Secret it reads): the pass may have used the old one,
+    /// so the copy gets its pass too. The urgent mark is left for [`Context::take_urgent`].
     pub fn take_fresh(&self, key: &str, resource_version: Option<&str>, asked: u64) -> bool {
+        if self.is_urgent(key) {
+            self.fresh
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(key);
+            return false;
+        }
         let mut f = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
         let Some(mark) = f.get(key) else {
             return false;
@@ -564,15 +575,27 @@ impl Context {
             .insert(key);
     }
 
-    /// Whether this pass of `key` is a periodic resync: nothing changed on the object since its
-    /// last successful pass and nothing it depends on woke it. Consumes the urgent mark.
-    pub fn is_resync(&self, key: &str, resource_version: Option<&str>) -> bool {
-        let urgent = self
-            .urgent
+    fn is_urgent(&self, key: &str) -> bool {
+        self.urgent
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-        if urgent {
+            .contains(key)
+    }
+
+    /// Whether `key` was woken ([`Context::mark_urgent`]) since the last pass that took the
+    /// mark; takes it. A pass takes it once it is past [`Context::take_fresh`], so the watch
+    /// event of that pass's own status write is skipped again.
+    pub fn take_urgent(&self, key: &str) -> bool {
+        self.urgent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
+    }
+
+    /// Whether this pass of `key` is a periodic resync: nothing changed on the object since its
+    /// last successful pass and nothing it depends on woke it. Takes the urgent mark.
+    pub fn is_resync(&self, key: &str, resource_version: Option<&str>) -> bool {
+        if self.take_urgent(key) {
             return false;
         }
         let records = self.records.lock().unwrap_or_else(|e| e.into_inner());

@@ -504,6 +504,8 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         // a call, so new and changed objects never wait behind resyncs of known ones.
         return Ok(ctx.resync_after(&key, spread(ctx.settings.resync)));
     }
+    // A wake is answered by this pass (when `is_resync` did not run and take it).
+    ctx.take_urgent(&key);
 
     match sync(
         obj.as_ref(),

@@ -239,6 +239,8 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             None => ctx.resync_after(&key, jitter(ctx.settings.resync)),
         });
     }
+    // A wake is answered by this pass (the observe/diff shape takes it in its resync check).
+    ctx.take_urgent(&key);
 
     let result = async {
         let ns = obj.namespace().unwrap_or_default();

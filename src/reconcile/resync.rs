@@ -177,6 +177,27 @@ mod tests {
         assert!(drain(&mut rx).is_empty());
     }
 
+    #[tokio::test]
+    async fn a_wake_during_a_pass_lets_its_own_writes_copy_through_once() {
+        let ctx = context();
+        let key = "SecretsPolicy/default/woken";
+        // A pass is under way (it began before the wake) when its Connection changes.
+        ctx.wake(key.to_string());
+        ctx.mark_fresh(key, "42".into(), 7);
+        assert!(
+            !ctx.take_fresh(key, Some("42"), 7),
+            "the copy of the pass's own write was skipped, though the pass may have used the old Connection"
+        );
+        assert!(!ctx.is_resync(key, Some("42")), "a woken pass is no resync");
+        // That pass writes its status in turn: its own copy is skipped again.
+        ctx.mark_fresh(key, "43".into(), 7);
+        assert!(ctx.take_fresh(key, Some("43"), 7));
+        // The operation shape takes the mark without the resync check.
+        ctx.wake(key.to_string());
+        assert!(ctx.take_urgent(key));
+        assert!(!ctx.take_urgent(key));
+    }
+
     #[test]
     fn the_sweep_looks_ten_times_per_interval_at_most_once_a_second() {
         assert_eq!(tick(Duration::from_secs(300)), Duration::from_secs(1));
