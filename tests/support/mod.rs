@@ -7,6 +7,7 @@
 
 pub mod changes;
 pub mod dev;
+pub mod reads;
 pub mod workspaces;
 
 use std::io::{BufRead, BufReader, Write};
@@ -48,6 +49,8 @@ pub struct Sandbox {
     pub kubeconfig: PathBuf,
     pub urls: std::collections::HashMap<String, String>,
     pub root_token: String,
+    /// The REST reads of [`Sandbox::get_json`], made at its first call.
+    reader: std::sync::OnceLock<reads::KubeReader>,
 }
 
 impl Sandbox {
@@ -86,6 +89,7 @@ impl Sandbox {
             kubeconfig,
             urls,
             root_token,
+            reader: std::sync::OnceLock::new(),
         }
     }
 
@@ -161,29 +165,44 @@ impl Sandbox {
         );
     }
 
+    /// The object `kubectl get RESOURCE NAME -o json` prints, or None when there is none. Read
+    /// over the REST API: tests poll with it (see [`reads`]).
     pub fn get_json(&self, resource: &str, name: &str) -> Option<Value> {
-        let out = self.kubectl(&["get", resource, name, "-o", "json"]);
-        out.status
-            .success()
-            .then(|| serde_json::from_slice(&out.stdout).expect("kubectl json"))
+        self.reader().object(resource, name)
+    }
+
+    /// Reads of the dev API server over its REST API (see [`reads`]).
+    pub fn reader(&self) -> &reads::KubeReader {
+        self.reader
+            .get_or_init(|| reads::KubeReader::new(&self.kubeconfig))
     }
 
     /// Install the CRDs from `crds/` with kubectl, as a user would, and wait until established.
     pub fn install_crds(&self) {
         let crds = repo_root().join("crds");
         self.kubectl_ok(&["apply", "--server-side", "-f", crds.to_str().unwrap()]);
-        // One `get` per poll rather than `kubectl wait crd --all`: that waits on each CRD in
-        // turn, about 0.1 s apiece even when all are established, in every test.
+        // One read of the list per poll rather than `kubectl wait crd --all`: that waits on each
+        // CRD in turn, about 0.1 s apiece even when all are established, in every test.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
-            let states = self.kubectl_ok(&[
-                "get",
-                "crd",
-                "-o",
-                r#"jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Established")].status}{"\n"}{end}"#,
-            ]);
-            let pending: Vec<&str> = states.lines().filter(|l| !l.ends_with("=True")).collect();
-            if pending.is_empty() {
+            let list = self
+                .reader()
+                .get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+                .unwrap_or_default();
+            let pending: Vec<&str> = list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|crd| {
+                    !crd["status"]["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["type"] == "Established" && c["status"] == "True")
+                })
+                .map(|crd| crd["metadata"]["name"].as_str().unwrap_or_default())
+                .collect();
+            if list["items"].is_array() && pending.is_empty() {
                 return;
             }
             assert!(
