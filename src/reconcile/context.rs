@@ -456,6 +456,7 @@ impl Context {
         remove(&self.fresh, key);
         remove(&self.next_step, key);
         remove(&self.written, key);
+        self.take_urgent(key);
     }
 
     fn update_record(&self, key: &str, change: impl FnOnce(&mut Record)) {

@@ -171,7 +171,9 @@ mod tests {
         ctx.settle(key, Some("41".into()));
         ctx.resync_after(key, Duration::ZERO);
         assert!(ctx.is_resync(key, Some("41")));
+        ctx.wake(key.to_string());
         ctx.forget(key);
+        assert!(!ctx.take_urgent(key), "a forgotten object kept its wake");
         assert!(!ctx.is_resync(key, Some("41")));
         ctx.send_due_resyncs(Instant::now());
         assert!(drain(&mut rx).is_empty());
