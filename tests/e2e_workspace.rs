@@ -540,14 +540,14 @@ fn a_run_whose_workspace_crd_is_not_installed_says_so_in_a_sentence() {
     assert_eq!(synced["reason"], "KubeNotInstalled");
     assert_eq!(synced["message"], message);
     // The run's own error lines in the operator's log carry the sentence, not a debug dump.
-    let log = std::fs::read_to_string(&op.log_path).unwrap_or_default();
+    // The failure is logged after the pass has written the condition, so wait for the line.
+    let log = wait_for("the run's failure in the operator log", WAIT, || {
+        let log = op.log();
+        log.lines()
+            .any(|l| l.contains("orphan") && l.contains("the Workspace CRD is not installed"))
+            .then_some(log)
+    });
     let lines: Vec<&str> = log.lines().filter(|l| l.contains("orphan")).collect();
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("the Workspace CRD is not installed")),
-        "{log}"
-    );
     for line in lines {
         assert!(!line.contains("Status {"), "{line}");
         assert!(!line.contains("Failed to parse error data"), "{line}");
