@@ -116,8 +116,7 @@ fn bootstrap_writes_the_secret_before_the_call_so_a_lost_response_loses_nothing_
         .to_string();
     assert!(msg.contains("potentially compromised"), "{msg}");
     assert!(msg.contains("reset index"), "{msg}");
-    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
-    assert!(events.contains("BootstrappedElsewhere"), "no event");
+    let events = sb.wait_events(&["BootstrappedElsewhere"]);
     // No retry loop: several resyncs later, no further bootstrap call.
     let (reqs, mark) = sb.requests("catalog", since);
     let puts = count(&reqs, "PUT", "/v1/acl/bootstrap");

@@ -612,8 +612,7 @@ fn an_existing_set_is_adopted_and_a_lost_create_response_makes_no_duplicate() {
          spec: {serviceAccountNames: [lib1@example.com]}\n",
     );
     wait_ready(&sb, "adlibraryset", "old");
-    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
-    assert!(events.contains("Adopted"), "{events}");
+    sb.wait_events(&["Adopted"]);
     // The service processes the create but the response is lost: found again by name.
     sb.fault(
         "secrets",

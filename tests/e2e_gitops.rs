@@ -84,10 +84,6 @@ fn poke(sb: &Sandbox, resource: &str, value: &str) {
     ]);
 }
 
-fn events(sb: &Sandbox) -> String {
-    sb.kubectl_ok(&["get", "events", "-o", "json"])
-}
-
 /// Requests the secrets service logged since `since` whose path starts with `prefix`.
 fn calls_to(sb: &Sandbox, since: u64, prefix: &str) -> Vec<(String, String, u16)> {
     sb.requests("secrets", since)
@@ -548,8 +544,7 @@ fn drift_policy_report_leaves_a_remote_edit_in_place_and_names_the_fields() {
     assert!(writes.is_empty(), "{writes:?}");
     let (_, body) = sb.secrets("GET", &path, None);
     assert!(body["data"]["policy"].as_str().unwrap().contains("evil"));
-    let ev = events(&sb);
-    assert!(ev.contains("DriftDetected"), "no DriftDetected event");
+    let ev = sb.wait_events(&["DriftDetected"]);
     assert!(!ev.contains("DriftCorrected"));
 
     // Enforcing: driftPolicy Correct restores the spec and clears the report.

@@ -486,13 +486,15 @@ fn irrevocable_leases_move_the_metric_and_a_growing_count_is_a_warning_event() {
             .filter(|c| c["status"]["irrevocableLeases"] == 3)
     });
     assert!(condition_is(&conn, "Ready", "True"));
-    let events = sb.kubectl_ok(&[
-        "get",
-        "events",
-        "--field-selector",
-        "involvedObject.name=secrets,reason=IrrevocableLeases",
-        "-o",
-        "json",
-    ]);
-    assert!(events.contains("irrevocable lease"), "{events}");
+    sb.wait_events_with(
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=secrets,reason=IrrevocableLeases",
+            "-o",
+            "json",
+        ],
+        &["irrevocable lease"],
+    );
 }

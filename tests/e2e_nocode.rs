@@ -231,7 +231,7 @@ fn no_code_module_is_enabled_kept_equal_to_spec_and_disabled_on_delete() {
             .filter(|o| o["status"]["driftedFields"] == json!(["enabled"]))
     });
     assert!(condition_is(&obj, "Ready", "True"));
-    assert!(events(&sb, "net").contains("DriftCorrected"));
+    sb.wait_events(&["DriftCorrected"]);
 
     // Delete: provisioning is disabled (no delete endpoint is documented).
     sb.kubectl_ok(&[
@@ -282,7 +282,7 @@ fn no_code_module_is_enabled_kept_equal_to_spec_and_disabled_on_delete() {
         enables_before,
         "no second enable"
     );
-    assert!(events(&sb, "byhand").contains("Adopted"));
+    sb.wait_events(&["Adopted"]);
 }
 
 #[test]
@@ -398,7 +398,7 @@ fn no_code_workspace_is_provisioned_kept_in_sync_recreated_and_deleted() {
     let (_, vars) = api(&sb, "GET", &format!("/workspaces/{id}/vars"), None);
     assert_eq!(vars["data"][0]["attributes"]["key"], "region");
     assert_eq!(vars["data"][0]["attributes"]["value"], "eu-west-1");
-    assert!(events(&sb, "app-ws").contains("Created"));
+    sb.wait_events(&["Created"]);
 
     // Edit.
     sb.kubectl_ok(&[
@@ -581,7 +581,7 @@ fn an_existing_workspace_is_adopted_and_a_lost_create_response_makes_no_duplicat
     ));
     let obj = wait_ready(&sb, "nocodeworkspace", "handmade");
     assert_eq!(obj["status"]["workspaceId"], json!(hand));
-    assert!(events(&sb, "handmade").contains("Adopted"));
+    sb.wait_events(&["Adopted"]);
     assert_eq!(
         count(&sb, "POST", |p| p == create_path),
         1,
@@ -731,15 +731,12 @@ fn a_manual_upgrade_waits_with_the_plan_url_and_confirms_once_approved() {
         (1, 1),
         "each sent exactly once"
     );
-    let ev = events(&sb, "man-ws");
-    for reason in [
+    sb.wait_events(&[
         "UpgradeStarted",
         "UpgradePlanned",
         "UpgradeConfirmed",
         "UpgradeApplied",
-    ] {
-        assert!(ev.contains(reason), "no {reason} event");
-    }
+    ]);
 }
 
 /// Requests of the workspace service logged after index `since` with this method whose path

@@ -138,8 +138,7 @@ fn created_policy_exists_in_the_service_with_exactly_the_spec_content(backend: B
         .iter()
         .any(|f| f == "secrets.quartet.dev/cleanup"));
     assert!(condition_is(&obj, "Synced", "True"));
-    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
-    assert!(events.contains("Created"), "no Created event: {events}");
+    sb.wait_events(&["Created"]);
 }
 
 fn editing_the_spec_updates_the_policy(backend: Backend) {
@@ -211,8 +210,7 @@ fn a_policy_changed_in_the_service_is_restored_at_the_next_resync(backend: Backe
         })
     });
     assert_eq!(obj["status"]["driftedFields"], json!(["policy"]));
-    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
-    assert!(events.contains("DriftCorrected"), "no DriftCorrected event");
+    sb.wait_events(&["DriftCorrected"]);
 }
 
 fn a_policy_deleted_in_the_service_is_recreated_at_the_next_resync(backend: Backend) {
@@ -473,8 +471,7 @@ fn an_existing_policy_is_adopted_rather_than_failing() {
         .as_str()
         .unwrap()
         .contains("a/*"));
-    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
-    assert!(events.contains("Adopted"), "no Adopted event");
+    sb.wait_events(&["Adopted"]);
 }
 
 /// With `--watch-namespaces`, each namespace has a controller of its own: the periodic resync

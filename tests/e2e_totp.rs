@@ -262,7 +262,7 @@ fn a_totp_method_is_created_edited_restored_after_drift_and_recreated_after_remo
     assert_eq!(m["qr_size"], 150);
     assert_eq!(m["max_validation_attempts"], 7);
     assert_eq!(svc.method_ids(), vec![id.clone()]);
-    assert!(events(sb).contains("Created"));
+    sb.wait_events(&["Created"]);
 
     // Edit: the same method is updated in place.
     sb.apply_ok(&totp_method(
@@ -297,7 +297,7 @@ fn a_totp_method_is_created_edited_restored_after_drift_and_recreated_after_remo
         })
     });
     assert_eq!(obj["status"]["driftedFields"], json!(["issuer"]));
-    assert!(events(sb).contains("DriftCorrected"));
+    sb.wait_events(&["DriftCorrected"]);
 
     // Remote delete: recreated, the new id recorded.
     let (status, _) = svc.call("DELETE", &format!("{TOTP}/{id}"), None);
@@ -330,7 +330,7 @@ fn retain_keeps_the_method_and_an_existing_method_is_adopted_by_its_id(backend: 
     assert_eq!(m["issuer"], "After");
     assert_eq!(m["digits"], 8, "a setting the spec leaves out is kept");
     assert_eq!(svc.method_ids(), vec![id.clone()], "no second method");
-    assert!(events(sb).contains("Adopted"));
+    sb.wait_events(&["Adopted"]);
 
     sb.kubectl_ok(&["delete", "totp", "adopted", "--wait=true", "--timeout=60s"]);
     assert!(svc.method(&id).is_some(), "retained method was deleted");
@@ -1289,7 +1289,7 @@ fn an_existing_idp_user_is_adopted_keeping_unmanaged_lists_and_retain_keeps_it()
         vec!["legacy"],
         "unmanaged groups kept"
     );
-    assert!(events(&sb).contains("Adopted"));
+    sb.wait_events(&["Adopted"]);
     sb.kubectl_ok(&[
         "delete",
         "idpuser",
@@ -1430,7 +1430,7 @@ fn idp_auth_method_sends_every_field_and_a_rotated_api_token_is_written_once() {
     // Without enableMount, deletion leaves the configuration and says so.
     sb.kubectl_ok(&["delete", "idpauth", "idp", "--wait=true", "--timeout=60s"]);
     assert!(idp_config(&svc, "idp").is_some(), "config removed");
-    assert!(events(&sb).contains("Retained"));
+    sb.wait_events(&["Retained"]);
 }
 
 #[test]

@@ -191,7 +191,7 @@ fn an_alphabet_is_created_edited_restored_after_remote_changes_adopted_and_retai
     sb.apply_ok(&alphabet("old", "abc", ""));
     ready(&sb, "transformalphabet", "old");
     assert_eq!(remote(&sb, "alphabet/old").unwrap()["alphabet"], "abc");
-    assert!(events(&sb).contains("Adopted"), "no Adopted event");
+    sb.wait_events(&["Adopted"]);
 
     sb.apply_ok(&alphabet("hex", "0123456789abcdef", ""));
     let obj = ready(&sb, "transformalphabet", "hex");
@@ -456,11 +456,7 @@ fn a_keyed_transformation_is_deleted_only_when_deletion_is_allowed() {
         remote(&sb, "transformation/keep-key").is_some(),
         "the key was deleted without deletionAllowed"
     );
-    let ev = events(&sb);
-    assert!(
-        ev.contains("Retained") && ev.contains("deletionAllowed is not true"),
-        "no Retained event saying why: {ev}"
-    );
+    sb.wait_events(&["Retained", "deletionAllowed is not true"]);
 
     sb.apply_ok(&format!("{G}\nkind: Transformation\nmetadata: {{name: drop-key, namespace: default}}\nspec: {{type: tokenization, deletionAllowed: true, maxTtl: 7200}}\n"));
     ready(&sb, "transformation", "drop-key");

@@ -197,8 +197,7 @@ fn existing_workspace_is_adopted_renamed_by_id_and_retained() {
     sb.apply_ok("apiVersion: workspaces.quartet.dev/v1alpha1\nkind: Workspace\nmetadata: {name: legacy, namespace: default}\nspec: {description: adopted, deletionPolicy: Retain}\n");
     let obj = wait_ready(&sb, "legacy");
     assert_eq!(obj["status"]["workspaceId"], json!(id));
-    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
-    assert!(events.contains("Adopted"), "no Adopted event");
+    sb.wait_events(&["Adopted"]);
     assert_eq!(
         sb.remote_workspace("legacy").unwrap()["attributes"]["description"],
         "adopted"

@@ -152,6 +152,34 @@ impl Sandbox {
         String::from_utf8_lossy(&out.stdout).to_string()
     }
 
+    /// `kubectl get events -o json` once its output holds every one of `wanted`. A pass
+    /// publishes its Events after the status write that a test waits for, so a test that has
+    /// just seen that status waits for the Events too rather than reading them once.
+    pub fn wait_events(&self, wanted: &[&str]) -> String {
+        self.wait_events_with(&["get", "events", "-o", "json"], wanted)
+    }
+
+    /// As [`Sandbox::wait_events`], with the kubectl arguments given (a field selector).
+    pub fn wait_events_with(&self, args: &[&str], wanted: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = self.kubectl_ok(args);
+            let missing: Vec<&str> = wanted
+                .iter()
+                .copied()
+                .filter(|w| !out.contains(w))
+                .collect();
+            if missing.is_empty() {
+                return out;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no Event with {missing:?} within 30 s: {out}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     pub fn apply_yaml(&self, yaml: &str) -> Output {
         kubectl(&self.kubeconfig, &["apply", "-f", "-"], Some(yaml))
     }
