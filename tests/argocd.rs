@@ -7,7 +7,7 @@
 //! health check is one script, `argocd/health.lua`, copied into each kind's directory (Argo CD
 //! reads one per kind): the copies are checked to be the same.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -151,7 +151,7 @@ fn every_kinds_health_check_is_a_copy_of_the_one_health_script() {
     }
     assert!(
         stale.is_empty(),
-        "health.lua differs from argocd/health.lua for {stale:?}: edit argocd/health.lua and run QUARTET_UPDATE_ARGOCD_CM=1 cargo test --test argocd"
+        "health.lua differs from argocd/health.lua for {stale:?}: edit argocd/health.lua and run QUARTET_UPDATE_ARGOCD_CM=1 cargo test --test integration argocd::"
     );
 }
 
@@ -448,6 +448,6 @@ fn the_charts_argocd_cm_snippet_is_generated_from_the_lua_files() {
     }
     assert!(
         std::fs::read_to_string(&path).unwrap() == want,
-        "charts/quartet/argocd-cm.yaml is stale: QUARTET_UPDATE_ARGOCD_CM=1 cargo test --test argocd"
+        "charts/quartet/argocd-cm.yaml is stale: QUARTET_UPDATE_ARGOCD_CM=1 cargo test --test integration argocd::"
     );
 }

@@ -171,7 +171,7 @@ fn every_spec_field_is_documented() {
 /// Every CRD's CEL rules, priced as kube-apiserver 1.36 prices them at CRD creation (the dev
 /// API server refuses the same CRDs): each rule under the per-rule limit, and each schema's
 /// total under half of the whole-schema budget, so the next field does not tip it over.
-/// Prints the table (`cargo test --test crds -- --nocapture`, or `quartet crd --check`).
+/// Prints the table (`cargo test --test integration crds:: -- --nocapture`, or `quartet crd --check`).
 #[cfg(feature = "sandbox")]
 #[test]
 fn every_crd_prices_its_cel_rules_under_half_the_kubernetes_budget() {

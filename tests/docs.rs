@@ -18,9 +18,8 @@
 //!
 //! Each failure is a sentence naming the file, the line and the block.
 
-#[path = "support/helm.rs"]
-mod helm_support;
-mod support;
+use crate::support;
+use crate::support::helm as helm_support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! provider. The test plays the browser: it reads the printed URL, follows it to the provider,
 //! which redirects to the CLI's loopback listener.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -2,7 +2,7 @@
 //! sandbox --kubeconfig` and `quartet run`, or `quartet dev`), the real kubectl, and the
 //! catalog and scheduler read over HTTP in the test.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

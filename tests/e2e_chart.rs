@@ -10,9 +10,8 @@
 //! example names. The chart's Deployment gets no Pods (the dev API server runs none); the test
 //! starts the operator process itself, as that Deployment would.
 
-#[path = "support/helm.rs"]
-mod helm;
-mod support;
+use crate::support;
+use crate::support::helm;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! the sandbox admin API), driven with the real `kubectl`. What the operator did is read from
 //! the sandbox's request log and the service itself, never from the operator.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

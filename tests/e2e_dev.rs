@@ -1,6 +1,6 @@
 //! `quartet dev`: one command gives a newcomer a working cluster, services and controllers.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! the real `kubectl`; directory accounts are created through the sandbox admin API and the
 //! service is read over HTTP.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

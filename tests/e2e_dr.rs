@@ -2,7 +2,7 @@
 //! (`quartet sandbox --secrets-clusters 3`), driven with the real `kubectl`, each cluster's
 //! replication state read over HTTP.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

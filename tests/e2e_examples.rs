@@ -3,7 +3,7 @@
 //! `kubectl wait --for=condition=Ready` agrees on each). The same examples applied with
 //! `spec.suspend: true` make no call to any service, every kind, and become Ready when resumed.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

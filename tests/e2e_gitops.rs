@@ -5,7 +5,7 @@
 //! reconcile-now annotations; `suspend` (no call to the service, deletion waits, resume catches
 //! up); `driftPolicy: Report`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

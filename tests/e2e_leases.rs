@@ -9,7 +9,7 @@
 //! or OpenBao's leased KV reads. Irrevocable leases exist only in the sandbox (OpenBao has no way
 //! to make one on purpose), so those scenarios are the sandbox's alone.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

@@ -7,7 +7,7 @@
 //! A subset of the CRDs is installed with kubectl from the files in `crds/` (what `quartet crd
 //! --out DIR` writes, one file per CRD).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

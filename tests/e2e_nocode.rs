@@ -2,7 +2,7 @@
 //! server and the sandbox's workspace service, driven with the real `kubectl`; the service is
 //! read over HTTP here, registry modules and versions set up through the sandbox admin API.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! Every plan is checked to have sent no write to any service (the sandbox's request log) and
 //! to have changed nothing in Kubernetes (resourceVersions).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

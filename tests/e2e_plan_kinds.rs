@@ -4,7 +4,7 @@
 //! the same manifests give the create, no-change and adopt checks. Every plan is checked to
 //! send only reads to the services and to change nothing in Kubernetes.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

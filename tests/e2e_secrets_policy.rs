@@ -6,7 +6,7 @@
 //! (`bao server -dev`, one per test binary, see `support::openbao`), reached through a
 //! Connection with `tokenHeader: X-Vault-Token`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! under load hands it over with no write made twice, no cleanup, the finalizer in place
 //! throughout, and the resource Ready again within a reconcile (figure printed).
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

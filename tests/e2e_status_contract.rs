@@ -10,7 +10,7 @@
 //! record, under the resource that made it, and no value of any Secret of the cluster is in any
 //! record ([`support::changes`]).
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::path::Path;

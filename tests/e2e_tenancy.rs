@@ -6,9 +6,8 @@
 //! `watchNamespaces: [team-a]`: no ClusterRole over Secrets, the operator runs as the chart's
 //! ServiceAccount, serves team-a, and is refused (403) a Secret of team-b.
 
-#[path = "support/helm.rs"]
-mod helm;
-mod support;
+use crate::support;
+use crate::support::helm;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -12,7 +12,7 @@
 //! aliased to the entity, a login enforcement, `sys/mfa/validate` with the code from the URL).
 //! Sandbox-only tools (faults) are used only in the scenarios that need them.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

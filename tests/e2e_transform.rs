@@ -2,7 +2,7 @@
 //! TransformAlphabet, TransformStore): the built `quartet` binary against the dev API server and
 //! the sandbox's secrets service, driven with the real `kubectl`; the service is read over HTTP.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Workspace end to end: the built `quartet` binary against the dev API server and the
 //! sandbox's workspace service, driven with the real `kubectl`; the service is read over HTTP.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,9 +5,8 @@
 //! helm is found through `QUARTET_HELM_BIN`, then `/opt/quartet-tools/bin/helm` (where `.ci/run`
 //! installs it), then `PATH`. A missing helm fails the tests with how to install it.
 
-#[path = "support/helm.rs"]
-mod helm_support;
-mod support;
+use crate::support;
+use crate::support::helm as helm_support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

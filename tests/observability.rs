@@ -8,7 +8,7 @@
 //! promtool and prometheus are found in `PATH` (or `QUARTET_PROMTOOL_BIN` /
 //! `QUARTET_PROMETHEUS_BIN`); missing, the tests fail saying how to install them.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

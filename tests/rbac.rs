@@ -2,9 +2,8 @@
 //! full lifecycle is allowed by it, and every rule it grants is used (the operator counts its
 //! own requests by RBAC verb and resource in `quartet_kube_api_calls_total`).
 
-#[path = "support/helm.rs"]
-mod helm;
-mod support;
+use crate::support;
+use crate::support::helm;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

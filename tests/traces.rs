@@ -5,7 +5,7 @@
 //! retried must show as a root span with the call and the Kubernetes write as its children,
 //! linked to the trace named in the resource's `traceparent` annotation.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

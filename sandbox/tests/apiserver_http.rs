@@ -1,6 +1,6 @@
 //! Wire-level behaviour of the dev API server, over HTTPS with reqwest.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

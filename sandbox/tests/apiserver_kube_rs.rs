@@ -1,7 +1,7 @@
 //! The dev API server driven by kube-rs: a Controller with a finalizer, watch restarts after
 //! 410 Gone, status patches by server-side apply, and Lease-based leader election.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! The packaging tests at the end also run a current kubectl (1.35, `QUARTET_KUBECTL_NEW_BIN`,
 //! installed by `.ci/run`) next to the machine's.
 
-mod common;
+use crate::common;
 
 use common::{server, Kubectl, WIDGET_CRD};
 

@@ -4,7 +4,7 @@
 //! `create`, the admin token stays all-powerful, and `kubectl auth can-i --as` / `whoami` work
 //! through impersonation and the access-review APIs.
 
-mod common;
+use crate::common;
 
 use common::{server, Http, Kubectl};
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! Custom-resource admission: pruning, defaulting and OpenAPI v3 validation, worded like
 //! kube-apiserver v1.33.
 
-mod apiserver_schema_fixtures;
+use crate::apiserver_schema_fixtures;
 
 use apiserver_schema_fixtures::{cr, crd, crd_with, spec_schema};
 use quartet_sandbox::apiserver::schema::{admit_custom_resource, FieldError};

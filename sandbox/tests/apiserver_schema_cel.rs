@@ -1,7 +1,7 @@
 //! `x-kubernetes-validations` CEL rules during admission (via kube-cel), worded like
 //! apiextensions-apiserver.
 
-mod apiserver_schema_fixtures;
+use crate::apiserver_schema_fixtures;
 
 use apiserver_schema_fixtures::{cr, crd_with};
 use quartet_sandbox::apiserver::schema::admit_custom_resource;

@@ -3,7 +3,7 @@
 //! (`fixtures/workspaces-crd-unbounded.yaml`, from git history) was refused by a real server
 //! for four causes, and the dev API server must refuse it for the same ones.
 
-mod common;
+use crate::common;
 
 use common::{server, Http, Kubectl};
 use quartet_sandbox::apiserver::schema::{validate_crd, validate_crd_update};

@@ -1,6 +1,6 @@
 //! `CustomResourceDefinition` validation before storage.
 
-mod apiserver_schema_fixtures;
+use crate::apiserver_schema_fixtures;
 
 use apiserver_schema_fixtures::crd;
 use quartet_sandbox::apiserver::schema::validate_crd;

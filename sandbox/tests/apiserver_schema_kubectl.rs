@@ -1,7 +1,7 @@
 //! The OpenAPI documents as the real `kubectl` consumes them: `kubectl explain` against a
 //! minimal loopback harness that serves legacy discovery plus this module's `/openapi/v3`.
 
-mod apiserver_schema_fixtures;
+use crate::apiserver_schema_fixtures;
 
 use std::process::Command;
 

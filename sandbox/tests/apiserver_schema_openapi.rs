@@ -1,7 +1,7 @@
 //! OpenAPI documents as kubectl reads them (`/openapi/v3` index, group-version documents,
 //! `/openapi/v2`).
 
-mod apiserver_schema_fixtures;
+use crate::apiserver_schema_fixtures;
 
 use apiserver_schema_fixtures::crd;
 use quartet_sandbox::apiserver::schema::{openapi_v2, openapi_v3_group_version, openapi_v3_index};

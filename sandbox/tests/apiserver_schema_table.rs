@@ -1,6 +1,6 @@
 //! Server-side Table rendering (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`).
 
-mod apiserver_schema_fixtures;
+use crate::apiserver_schema_fixtures;
 
 use apiserver_schema_fixtures::{cr, crd};
 use chrono::{TimeZone, Utc};

@@ -2,7 +2,7 @@
 //! TokenRequest (`serviceaccounts/{name}/token`), TokenReview, the issuer discovery documents,
 //! and `kubectl create token` with the real kubectl.
 
-mod common;
+use crate::common;
 
 use base64::Engine;
 use common::{server, Http, Kubectl};

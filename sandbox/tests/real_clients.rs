@@ -10,9 +10,7 @@
 //! (`.ci/run` makes it with the pinned versions of `sandbox/clients/requirements.txt`). When
 //! neither exists the tests fail with the install command; they never skip.
 
-#[path = "secrets_support/openbao.rs"]
-#[allow(dead_code)]
-mod openbao;
+use crate::secrets_support::openbao;
 
 use std::path::PathBuf;
 

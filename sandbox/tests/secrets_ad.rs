@@ -1,6 +1,6 @@
 //! Conformance of the directory secrets engine (spec C §2.2, §3, §4.2, §7, §8).
 
-mod secrets_support;
+use crate::secrets_support;
 
 use reqwest::Method;
 use secrets_support::*;

@@ -2,7 +2,7 @@
 //! version of the sandbox did not serve: token renew by accessor and revoke-orphan,
 //! capabilities of another token, entities by name and entity lookup.
 
-mod secrets_support;
+use crate::secrets_support;
 
 use reqwest::Method;
 use secrets_support::*;

@@ -2,7 +2,7 @@
 //! §2.5, §4.4, §4.6; spec C §2.2, §4.2, §8). See the "Conformance" table of
 //! `sandbox/README-secrets.md`.
 
-mod secrets_support;
+use crate::secrets_support;
 
 use quartet_sandbox::SandboxOptions;
 use reqwest::Method;

@@ -1,6 +1,6 @@
 //! Conformance of DR replication across several secrets clusters (spec A §2.8, §2.9, §3, §4.6).
 
-mod secrets_support;
+use crate::secrets_support;
 
 use base64::Engine;
 use quartet_sandbox::{Edition, SandboxOptions};

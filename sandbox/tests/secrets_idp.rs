@@ -1,7 +1,7 @@
 //! Conformance of the identity-provider auth method (spec A §2.2–2.4, §4.2), `sys/auth`,
 //! tokens and ACL enforcement for non-root tokens.
 
-mod secrets_support;
+use crate::secrets_support;
 
 use reqwest::Method;
 use secrets_support::*;

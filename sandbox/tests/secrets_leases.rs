@@ -1,6 +1,6 @@
 //! Conformance of the lease endpoints (spec A §2.6, §4.4, §8).
 
-mod secrets_support;
+use crate::secrets_support;
 
 use reqwest::Method;
 use secrets_support::*;

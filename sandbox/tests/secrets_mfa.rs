@@ -1,6 +1,6 @@
 //! Conformance of the TOTP MFA methods (spec A §2.7, §4.5, §8) and login enforcements.
 
-mod secrets_support;
+use crate::secrets_support;
 
 use base64::Engine;
 use reqwest::Method;

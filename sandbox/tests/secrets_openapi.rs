@@ -1,6 +1,6 @@
 //! Conformance of the API description endpoint (spec A §4.1).
 
-mod secrets_support;
+use crate::secrets_support;
 
 use quartet_sandbox::{Edition, SandboxOptions};
 use reqwest::Method;

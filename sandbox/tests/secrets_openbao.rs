@@ -5,7 +5,7 @@
 //! OpenBao is found through `QUARTET_OPENBAO_BIN` or the default install; without it these
 //! tests fail with the install command (see `secrets_support::openbao`).
 
-mod secrets_support;
+use crate::secrets_support;
 
 use std::collections::BTreeSet;
 

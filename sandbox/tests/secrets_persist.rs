@@ -1,6 +1,6 @@
 //! `--state-dir`: the secrets service's state survives a restart.
 
-mod secrets_support;
+use crate::secrets_support;
 
 use quartet_sandbox::SandboxOptions;
 use reqwest::Method;

@@ -1,7 +1,7 @@
 //! Conformance of `sys/policies/{acl,rgp,egp}` (spec A §4.3) and the wire conventions they
 //! share with every endpoint.
 
-mod secrets_support;
+use crate::secrets_support;
 
 use quartet_sandbox::{Edition, SandboxOptions};
 use reqwest::Method;

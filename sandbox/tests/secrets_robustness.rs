@@ -1,6 +1,6 @@
 //! Hostile request input never crashes the service: it answers, and keeps answering.
 
-mod secrets_support;
+use crate::secrets_support;
 
 use reqwest::Method;
 use secrets_support::*;

@@ -1,6 +1,6 @@
 //! Unauthenticated status endpoints that real clients use to probe the server.
 
-mod secrets_support;
+use crate::secrets_support;
 
 use quartet_sandbox::SandboxOptions;
 use reqwest::Method;

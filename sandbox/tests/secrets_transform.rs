@@ -1,6 +1,6 @@
 //! Conformance of the transform secrets engine (spec C §2.1, §4.1).
 
-mod secrets_support;
+use crate::secrets_support;
 
 use base64::Engine;
 use reqwest::Method;

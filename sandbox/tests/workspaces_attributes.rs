@@ -3,7 +3,7 @@
 //! behaviour of the real API (go-tfe and its tests against the live service, the production
 //! Terraform provider).
 
-mod workspaces_support;
+use crate::workspaces_support;
 
 use reqwest::Method;
 use serde_json::{json, Value};

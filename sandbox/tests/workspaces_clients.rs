@@ -1,7 +1,7 @@
 //! Regression tests for the request and response shapes of the real client libraries
 //! (go-tfe, python-tfe, terrasnek), each found by driving those clients against the sandbox.
 
-mod workspaces_support;
+use crate::workspaces_support;
 
 use reqwest::Method;
 use serde_json::{json, Value};

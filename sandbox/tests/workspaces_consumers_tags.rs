@@ -1,6 +1,6 @@
 //! Conformance of remote state consumers (spec B §4.2) and workspace tags (§2.3, §4.3).
 
-mod workspaces_support;
+use crate::workspaces_support;
 
 use serde_json::{json, Value};
 use workspaces_support::*;

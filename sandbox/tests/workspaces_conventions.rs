@@ -1,7 +1,7 @@
 //! Conformance of the workspace service's conventions: discovery, ping, tokens, JSON:API
 //! documents and errors, pagination, organizations, projects and teams (spec B §2, §5, §7, §8).
 
-mod workspaces_support;
+use crate::workspaces_support;
 
 use reqwest::Method;
 use serde_json::{json, Value};

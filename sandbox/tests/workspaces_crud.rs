@@ -1,6 +1,6 @@
 //! Conformance of workspace create, read, update, delete and list (spec B §2.1, §2.2, §4.1, §5).
 
-mod workspaces_support;
+use crate::workspaces_support;
 
 use reqwest::Method;
 use serde_json::json;

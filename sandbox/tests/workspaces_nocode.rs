@@ -1,7 +1,7 @@
 //! Conformance of no-code provisioning (spec B §2.5, §4.5): enable, read, update, workspace
 //! creation from a module and the upgrade flow.
 
-mod workspaces_support;
+use crate::workspaces_support;
 
 use reqwest::Method;
 use serde_json::{json, Value};

@@ -1,6 +1,6 @@
 //! `state_dir` persistence of the workspace service: state survives a restart.
 
-mod workspaces_support;
+use crate::workspaces_support;
 
 use reqwest::Method;
 use serde_json::json;

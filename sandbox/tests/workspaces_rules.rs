@@ -1,7 +1,7 @@
 //! Conformance tests for spec B rules that the other workspace test files did not pin down
 //! (found while mapping every row of §2–§8 to a test, see README-workspaces.md "Conformance").
 
-mod workspaces_support;
+use crate::workspaces_support;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Conformance of runs (spec B §2.4, §3.1, §4.4): creation rules, the backend's state machine,
 //! the actions and their 202/403/409 rules, list filters.
 
-mod workspaces_support;
+use crate::workspaces_support;
 
 use reqwest::Method;
 use serde_json::{json, Value};

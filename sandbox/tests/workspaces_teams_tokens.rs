@@ -1,7 +1,7 @@
 //! Conformance of the real API's team, team-access and token endpoints (the ways go-tfe sets up
 //! the permission rules of spec §5 without the admin API), and of method handling.
 
-mod workspaces_support;
+use crate::workspaces_support;
 
 use reqwest::Method;
 use serde_json::{json, Value};

@@ -7,6 +7,7 @@
 
 pub mod changes;
 pub mod dev;
+pub mod helm;
 pub mod reads;
 pub mod workspaces;
 
