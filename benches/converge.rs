@@ -43,6 +43,10 @@
 //! ±10 % jitter) it then prints the CPU the operator used over S seconds as a share of one core,
 //! with the calls of that window.
 //!
+//! `QUARTET_BENCH_CRDS=used` installs only the CRDs this benchmark uses (Connection,
+//! ClusterConnection, SecretsPolicy), so the operator starts no controller for the other kinds:
+//! the difference in peak RSS is what the idle kinds cost.
+//!
 //! `QUARTET_BENCH_BIN`: the `quartet` binary to run instead of the one this benchmark was built
 //! with (a copy, when several worktrees build into one target dir).
 //!
@@ -508,7 +512,31 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         .unwrap_or(0);
     let sb = blocking(|| {
         let sb = Sandbox::start(&[]);
-        sb.install_crds();
+        if std::env::var("QUARTET_BENCH_CRDS").is_ok_and(|v| v == "used") {
+            // Only the kinds this benchmark creates: the operator then starts no controller
+            // for the others (it serves what is installed), to measure what idle kinds cost.
+            let dir = repo_root().join("crds");
+            let files = [
+                "connections.quartet.dev.yaml",
+                "clusterconnections.quartet.dev.yaml",
+                "secretspolicies.secrets.quartet.dev.yaml",
+            ];
+            let mut args = vec!["apply".to_string(), "--server-side".to_string()];
+            for f in files {
+                args.extend(["-f".to_string(), dir.join(f).display().to_string()]);
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            sb.kubectl_ok(&args);
+            sb.kubectl_ok(&[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                "crd",
+                "--all",
+            ]);
+        } else {
+            sb.install_crds();
+        }
         sb
     });
     let backend = Backend {
