@@ -485,7 +485,7 @@ fn without_leave_to_list_crds_the_served_kinds_are_found_through_discovery() {
     let addr = op.metrics_addr();
     wait_for("the fallback to discovery logged", WAIT, || {
         op.log()
-            .contains("may not list CustomResourceDefinitions")
+            .contains("may not read CustomResourceDefinitions")
             .then_some(())
     });
     wait_served(&addr, "SecretsPolicy", 1);
@@ -503,4 +503,41 @@ fn without_leave_to_list_crds_the_served_kinds_are_found_through_discovery() {
     wait_served(&addr, "TotpMethod", 1);
 
     stop_within_bound(op, "served kinds found through discovery");
+}
+
+#[test]
+fn with_leave_to_list_crds_but_not_to_get_one_the_served_kinds_are_found_through_discovery() {
+    // RBAC written for an older Quartet, which listed the CRDs whole: list and watch, no get.
+    // The watch of their metadata works; reading one of Quartet's CRDs by name is refused.
+    let sb = Sandbox::start(&[]);
+    install(&sb, &[CONNECTIONS, POLICIES]);
+    sb.connect_secrets(&sb.root_token.clone());
+    kube_fault(
+        &sb,
+        json!({"method": "GET", "path": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/*",
+               "status": 403, "count": 0,
+               "body": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "reason": "Forbidden", "code": 403,
+                        "message": "customresourcedefinitions.apiextensions.k8s.io \"connections.quartet.dev\" is forbidden: User \"system:serviceaccount:quartet-system:quartet\" cannot get resource \"customresourcedefinitions\" in API group \"apiextensions.k8s.io\" at the cluster scope"}}),
+    );
+    let op = Operator::start(&sb, "30s");
+    let addr = op.metrics_addr();
+    let line = wait_for("the fallback to discovery logged", WAIT, || {
+        op.log()
+            .lines()
+            .find(|l| l.contains("may not read CustomResourceDefinitions"))
+            .map(str::to_string)
+    });
+    assert!(line.contains("cannot get resource"), "{line}");
+    assert!(line.contains("grant get, list and watch"), "{line}");
+    wait_served(&addr, "SecretsPolicy", 1);
+    wait_served(&addr, "TotpMethod", 0);
+    let (_, body) = get_text(&format!("http://{addr}/readyz"));
+    assert!(body.contains("found by: API discovery"), "{body}");
+    sb.apply_ok(&policy("p"));
+    wait_ready(&sb, "secretspolicy", "p");
+    stop_within_bound(
+        op,
+        "served kinds found through discovery after a refused get",
+    );
 }

@@ -148,9 +148,10 @@ Rules over cluster-scoped objects: always in the ClusterRole. No Secret, and no 
     resources: ["namespaces"]
     verbs: ["get", "list", "watch"]
   # Which kinds the cluster serves: the CRDs are read (never written) so a missing one is
-  # reported and its controller starts when it is installed. Without this rule the operator
-  # falls back to API discovery every 10 s.
+  # reported and its controller starts when it is installed. The watch is of their metadata
+  # only; Quartet's own CRDs are then read by name (get). Without this rule the operator falls
+  # back to API discovery every 10 s.
   - apiGroups: ["apiextensions.k8s.io"]
     resources: ["customresourcedefinitions"]
-    verbs: ["list", "watch"]
+    verbs: ["get", "list", "watch"]
 {{- end -}}
