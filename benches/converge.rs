@@ -515,24 +515,10 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         if std::env::var("QUARTET_BENCH_CRDS").is_ok_and(|v| v == "used") {
             // Only the kinds this benchmark creates: the operator then starts no controller
             // for the others (it serves what is installed), to measure what idle kinds cost.
-            let dir = repo_root().join("crds");
-            let files = [
-                "connections.quartet.dev.yaml",
-                "clusterconnections.quartet.dev.yaml",
-                "secretspolicies.secrets.quartet.dev.yaml",
-            ];
-            let mut args = vec!["apply".to_string(), "--server-side".to_string()];
-            for f in files {
-                args.extend(["-f".to_string(), dir.join(f).display().to_string()]);
-            }
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            sb.kubectl_ok(&args);
-            sb.kubectl_ok(&[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=30s",
-                "crd",
-                "--all",
+            sb.install_crds_named(&[
+                "connections.quartet.dev",
+                "clusterconnections.quartet.dev",
+                "secretspolicies.secrets.quartet.dev",
             ]);
         } else {
             sb.install_crds();

@@ -23,29 +23,6 @@ const CONNECTIONS: &str = "connections.quartet.dev";
 const POLICIES: &str = "secretspolicies.secrets.quartet.dev";
 const TOTP_METHODS: &str = "totpmethods.secrets.quartet.dev";
 
-/// Install the CRDs named (`plural.group`) with kubectl and wait until they are established.
-fn install(sb: &Sandbox, crds: &[&str]) {
-    let files: Vec<String> = crds
-        .iter()
-        .map(|c| {
-            repo_root()
-                .join("crds")
-                .join(format!("{c}.yaml"))
-                .display()
-                .to_string()
-        })
-        .collect();
-    let mut args = vec!["apply", "--server-side"];
-    for f in &files {
-        args.extend(["-f", f.as_str()]);
-    }
-    sb.kubectl_ok(&args);
-    let mut wait = vec!["wait", "--for=condition=Established", "--timeout=30s"];
-    let names: Vec<String> = crds.iter().map(|c| format!("crd/{c}")).collect();
-    wait.extend(names.iter().map(String::as_str));
-    sb.kubectl_ok(&wait);
-}
-
 fn policy(name: &str) -> String {
     format!(
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  type: acl\n  policy: |\n    path \"secret/{name}\" {{ capabilities = [\"read\"] }}\n"
@@ -116,7 +93,7 @@ fn stop_within_bound(op: Operator, state: &str) -> String {
 #[test]
 fn missing_crds_are_reported_and_a_crd_installed_later_is_served_without_a_restart() {
     let sb = Sandbox::start(&[]);
-    install(&sb, &[CONNECTIONS, POLICIES]);
+    sb.install_crds_named(&[CONNECTIONS, POLICIES]);
     sb.connect_secrets(&sb.root_token.clone());
     let op = Operator::start(&sb, "30s");
     let addr = op.metrics_addr();
@@ -180,7 +157,7 @@ fn missing_crds_are_reported_and_a_crd_installed_later_is_served_without_a_resta
     wait_ready(&sb, "secretspolicy", "before");
 
     // A CRD installed now is served without a restart.
-    install(&sb, &[TOTP_METHODS]);
+    sb.install_crds_named(&[TOTP_METHODS]);
     wait_served(&addr, "TotpMethod", 1);
     sb.apply_ok(
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: TotpMethod\nmetadata: {name: corp, namespace: default}\nspec: {issuer: Acme}\n",
@@ -214,7 +191,7 @@ fn missing_crds_are_reported_and_a_crd_installed_later_is_served_without_a_resta
 #[test]
 fn without_the_connection_crd_the_operator_says_so_loudly_and_still_stops_at_once() {
     let sb = Sandbox::start(&[]);
-    install(&sb, &[POLICIES]);
+    sb.install_crds_named(&[POLICIES]);
     let op = Operator::start(&sb, "30s");
     let addr = op.metrics_addr();
     wait_for("the missing Connection kind reported", WAIT, || {
@@ -235,7 +212,7 @@ fn without_the_connection_crd_the_operator_says_so_loudly_and_still_stops_at_onc
 /// `slow` is waiting for that answer.
 fn blocked_on_a_slow_service(extra: &[&str]) -> (Sandbox, Operator) {
     let sb = Sandbox::start(&[]);
-    install(&sb, &[CONNECTIONS, POLICIES]);
+    sb.install_crds_named(&[CONNECTIONS, POLICIES]);
     sb.connect_secrets(&sb.root_token.clone());
     sb.kubectl_ok(&[
         "patch",
@@ -314,7 +291,7 @@ fn standby(sb: &Sandbox) -> Operator {
 #[test]
 fn sigterm_ends_a_standby_waiting_for_the_lease_within_the_bound() {
     let sb = Sandbox::start(&[]);
-    install(&sb, &[CONNECTIONS, POLICIES]);
+    sb.install_crds_named(&[CONNECTIONS, POLICIES]);
     let _leader = leader(&sb);
     let op = standby(&sb);
     stop_within_bound(op, "a standby waiting for the Lease");
@@ -323,7 +300,7 @@ fn sigterm_ends_a_standby_waiting_for_the_lease_within_the_bound() {
 #[test]
 fn a_leader_that_stops_hands_the_lease_to_the_standby_at_once_and_no_write_is_made_twice() {
     let sb = Sandbox::start(&[]);
-    install(&sb, &[CONNECTIONS, POLICIES]);
+    sb.install_crds_named(&[CONNECTIONS, POLICIES]);
     sb.connect_secrets(&sb.root_token.clone());
     let a = leader(&sb);
     let b = standby(&sb);
@@ -412,7 +389,7 @@ fn kube_admin(sb: &Sandbox, method: &str, path: &str, body: serde_json::Value) {
 #[test]
 fn a_connection_changed_while_its_watch_was_down_wakes_its_resources_at_the_relist() {
     let sb = Sandbox::start(&["--secrets-clusters", "2"]);
-    install(&sb, &[CONNECTIONS, POLICIES]);
+    sb.install_crds_named(&[CONNECTIONS, POLICIES]);
     let cluster = |i: usize| sb.url(&format!("secrets[{i}]")).to_string();
     // The Connection `secrets` to cluster `i` of the secrets service.
     let connect = |i: usize| sb.connect_secrets_at("default", &cluster(i), &sb.root_token);
@@ -467,20 +444,29 @@ fn a_connection_changed_while_its_watch_was_down_wakes_its_resources_at_the_reli
     kube_admin(&sb, "DELETE", "/_sandbox/faults", json!(null));
 }
 
+/// What the API server answers a service account without `verb` on CRDs: 403 for every read
+/// of a path under the CRDs' collection that starts with `under` ("" for the list and watch,
+/// "/" for a read by name).
+fn refuse_crd_reads(sb: &Sandbox, under: &str, verb: &str) {
+    let message = format!(
+        "customresourcedefinitions.apiextensions.k8s.io is forbidden: User \"system:serviceaccount:quartet-system:quartet\" cannot {verb} resource \"customresourcedefinitions\" in API group \"apiextensions.k8s.io\" at the cluster scope"
+    );
+    kube_fault(
+        sb,
+        json!({"method": "GET", "path": format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions{under}*"),
+               "status": 403, "count": 0,
+               "body": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "reason": "Forbidden", "code": 403, "message": message}}),
+    );
+}
+
 #[test]
 fn without_leave_to_list_crds_the_served_kinds_are_found_through_discovery() {
     let sb = Sandbox::start(&[]);
-    install(&sb, &[CONNECTIONS, POLICIES]);
+    sb.install_crds_named(&[CONNECTIONS, POLICIES]);
     sb.connect_secrets(&sb.root_token.clone());
     // What the API server answers a service account without the rule for CRDs.
-    kube_fault(
-        &sb,
-        json!({"method": "GET", "path": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions*",
-               "status": 403, "count": 0,
-               "body": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                        "reason": "Forbidden", "code": 403,
-                        "message": "customresourcedefinitions.apiextensions.k8s.io is forbidden: User \"system:serviceaccount:quartet-system:quartet\" cannot list resource \"customresourcedefinitions\" in API group \"apiextensions.k8s.io\" at the cluster scope"}}),
-    );
+    refuse_crd_reads(&sb, "", "list");
     let op = Operator::start(&sb, "30s");
     let addr = op.metrics_addr();
     wait_for("the fallback to discovery logged", WAIT, || {
@@ -510,16 +496,9 @@ fn with_leave_to_list_crds_but_not_to_get_one_the_served_kinds_are_found_through
     // RBAC written for an older Quartet, which listed the CRDs whole: list and watch, no get.
     // The watch of their metadata works; reading one of Quartet's CRDs by name is refused.
     let sb = Sandbox::start(&[]);
-    install(&sb, &[CONNECTIONS, POLICIES]);
+    sb.install_crds_named(&[CONNECTIONS, POLICIES]);
     sb.connect_secrets(&sb.root_token.clone());
-    kube_fault(
-        &sb,
-        json!({"method": "GET", "path": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/*",
-               "status": 403, "count": 0,
-               "body": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                        "reason": "Forbidden", "code": 403,
-                        "message": "customresourcedefinitions.apiextensions.k8s.io \"connections.quartet.dev\" is forbidden: User \"system:serviceaccount:quartet-system:quartet\" cannot get resource \"customresourcedefinitions\" in API group \"apiextensions.k8s.io\" at the cluster scope"}}),
-    );
+    refuse_crd_reads(&sb, "/", "get");
     let op = Operator::start(&sb, "30s");
     let addr = op.metrics_addr();
     let line = wait_for("the fallback to discovery logged", WAIT, || {

@@ -501,23 +501,12 @@ fn wait_run(sb: &Sandbox, name: &str, what: &str, f: impl Fn(&Value) -> bool) ->
 fn a_run_whose_workspace_crd_is_not_installed_says_so_in_a_sentence() {
     // Every CRD but the Workspace's, as when a real API server refused that one.
     let sb = Sandbox::start(&[]);
-    let dir = repo_root().join("crds");
-    let mut args = vec!["apply".to_string(), "--server-side".to_string()];
-    for entry in std::fs::read_dir(&dir).expect("crds/") {
-        let path = entry.expect("dir entry").path();
-        if !path.ends_with("workspaces.workspaces.quartet.dev.yaml") {
-            args.extend(["-f".to_string(), path.display().to_string()]);
-        }
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    sb.kubectl_ok(&args);
-    sb.kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd",
-        "--all",
-    ]);
+    let others: Vec<String> = quartet::runtime::controllers::registry()
+        .iter()
+        .map(|k| k.crd_name.clone())
+        .filter(|crd| crd != "workspaces.workspaces.quartet.dev")
+        .collect();
+    sb.install_crds_named(&others);
     assert!(!sb
         .kubectl(&["get", "crd", "workspaces.workspaces.quartet.dev"])
         .status

@@ -207,6 +207,30 @@ impl Sandbox {
     }
 
     /// Install the CRDs from `crds/` with kubectl, as a user would, and wait until established.
+    /// Install only the CRDs named (`plural.group`, files of `crds/`) and wait until they are
+    /// established: a cluster where the others are missing.
+    pub fn install_crds_named<S: AsRef<str>>(&self, crds: &[S]) {
+        let files: Vec<String> = crds
+            .iter()
+            .map(|c| {
+                repo_root()
+                    .join("crds")
+                    .join(format!("{}.yaml", c.as_ref()))
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        let mut args = vec!["apply", "--server-side"];
+        for f in &files {
+            args.extend(["-f", f.as_str()]);
+        }
+        self.kubectl_ok(&args);
+        let mut wait = vec!["wait", "--for=condition=Established", "--timeout=30s"];
+        let names: Vec<String> = crds.iter().map(|c| format!("crd/{}", c.as_ref())).collect();
+        wait.extend(names.iter().map(String::as_str));
+        self.kubectl_ok(&wait);
+    }
+
     pub fn install_crds(&self) {
         let crds = repo_root().join("crds");
         self.kubectl_ok(&["apply", "--server-side", "-f", crds.to_str().unwrap()]);
