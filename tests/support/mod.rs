@@ -206,7 +206,6 @@ impl Sandbox {
             .get_or_init(|| reads::KubeReader::new(&self.kubeconfig))
     }
 
-    /// Install the CRDs from `crds/` with kubectl, as a user would, and wait until established.
     /// Install only the CRDs named (`plural.group`, files of `crds/`) and wait until they are
     /// established: a cluster where the others are missing.
     pub fn install_crds_named<S: AsRef<str>>(&self, crds: &[S]) {
@@ -231,6 +230,7 @@ impl Sandbox {
         self.kubectl_ok(&wait);
     }
 
+    /// Install the CRDs from `crds/` with kubectl, as a user would, and wait until established.
     pub fn install_crds(&self) {
         let crds = repo_root().join("crds");
         self.kubectl_ok(&["apply", "--server-side", "-f", crds.to_str().unwrap()]);
