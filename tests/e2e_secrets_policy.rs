@@ -203,11 +203,8 @@ fn a_policy_changed_in_the_service_is_restored_at_the_next_resync(backend: Backe
             .filter(|p| p["policy"].as_str().unwrap_or("").contains("\"a/*\""))
     });
     let obj = wait_for("driftedFields in status", WAIT, || {
-        sb.get_json("secretspolicy", "drifty").filter(|o| {
-            o["status"]["driftedFields"]
-                .as_array()
-                .is_some_and(|a| !a.is_empty())
-        })
+        sb.get_json("secretspolicy", "drifty")
+            .filter(|o| o["status"]["driftedFields"] == json!(["policy"]))
     });
     assert_eq!(obj["status"]["driftedFields"], json!(["policy"]));
     sb.wait_events(&["DriftCorrected"]);
