@@ -238,6 +238,59 @@ fn the_token_is_renewed_before_it_expires_and_a_refused_renewal_logs_in_again() 
     );
 }
 
+/// The Connection's `status.auth.expiresAt`.
+fn expires_at(sb: &Sandbox) -> Option<String> {
+    connection(sb)["status"]["auth"]["expiresAt"]
+        .as_str()
+        .map(str::to_string)
+}
+
+#[test]
+fn a_renewed_login_starts_no_pass_of_the_resources_using_the_connection() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    set_up_idp(
+        &sb,
+        "alice",
+        "pw-alice",
+        None,
+        json!({"token_ttl": "6s", "token_max_ttl": "1h"}),
+    );
+    connect_with_login(&sb, "alice", "pw-alice", None);
+    // The resources resync every 5 minutes: a call of theirs below can only come from a wake.
+    let _op = Operator::start(&sb, "5m");
+    sb.apply_ok(&policies_yaml(3));
+    wait_for("3 Ready SecretsPolicies", WAIT, || {
+        all_ready(&sb, 3).then_some(())
+    });
+    // Each renewal (every 4 s) moves `status.auth.expiresAt`: the Connection's status changes,
+    // but nothing the resources use (its Ready condition, its features).
+    let first = expires_at(&sb);
+    let renewed = wait_for("a renewal in the status", WAIT, || {
+        expires_at(&sb).filter(|e| Some(e) != first.as_ref())
+    });
+    let (_, since) = sb.requests("secrets", 0);
+    wait_for("another renewal in the status", WAIT, || {
+        expires_at(&sb).filter(|e| *e != renewed)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let (reqs, _) = sb.requests("secrets", since);
+    let passes: Vec<_> = reqs
+        .iter()
+        .filter(|(_, p, _)| p.starts_with("/v1/sys/policies/"))
+        .collect();
+    assert!(
+        passes.is_empty(),
+        "a renewal woke the SecretsPolicies: {passes:?}"
+    );
+    assert!(
+        renewals(&sb).iter().filter(|s| **s == 200).count() >= 2,
+        "{:?}",
+        renewals(&sb)
+    );
+    assert!(condition_is(&connection(&sb), "Ready", "True"));
+}
+
 #[test]
 fn a_token_at_its_maximum_lifetime_is_replaced_by_a_new_login() {
     let sb = Sandbox::start(&[]);

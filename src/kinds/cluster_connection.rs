@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::api::ClusterConnection;
 use crate::api::ConnectionStatus;
 use crate::reconcile::conditions::{self, READY};
-use crate::reconcile::driver::{field_manager, Lifetime};
+use crate::reconcile::driver::{field_manager, object_key, Lifetime};
 use crate::reconcile::gitops;
 use crate::reconcile::tenancy::as_connection;
 use crate::reconcile::{Context, Error, Result};
@@ -31,6 +31,11 @@ async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Acti
             .as_ref()
             .and_then(|s| s.last_handled_reconcile_at.as_deref()),
     );
+    let key = object_key(cc.as_ref());
+    if ctx.is_stale(&key, cc.resource_version().as_deref()) {
+        // As for a Connection: never check from a copy older than our last status write.
+        return Ok(Action::requeue(Duration::from_millis(50)));
+    }
     if intent.suspend {
         let generation = cc.metadata.generation;
         let before = cc.status.clone().unwrap_or_default();
@@ -79,14 +84,15 @@ async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Acti
     Ok(Action::requeue(requeue))
 }
 
-/// Server-side apply of a ClusterConnection's status (cluster-scoped: no namespace).
+/// Server-side apply of a ClusterConnection's status (cluster-scoped: no namespace),
+/// remembering its resourceVersion so that a pass over an older copy is recognised.
 async fn write_status(ctx: &Context, name: &str, status: &ConnectionStatus) -> Result<()> {
     let patch = json!({
         "apiVersion": "quartet.dev/v1alpha1",
         "kind": "ClusterConnection",
         "status": status,
     });
-    Api::<ClusterConnection>::all(ctx.client.clone())
+    let updated = Api::<ClusterConnection>::all(ctx.client.clone())
         .patch_status(
             name,
             &PatchParams::apply(&field_manager::<ClusterConnection>()).force(),
@@ -94,6 +100,9 @@ async fn write_status(ctx: &Context, name: &str, status: &ConnectionStatus) -> R
         )
         .await
         .map_err(Error::kube_for::<ClusterConnection>)?;
+    if let Some(rv) = updated.resource_version() {
+        ctx.set_written(&object_key(&updated), &rv);
+    }
     Ok(())
 }
 
@@ -153,6 +162,7 @@ async fn revoke_deleted(ctx: Arc<Context>, api: Api<ClusterConnection>) {
     while let Some(event) = events.next().await {
         match event {
             Ok(watcher::Event::Delete(cc)) => {
+                ctx.forget(&object_key(&cc));
                 ctx.metrics
                     .resource_gone("ClusterConnection", "", &cc.name_any());
                 ctx.end_session("", &cc.name_any()).await;

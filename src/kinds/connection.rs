@@ -17,7 +17,7 @@ use crate::api::{Connection, Service};
 use crate::clients::{ClientError, Http};
 use crate::reconcile::conditions::{self, READY};
 use crate::reconcile::context::scoped_api;
-use crate::reconcile::driver::{patch_status, publish};
+use crate::reconcile::driver::{object_key, patch_status, publish};
 use crate::reconcile::error::jitter;
 use crate::reconcile::gitops::{self, Progress};
 use crate::reconcile::tenancy;
@@ -121,6 +121,13 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
             .as_ref()
             .and_then(|s| s.last_handled_reconcile_at.as_deref()),
     );
+    let key = object_key(conn.as_ref());
+    if ctx.is_stale(&key, conn.resource_version().as_deref()) {
+        // A copy from before our last status write (a Secret's event dispatched before the
+        // write reached the cache): a check from it would set its conditions afresh, with new
+        // transition times. The write's own event brings the current copy.
+        return Ok(Action::requeue(Duration::from_millis(50)));
+    }
     if intent.suspend {
         return suspended(&conn, &ctx).await;
     }
@@ -141,7 +148,7 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         conditions::get(&status.conditions, READY).is_some_and(|c| c.status == "True"),
     );
     if status != before {
-        patch_status(conn.as_ref(), &ctx, json!(status)).await?;
+        write_status(conn.as_ref(), &ctx, &status).await?;
     }
     Ok(Action::requeue(requeue))
 }
@@ -334,9 +341,18 @@ async fn suspended(conn: &Connection, ctx: &Context) -> Result<Action> {
         false,
     );
     if status != before {
-        patch_status(conn, ctx, json!(status)).await?;
+        write_status(conn, ctx, &status).await?;
     }
     Ok(Action::await_change())
+}
+
+/// Write the status, remembering its resourceVersion so that a pass over an older copy is
+/// recognised ([`Context::is_stale`]).
+async fn write_status(conn: &Connection, ctx: &Context, status: &ConnectionStatus) -> Result<()> {
+    if let Some(rv) = patch_status(conn, ctx, json!(status)).await? {
+        ctx.set_written(&object_key(conn), &rv);
+    }
+    Ok(())
 }
 
 fn error_policy(_conn: Arc<Connection>, err: &Error, _ctx: Arc<Context>) -> Action {
@@ -414,6 +430,7 @@ async fn revoke_deleted(ctx: Arc<Context>, api: Api<Connection>, namespace: Opti
         match event {
             Ok(watcher::Event::Delete(conn)) => {
                 let ns = conn.namespace().unwrap_or_default();
+                ctx.forget(&object_key(&conn));
                 ctx.metrics
                     .resource_gone("Connection", &ns, &conn.name_any());
                 ctx.end_session(&ns, &conn.name_any()).await;

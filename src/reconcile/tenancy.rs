@@ -23,8 +23,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
 
+use super::conditions;
 use super::error::{Error, Result};
-use crate::api::{ClusterConnection, Connection, ConnectionRef, ConnectionSpec, Service};
+use crate::api::{
+    ClusterConnection, Connection, ConnectionRef, ConnectionSpec, ConnectionStatus, Service,
+};
 
 /// The condition and Event reason of a resource a ClusterConnection does not admit.
 pub const CONNECTION_NOT_ALLOWED: &str = "ConnectionNotAllowed";
@@ -37,7 +40,7 @@ pub const CLUSTER_MARK: &str = "quartet.dev/cluster-connection";
 /// woken at once instead of waiting for their backoff.
 #[derive(Clone, Debug)]
 pub enum Wake {
-    /// A ClusterConnection was created, changed or deleted.
+    /// A ClusterConnection was created or deleted, or changed as for [`Wake::Connection`].
     ClusterConnection {
         /// Its name.
         name: String,
@@ -46,7 +49,8 @@ pub enum Wake {
     },
     /// A namespace's labels changed.
     Namespace(String),
-    /// A Connection was created or deleted, or its spec or status changed, as the shared
+    /// A Connection was created or deleted, or its spec changed or its status in what the
+    /// resources using it depend on ([`concerns_dependents`]), as the shared
     /// Connection cache now holds it. This is the only Connection watch: woken from it, a
     /// resource reads the cache after the change (a watch of its own could wake it before the
     /// cache had the change, and it would read the old status, e.g. features not listed yet).
@@ -86,6 +90,23 @@ impl Wake {
             (Wake::Secret { .. }, _) => false,
         }
     }
+}
+
+/// Whether a Connection's (or ClusterConnection's) status changed in what the resources using
+/// it depend on: the status and reason of its `Ready` condition (one that becomes Ready again
+/// retries their failed passes at once) and its features (a feature listed now lets them
+/// write). Not timestamps or messages, not a login's expiry (rewritten at each check after a
+/// renewal, every two thirds of the token's lease), the irrevocable lease count or the rate
+/// per instance: a wake is a full pass of every resource using the Connection, thousands of
+/// calls that would change nothing.
+pub fn concerns_dependents(old: Option<&ConnectionStatus>, new: Option<&ConnectionStatus>) -> bool {
+    fn seen(s: Option<&ConnectionStatus>) -> (Option<(&'static str, &str)>, Option<&[String]>) {
+        let ready = s
+            .and_then(|s| conditions::get(&s.conditions, conditions::READY))
+            .map(|c| (c.status.as_str(), c.reason.as_str()));
+        (ready, s.and_then(|s| s.features.as_deref()))
+    }
+    seen(old) != seen(new)
 }
 
 /// What resolution reads besides the Connection cache: the ClusterConnections, the namespaces'
@@ -480,5 +501,39 @@ mod tests {
         let n = Wake::Namespace("a".into());
         assert!(n.concerns(Service::Secrets, "a", Some(&cref)));
         assert!(!n.concerns(Service::Secrets, "b", None));
+    }
+
+    #[test]
+    fn only_readiness_and_features_of_a_connection_concern_the_resources_using_it() {
+        let status = |ready: bool, reason: &str, features: &[&str]| {
+            let mut s: ConnectionStatus =
+                serde_json::from_value(json!({"features": features})).unwrap();
+            conditions::set(
+                &mut s.conditions,
+                conditions::READY,
+                ready,
+                reason,
+                "",
+                Some(1),
+            );
+            s
+        };
+        let now = status(true, "Connected", &["idp"]);
+        // A renewed login, another irrevocable lease, a new message: nothing resources use.
+        let mut renewed: ConnectionStatus = serde_json::from_value(json!({
+            "irrevocableLeases": 3,
+            "auth": {"method": "idp", "mount": "idp", "username": "a",
+                     "expiresAt": "2026-01-01T00:10:00Z", "renewable": true},
+        }))
+        .unwrap();
+        renewed.features = now.features.clone();
+        renewed.conditions = now.conditions.clone();
+        renewed.conditions[0].message = "checked again".into();
+        assert!(!concerns_dependents(Some(&now), Some(&renewed)));
+        let down = status(false, "Unreachable", &["idp"]);
+        assert!(concerns_dependents(Some(&now), Some(&down)));
+        let more = status(true, "Connected", &["idp", "ad"]);
+        assert!(concerns_dependents(Some(&now), Some(&more)));
+        assert!(concerns_dependents(None, Some(&now)));
     }
 }

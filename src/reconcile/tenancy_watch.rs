@@ -15,7 +15,7 @@ use kube::{Api, CustomResourceExt, ResourceExt};
 use tokio::sync::watch;
 
 use super::context::scoped_api;
-use super::tenancy::Wake;
+use super::tenancy::{concerns_dependents, Wake};
 use super::Context;
 use crate::api::ClusterConnection;
 
@@ -51,7 +51,7 @@ pub async fn cluster_connections(
                         let changed = match &ev {
                             watcher::Event::Apply(cc) => {
                                 let old = ctx.tenancy().cluster_connections.get(&ObjectRef::from_obj(cc));
-                                old.is_none_or(|o| o.spec != cc.spec || o.status != cc.status)
+                                old.is_none_or(|o| o.spec != cc.spec || concerns_dependents(o.status.as_ref(), cc.status.as_ref()))
                                     .then(|| cc.clone())
                             }
                             watcher::Event::Delete(cc) => Some(cc.clone()),

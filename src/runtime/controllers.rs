@@ -46,7 +46,7 @@ use crate::reconcile::driver::{self, Lifetime, Reconciled};
 use crate::reconcile::operation::{run_operation, Operated};
 use crate::reconcile::references::run_operation_referencing;
 use crate::reconcile::related::run_operation_related;
-use crate::reconcile::tenancy::{Tenancy, Wake};
+use crate::reconcile::tenancy::{concerns_dependents, Tenancy, Wake};
 use crate::reconcile::{Context, Settings};
 use crate::runtime::server::Health;
 use k8s_openapi::api::core::v1::Namespace;
@@ -512,7 +512,7 @@ async fn connection_cache(
                                 if matches!(ev, watcher::Event::Apply(_)) || *listed.borrow() =>
                             {
                                 let old = writer.as_reader().get(&ObjectRef::from_obj(c));
-                                old.is_none_or(|o| o.spec != c.spec || o.status != c.status)
+                                old.is_none_or(|o| o.spec != c.spec || concerns_dependents(o.status.as_ref(), c.status.as_ref()))
                                     .then(|| c.clone())
                             }
                             watcher::Event::Delete(c) => Some(c.clone()),
