@@ -117,6 +117,27 @@ fn connection(sb: &Sandbox) -> Value {
     sb.get_json("connection", "secrets").expect("connection")
 }
 
+/// A Connection logging in as `alice` with a 6 s token lease (renewed every 4 s), an operator
+/// resyncing every `resync`, and three Ready SecretsPolicies using the Connection.
+fn renewing_login(resync: &str) -> (Sandbox, Operator) {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    set_up_idp(
+        &sb,
+        "alice",
+        "pw-alice",
+        None,
+        json!({"token_ttl": "6s", "token_max_ttl": "1h"}),
+    );
+    connect_with_login(&sb, "alice", "pw-alice", None);
+    let op = Operator::start(&sb, resync);
+    sb.apply_ok(&policies_yaml(3));
+    wait_for("3 Ready SecretsPolicies", WAIT, || {
+        all_ready(&sb, 3).then_some(())
+    });
+    (sb, op)
+}
+
 #[test]
 fn a_thousand_reconciles_through_one_connection_make_exactly_one_login() {
     let sb = Sandbox::start(&[]);
@@ -181,21 +202,7 @@ fn a_thousand_reconciles_through_one_connection_make_exactly_one_login() {
 
 #[test]
 fn the_token_is_renewed_before_it_expires_and_a_refused_renewal_logs_in_again() {
-    let sb = Sandbox::start(&[]);
-    sb.install_crds();
-    set_up_idp(
-        &sb,
-        "alice",
-        "pw-alice",
-        None,
-        json!({"token_ttl": "6s", "token_max_ttl": "1h"}),
-    );
-    connect_with_login(&sb, "alice", "pw-alice", None);
-    let op = Operator::start(&sb, "1s");
-    sb.apply_ok(&policies_yaml(3));
-    wait_for("3 Ready SecretsPolicies", WAIT, || {
-        all_ready(&sb, 3).then_some(())
-    });
+    let (sb, op) = renewing_login("1s");
     // Three renewals cover well over one 6 s lease: the token outlived it by being renewed.
     wait_for("three renewals", WAIT, || {
         (renewals(&sb).iter().filter(|s| **s == 200).count() >= 3).then_some(())
@@ -247,22 +254,8 @@ fn expires_at(sb: &Sandbox) -> Option<String> {
 
 #[test]
 fn a_renewed_login_starts_no_pass_of_the_resources_using_the_connection() {
-    let sb = Sandbox::start(&[]);
-    sb.install_crds();
-    set_up_idp(
-        &sb,
-        "alice",
-        "pw-alice",
-        None,
-        json!({"token_ttl": "6s", "token_max_ttl": "1h"}),
-    );
-    connect_with_login(&sb, "alice", "pw-alice", None);
     // The resources resync every 5 minutes: a call of theirs below can only come from a wake.
-    let _op = Operator::start(&sb, "5m");
-    sb.apply_ok(&policies_yaml(3));
-    wait_for("3 Ready SecretsPolicies", WAIT, || {
-        all_ready(&sb, 3).then_some(())
-    });
+    let (sb, _op) = renewing_login("5m");
     // Each renewal (every 4 s) moves `status.auth.expiresAt`: the Connection's status changes,
     // but nothing the resources use (its Ready condition, its features).
     let first = expires_at(&sb);
