@@ -155,7 +155,7 @@ fn kube_calls(text: &str) -> BTreeMap<String, f64> {
         let resource = label("resource");
         // `secretspolicies.secrets.quartet.dev/status` → `secretspolicies/status`
         let short = match resource.split_once('/') {
-            Some((r, sub)) => format!("{}/{sub}", r.split('.').next().unwrap_or(&r)),
+            Some((r, sub)) => format!("{}/{sub}", r.split('.').next().unwrap_or(r)),
             None => resource.split('.').next().unwrap_or(&resource).to_string(),
         };
         *out.entry(format!("{} {short}", label("verb")))
@@ -617,8 +617,8 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
                         .copied()
                         .unwrap_or(now);
                     let mut ready = ready_after.lock().unwrap();
-                    if !ready.contains_key(&name) {
-                        ready.insert(name, now - at);
+                    if let std::collections::btree_map::Entry::Vacant(e) = ready.entry(name) {
+                        e.insert(now - at);
                         let _ = all_ready_tx.send(ready.len());
                     }
                 }

@@ -304,7 +304,7 @@ impl Context {
     }
 
     /// Remember that `key` was just reconciled and its status written at `resource_version`, by
-    /// a pass over a copy that `asked` this ([`super::pass::asked`]).
+    /// a pass over a copy that `asked` this (`pass::asked`).
     pub fn mark_fresh(&self, key: &str, resource_version: String, asked: u64) {
         let mut f = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
         f.insert(
@@ -322,7 +322,7 @@ impl Context {
     /// A copy older than that write (the watch event of the finalizer patch earlier in the same
     /// pass, dispatched before the write's own event arrived) is skipped too, keeping the mark.
     ///
-    /// `asked`: what the copy asks for ([`super::pass::asked`]: its generation, deletion and
+    /// `asked`: what the copy asks for (`pass::asked`: its generation, deletion and
     /// reconcile-now annotations). When it differs from what the copy of the pass that wrote
     /// the status asked, our write's copy still gets its pass: the change was made while that
     /// pass ran from a copy without it (the status write came back with the change in it), and

@@ -1,5 +1,5 @@
 //! [`Managed`]: what every kind exposes to the framework, whichever its shape, and
-//! [`managed_fields!`], which writes the part of it every kind answers the same way from the
+//! `managed_fields!`, which writes the part of it every kind answers the same way from the
 //! fields all specs and statuses share, so that a kind's `impl Managed` holds only what is
 //! particular to it (its service, the Secrets it reads, its deletion rules).
 

@@ -5,7 +5,7 @@
 //! 10,000 resources the operator's anonymous memory was 4.6–6.8 MiB larger with them
 //! (benches/RESULTS.md). Instead, each resource's next resync is one `Instant`
 //! in its record in [`Context`], and one sweep a second sends the resources that are due to
-//! their kind's controller ([`Context::resyncs_of`]). Short waits (a retry, a poll, a step
+//! their kind's controller (`Context::resyncs_of`). Short waits (a retry, a poll, a step
 //! asked for soon) stay with kube's scheduler, which fires them on time.
 
 use std::sync::{Arc, Weak};

@@ -385,12 +385,11 @@ impl Operator {
             .stderr(std::fs::File::create(&log_path).expect("log file"))
             .spawn()
             .expect("start quartet run");
-        let op = Operator {
+        Operator {
             child,
             log_path,
             metrics_url: None,
-        };
-        op
+        }
     }
 
     pub fn log(&self) -> String {

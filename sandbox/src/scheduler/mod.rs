@@ -70,6 +70,9 @@ use wire::{
     parse_query, query_get, request_token, ApiError, BlockingOpts,
 };
 
+/// A read's query pairs, blocking-query options and the caller's ACL.
+type ReadRequest = (Vec<(String, String)>, BlockingOpts, acl::Acl);
+
 /// Shared scheduler state: the model behind a mutex, a change counter for blocking queries
 /// and where to persist.
 #[derive(Clone)]
@@ -154,7 +157,7 @@ impl Scheduler {
         method: &Method,
         headers: &HeaderMap,
         raw: Option<&str>,
-    ) -> Result<(Vec<(String, String)>, wire::BlockingOpts, acl::Acl), ApiError> {
+    ) -> Result<ReadRequest, ApiError> {
         if method != Method::GET {
             return Err(ApiError::invalid_method());
         }
