@@ -117,9 +117,10 @@ fn connection(sb: &Sandbox) -> Value {
     sb.get_json("connection", "secrets").expect("connection")
 }
 
-/// A Connection logging in as `alice` with a 6 s token lease (renewed every 4 s), an operator
-/// resyncing every `resync`, and three Ready SecretsPolicies using the Connection.
-fn renewing_login(resync: &str) -> (Sandbox, Operator) {
+/// A Connection logging in as `alice` with a 6 s token lease (renewed every 4 s) that renewals
+/// extend up to `max_ttl`, an operator resyncing every `resync`, and three Ready
+/// SecretsPolicies using the Connection.
+fn renewing_login(resync: &str, max_ttl: &str) -> (Sandbox, Operator) {
     let sb = Sandbox::start(&[]);
     sb.install_crds();
     set_up_idp(
@@ -127,7 +128,7 @@ fn renewing_login(resync: &str) -> (Sandbox, Operator) {
         "alice",
         "pw-alice",
         None,
-        json!({"token_ttl": "6s", "token_max_ttl": "1h"}),
+        json!({"token_ttl": "6s", "token_max_ttl": max_ttl}),
     );
     connect_with_login(&sb, "alice", "pw-alice", None);
     let op = Operator::start(&sb, resync);
@@ -202,7 +203,7 @@ fn a_thousand_reconciles_through_one_connection_make_exactly_one_login() {
 
 #[test]
 fn the_token_is_renewed_before_it_expires_and_a_refused_renewal_logs_in_again() {
-    let (sb, op) = renewing_login("1s");
+    let (sb, op) = renewing_login("1s", "1h");
     // Three renewals cover well over one 6 s lease: the token outlived it by being renewed.
     wait_for("three renewals", WAIT, || {
         (renewals(&sb).iter().filter(|s| **s == 200).count() >= 3).then_some(())
@@ -255,7 +256,7 @@ fn expires_at(sb: &Sandbox) -> Option<String> {
 #[test]
 fn a_renewed_login_starts_no_pass_of_the_resources_using_the_connection() {
     // The resources resync every 5 minutes: a call of theirs below can only come from a wake.
-    let (sb, _op) = renewing_login("5m");
+    let (sb, _op) = renewing_login("5m", "1h");
     // Each renewal (every 4 s) moves `status.auth.expiresAt`: the Connection's status changes,
     // but nothing the resources use (its Ready condition, its features).
     let first = expires_at(&sb);
@@ -286,22 +287,8 @@ fn a_renewed_login_starts_no_pass_of_the_resources_using_the_connection() {
 
 #[test]
 fn a_token_at_its_maximum_lifetime_is_replaced_by_a_new_login() {
-    let sb = Sandbox::start(&[]);
-    sb.install_crds();
     // Renewals stop extending the token after 14 s: the operator logs in again before it ends.
-    set_up_idp(
-        &sb,
-        "alice",
-        "pw-alice",
-        None,
-        json!({"token_ttl": "6s", "token_max_ttl": "14s"}),
-    );
-    connect_with_login(&sb, "alice", "pw-alice", None);
-    let _op = Operator::start(&sb, "1s");
-    sb.apply_ok(&policies_yaml(2));
-    wait_for("2 Ready SecretsPolicies", WAIT, || {
-        all_ready(&sb, 2).then_some(())
-    });
+    let (sb, _op) = renewing_login("1s", "14s");
     wait_for("a second login", WAIT, || {
         (logins(&sb).1 >= 2).then_some(())
     });
@@ -313,7 +300,7 @@ fn a_token_at_its_maximum_lifetime_is_replaced_by_a_new_login() {
     // (Whether the old token is revoked, or already expired because a loaded machine let the
     // renewal slip past its end, depends on timing: not asserted.)
     assert_eq!(logins(&sb).0, logins(&sb).1, "no login was refused");
-    assert!(all_ready(&sb, 2));
+    assert!(all_ready(&sb, 3));
 }
 
 #[test]
