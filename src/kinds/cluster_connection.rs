@@ -32,9 +32,9 @@ async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Acti
             .and_then(|s| s.last_handled_reconcile_at.as_deref()),
     );
     let key = object_key(cc.as_ref());
-    if ctx.is_stale(&key, cc.resource_version().as_deref()) {
+    if let Some(wait) = ctx.stale_copy(&key, cc.resource_version().as_deref()) {
         // As for a Connection: never check from a copy older than our last status write.
-        return Ok(Action::requeue(Duration::from_millis(50)));
+        return Ok(Action::requeue(wait));
     }
     if intent.suspend {
         let generation = cc.metadata.generation;

@@ -122,11 +122,11 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
             .and_then(|s| s.last_handled_reconcile_at.as_deref()),
     );
     let key = object_key(conn.as_ref());
-    if ctx.is_stale(&key, conn.resource_version().as_deref()) {
+    if let Some(wait) = ctx.stale_copy(&key, conn.resource_version().as_deref()) {
         // A copy from before our last status write (a Secret's event dispatched before the
         // write reached the cache): a check from it would set its conditions afresh, with new
         // transition times. The write's own event brings the current copy.
-        return Ok(Action::requeue(Duration::from_millis(50)));
+        return Ok(Action::requeue(wait));
     }
     if intent.suspend {
         return suspended(&conn, &ctx).await;
@@ -347,7 +347,7 @@ async fn suspended(conn: &Connection, ctx: &Context) -> Result<Action> {
 }
 
 /// Write the status, remembering its resourceVersion so that a pass over an older copy is
-/// recognised ([`Context::is_stale`]).
+/// recognised ([`Context::stale_copy`]).
 async fn write_status(conn: &Connection, ctx: &Context, status: &ConnectionStatus) -> Result<()> {
     if let Some(rv) = patch_status(conn, ctx, json!(status)).await? {
         ctx.set_written(&object_key(conn), &rv);

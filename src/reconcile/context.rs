@@ -204,8 +204,8 @@ pub struct Context {
     /// When an operation kind's last step asked to run again, per object (the watch event of
     /// its own status write, skipped, must not push that run back).
     next_step: Mutex<HashMap<String, Instant>>,
-    /// resourceVersion of each operation object's last status write.
-    written: Mutex<HashMap<String, u64>>,
+    /// resourceVersion of each object's last status write (operation kinds, Connections).
+    written: super::written::StatusWrites,
     /// When the last "resyncs stretched" line was logged, per kind.
     stretched_logged: Mutex<HashMap<String, Instant>>,
     /// Watched caches of referenced kinds (see [`super::references`]).
@@ -253,7 +253,7 @@ impl Context {
             handed_over: Mutex::new(std::collections::HashSet::new()),
             stretched_logged: Mutex::new(HashMap::new()),
             next_step: Mutex::new(HashMap::new()),
-            written: Mutex::new(HashMap::new()),
+            written: Default::default(),
             references: super::references::ReferenceCaches::default(),
         }
     }
@@ -368,27 +368,28 @@ impl Context {
 
     /// Remember the resourceVersion of `key`'s last status write.
     pub fn set_written(&self, key: &str, resource_version: &str) {
-        if let Ok(rv) = resource_version.parse::<u64>() {
-            self.written
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key.to_string(), rv);
-        }
+        self.written.record(key, resource_version);
     }
 
-    /// Whether `resource_version` is older than our last status write of `key`: the object
-    /// came from a cache the write has not reached yet. (Resource versions are opaque to
-    /// clients, but every API server in use hands out increasing integers; anything else is
-    /// never called stale.)
-    pub fn is_stale(&self, key: &str, resource_version: Option<&str>) -> bool {
-        let Some(rv) = resource_version.and_then(|r| r.parse::<u64>().ok()) else {
-            return false;
-        };
-        self.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .is_some_and(|w| rv < *w)
+    /// How long to wait before looking at `key` again when its copy at `resource_version` is
+    /// older than our last status write (the cache has not caught up with the write); `None`:
+    /// go on with this copy. When the API server keeps serving an older version for a minute,
+    /// the versions went backwards (an etcd restore): that is logged, and the pass goes on from
+    /// the server's copy instead of waiting forever (see [`super::written`]).
+    pub fn stale_copy(&self, key: &str, resource_version: Option<&str>) -> Option<Duration> {
+        match self.written.copy(key, resource_version) {
+            super::written::Copy::Current => None,
+            super::written::Copy::Stale(wait) => Some(wait),
+            super::written::Copy::WentBackwards { written, copy } => {
+                tracing::warn!(
+                    object = key,
+                    written,
+                    copy,
+                    "the API server still serves a copy older than this instance's last status write after a minute: resourceVersions went backwards (etcd restored from a backup?); going on from the server's copy"
+                );
+                None
+            }
+        }
     }
 
     /// Remember when `key`'s next step is due.
@@ -455,7 +456,7 @@ impl Context {
         remove(&self.records, key);
         remove(&self.fresh, key);
         remove(&self.next_step, key);
-        remove(&self.written, key);
+        self.written.forget(key);
         self.take_urgent(key);
     }
 

@@ -23,6 +23,7 @@ pub mod resync;
 pub mod show;
 pub mod tenancy;
 pub mod tenancy_watch;
+pub mod written;
 
 pub use context::{Context, Settings};
 pub use driver::{Created, Reconciled};

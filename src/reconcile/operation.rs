@@ -223,9 +223,9 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     if intent.requested_at.is_some() {
         status.last_handled_reconcile_at = intent.requested_at.clone();
     }
-    if ctx.is_stale(&key, obj.resource_version().as_deref()) {
+    if let Some(wait) = ctx.stale_copy(&key, obj.resource_version().as_deref()) {
         // Each step decides from the status the previous one wrote: never from an older copy.
-        return Ok(Action::requeue(Duration::from_millis(50)));
+        return Ok(Action::requeue(wait));
     }
     if ctx.take_fresh(&key, obj.resource_version().as_deref(), asked) {
         // The watch event of our own status write: keep the next run the step asked for (a

@@ -1,0 +1,161 @@
+//! The resourceVersion of each object's last status write, so that a pass never decides from a
+//! cached copy older than what this instance wrote (operation kinds, Connections and
+//! ClusterConnections; see [`super::Context::stale_copy`]).
+//!
+//! Resource versions are opaque to clients, but every API server in use hands out increasing
+//! integers, so an older copy has a smaller one. A copy stays older only until the write's
+//! watch event reaches the cache: milliseconds, seconds when the API server is busy. When the
+//! API server keeps answering with an older version for longer, the versions went backwards
+//! (etcd restored from a backup without `--bump-revision`): the server's copy is then the truth,
+//! and waiting for the write would wait forever. So a mark is trusted for [`TRUST`] only.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a copy older than our write is taken for a cache that has not caught up yet.
+pub const TRUST: Duration = Duration::from_secs(60);
+
+/// Waits before the next look at a stale copy: the write's event usually arrives within
+/// milliseconds; a cache behind for longer is looked at once a second, not 20 times.
+const SOON: Duration = Duration::from_millis(50);
+const LATER: Duration = Duration::from_secs(1);
+
+/// The marks, per object key.
+#[derive(Default)]
+pub struct StatusWrites {
+    marks: Mutex<HashMap<String, Mark>>,
+}
+
+struct Mark {
+    resource_version: u64,
+    at: Instant,
+}
+
+/// What a pass does with its copy.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Copy {
+    /// Not older than our last write (or no write to compare with): go on.
+    Current,
+    /// Older than our last write: look again after this long.
+    Stale(Duration),
+    /// Older than our last write for longer than [`TRUST`]: the versions went backwards, so
+    /// the mark is dropped and the pass goes on from this copy.
+    WentBackwards {
+        /// The resourceVersion of our last write.
+        written: u64,
+        /// The copy's, lower.
+        copy: u64,
+    },
+}
+
+impl StatusWrites {
+    /// Remember that `key`'s status was written at `resource_version`.
+    pub fn record(&self, key: &str, resource_version: &str) {
+        self.record_at(key, resource_version, Instant::now());
+    }
+
+    fn record_at(&self, key: &str, resource_version: &str, at: Instant) {
+        // A version that is not an integer is never compared (see the module docs).
+        if let Ok(resource_version) = resource_version.parse::<u64>() {
+            self.lock().insert(
+                key.to_string(),
+                Mark {
+                    resource_version,
+                    at,
+                },
+            );
+        }
+    }
+
+    /// Whether `key`'s copy at `resource_version` is older than our last write of it.
+    pub fn copy(&self, key: &str, resource_version: Option<&str>) -> Copy {
+        self.copy_at(key, resource_version, Instant::now())
+    }
+
+    fn copy_at(&self, key: &str, resource_version: Option<&str>, now: Instant) -> Copy {
+        let Some(copy) = resource_version.and_then(|r| r.parse::<u64>().ok()) else {
+            return Copy::Current;
+        };
+        let mut marks = self.lock();
+        let Some(mark) = marks.get(key) else {
+            return Copy::Current;
+        };
+        if copy >= mark.resource_version {
+            return Copy::Current;
+        }
+        let waited = now.saturating_duration_since(mark.at);
+        if waited < TRUST {
+            return Copy::Stale(if waited < Duration::from_secs(1) {
+                SOON
+            } else {
+                LATER
+            });
+        }
+        let written = mark.resource_version;
+        marks.remove(key);
+        Copy::WentBackwards { written, copy }
+    }
+
+    /// Forget `key` (its object is gone from this instance).
+    pub fn forget(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Mark>> {
+        self.marks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_older_than_our_write_waits_and_a_newer_one_goes_on() {
+        let w = StatusWrites::default();
+        let t0 = Instant::now();
+        w.record_at("ns/a", "120", t0);
+        assert_eq!(w.copy_at("ns/a", Some("119"), t0), Copy::Stale(SOON));
+        assert_eq!(w.copy_at("ns/a", Some("120"), t0), Copy::Current);
+        assert_eq!(w.copy_at("ns/a", Some("121"), t0), Copy::Current);
+        assert_eq!(w.copy_at("ns/b", Some("1"), t0), Copy::Current);
+        // Only integer versions are compared.
+        assert_eq!(w.copy_at("ns/a", Some("x7"), t0), Copy::Current);
+        assert_eq!(w.copy_at("ns/a", None, t0), Copy::Current);
+    }
+
+    #[test]
+    fn a_cache_behind_for_over_a_second_is_looked_at_once_a_second() {
+        let w = StatusWrites::default();
+        let t0 = Instant::now();
+        w.record_at("ns/a", "120", t0);
+        let later = t0 + Duration::from_secs(5);
+        assert_eq!(w.copy_at("ns/a", Some("100"), later), Copy::Stale(LATER));
+    }
+
+    #[test]
+    fn versions_that_went_backwards_stop_the_wait_after_a_minute() {
+        let w = StatusWrites::default();
+        let t0 = Instant::now();
+        w.record_at("ns/a", "120", t0);
+        let after = t0 + TRUST;
+        assert_eq!(
+            w.copy_at("ns/a", Some("40"), after),
+            Copy::WentBackwards {
+                written: 120,
+                copy: 40
+            }
+        );
+        // The mark is gone: the restored copy and the ones after it are current.
+        assert_eq!(w.copy_at("ns/a", Some("40"), after), Copy::Current);
+    }
+
+    #[test]
+    fn a_forgotten_object_has_no_mark() {
+        let w = StatusWrites::default();
+        w.record("ns/a", "120");
+        w.forget("ns/a");
+        assert_eq!(w.copy("ns/a", Some("1")), Copy::Current);
+    }
+}
