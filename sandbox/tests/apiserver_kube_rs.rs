@@ -433,3 +433,140 @@ async fn events_recorded_through_events_k8s_io_show_as_core_events() {
     );
     s.shutdown().await;
 }
+
+/// kube-apiserver's Event validation (`pkg/apis/core/validation/events.go`): what a real
+/// cluster refuses, the dev API server refuses with the same field and message, so an operator's
+/// Events that would be lost on a real cluster fail here first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_a_real_server_refuses_are_refused_with_its_field_and_message() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    use kube::runtime::events::{Event, EventType, Recorder};
+    use kube::Resource;
+
+    let s = server().await;
+    let client = s.client().await.unwrap();
+    install_crd(&client).await;
+    let api: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let w = api
+        .create(&PostParams::default(), &widget("w1", 1))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(client.clone(), "quartet-test".into());
+    let event = |reason: &str, note: String| Event {
+        type_: EventType::Warning,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    let refused = |r: Result<(), kube::Error>| match r {
+        Err(kube::Error::Api(e)) => {
+            assert_eq!(e.code, 422, "{e:?}");
+            e.message
+        }
+        other => panic!("expected a 422, got {other:?}"),
+    };
+
+    // A note is at most 1,024 bytes.
+    recorder
+        .publish(&event("Failed", "n".repeat(1024)), &w.object_ref(&()))
+        .await
+        .unwrap();
+    let msg = refused(
+        recorder
+            .publish(&event("TooLong", "é".repeat(513)), &w.object_ref(&()))
+            .await,
+    );
+    assert!(msg.starts_with("Event.events.k8s.io \"w1."), "{msg}");
+    assert!(
+        msg.ends_with("is invalid: message: Invalid value: \"\": can have at most 1024 characters"),
+        "{msg}"
+    );
+
+    // events.k8s.io/v1 asks for what core/v1 leaves to old clients.
+    let new: Api<NewEvent> = Api::namespaced(client.clone(), "default");
+    let bare: NewEvent = serde_json::from_value(json!({
+        "metadata": {"name": "bare"},
+        "regarding": {"kind": "Widget", "name": "w1", "namespace": "default"},
+        "type": "Info",
+        "reason": "Synced",
+        "deprecatedCount": 3
+    }))
+    .unwrap();
+    let Err(kube::Error::Api(e)) = new.create(&PostParams::default(), &bare).await else {
+        panic!("an events.k8s.io Event without eventTime was accepted");
+    };
+    assert_eq!(e.code, 422);
+    for part in [
+        "eventTime: Required value",
+        "type: Invalid value: \"\": has invalid value: Info",
+        "count: Invalid value: \"\": needs to be unset",
+    ] {
+        assert!(e.message.contains(part), "{part:?} not in {}", e.message);
+    }
+
+    // core/v1 keeps only the legacy checks: an Event without eventTime is fine there, one for an
+    // object of another namespace is not.
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let legacy = |name: &str, involved_ns: &str| -> CoreEvent {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "involvedObject": {"kind": "Widget", "name": "w1", "namespace": involved_ns},
+            "type": "Normal",
+            "reason": "Synced",
+            "message": "old client"
+        }))
+        .unwrap()
+    };
+    core.create(&PostParams::default(), &legacy("old", "default"))
+        .await
+        .unwrap();
+    let Err(kube::Error::Api(e)) = core
+        .create(&PostParams::default(), &legacy("elsewhere", "other"))
+        .await
+    else {
+        panic!("an Event in another namespace than its object was accepted");
+    };
+    assert!(
+        e.message.contains(
+            "involvedObject.namespace: Invalid value: \"other\": does not match event.namespace"
+        ),
+        "{}",
+        e.message
+    );
+
+    // Through events.k8s.io an Event's report is immutable; a series is what changes.
+    let recorded = new
+        .list(&kube::api::ListParams::default().fields("regarding.name=w1"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some("Failed"))
+        .unwrap();
+    let Err(kube::Error::Api(e)) = new
+        .patch(
+            &recorded.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"reason": "Other"})),
+        )
+        .await
+    else {
+        panic!("an Event's reason was changed through events.k8s.io");
+    };
+    assert!(
+        e.message
+            .contains("reason: Invalid value: \"Other\": field is immutable"),
+        "{}",
+        e.message
+    );
+    // The repeat of the first Event becomes its series (a merge patch the server accepts).
+    recorder
+        .publish(&event("Failed", "n".repeat(1024)), &w.object_ref(&()))
+        .await
+        .unwrap();
+    let repeated = new.get(&recorded.name_any()).await.unwrap();
+    assert_eq!(repeated.series.map(|s| s.count), Some(2));
+    s.shutdown().await;
+}

@@ -40,7 +40,10 @@
 //!   exist at start; each namespace gets a `default` ServiceAccount), secrets (`stringData`
 //!   folded into `data`, `type` defaults to `Opaque`), configmaps, events (core/v1 and
 //!   events.k8s.io/v1 share storage and are converted, so events recorded with kube-rs'
-//!   `Recorder` show in `kubectl describe`), serviceaccounts, leases,
+//!   `Recorder` show in `kubectl describe`; validated as kube-apiserver validates them: a note
+//!   of at most 1,024 bytes, reportingController, reportingInstance, action and reason required
+//!   and bounded, and through events.k8s.io/v1 eventTime required and the report immutable but
+//!   for its series), serviceaccounts, leases,
 //!   customresourcedefinitions, and the kinds an operator's Helm chart creates, stored and
 //!   served with discovery and OpenAPI but with no controller behind them: services,
 //!   apps/v1 deployments, rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles and

@@ -212,6 +212,42 @@ fn is_name_part(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
+/// `IsQualifiedName`'s messages: an optional DNS subdomain prefix and `/`, then a name part.
+pub(super) fn qualified_name_errors(value: &str) -> Vec<String> {
+    let (prefix, name) = match value.split('/').collect::<Vec<_>>()[..] {
+        [name] => (None, name),
+        [prefix, name] => (Some(prefix), name),
+        _ => {
+            return vec![format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                NAME_PART_MSG.trim_start_matches("name part ")
+            )]
+        }
+    };
+    let mut errs = Vec::new();
+    match prefix {
+        Some("") => errs.push("prefix part must be non-empty".to_string()),
+        Some(p) if !is_subdomain(p) => errs.push(format!("prefix part {SUBDOMAIN_MSG}")),
+        _ => {}
+    }
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errs.push("name part must be no more than 63 characters".to_string());
+    }
+    // The pattern is checked apart from the length, as apimachinery does.
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let pattern = edge(name.chars().next())
+        && edge(name.chars().last())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !pattern {
+        errs.push(NAME_PART_MSG.to_string());
+    }
+    errs
+}
+
 /// The errors `ValidateLabels`/`ValidateAnnotations` give for the built-in kinds (custom
 /// resources get theirs from the schema module).
 fn validate_meta_maps(ctx: &Ctx, obj: &Value) -> Result<(), ApiError> {
@@ -363,6 +399,15 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
                         "Forbidden: field is immutable when `immutable` is set",
                     ));
                 }
+            }
+        }
+        ("", "events") | ("events.k8s.io", "events") => {
+            let errors = super::events::validate(obj, old, ctx.info.is_new_event());
+            if !errors.is_empty() {
+                return Err(ApiError::from_body(
+                    422,
+                    schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), &errors),
+                ));
             }
         }
         ("", "namespaces") if old.is_none() => {

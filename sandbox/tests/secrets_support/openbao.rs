@@ -128,6 +128,7 @@ impl OpenBao {
             let log = std::fs::read_to_string(home.path().join("bao.log")).unwrap_or_default();
             drop(stdin);
             let _ = child.kill();
+            let _ = child.wait();
             eprintln!("bao did not start on {addr}: {log}");
         }
         panic!("bao server -dev did not start (binary {})", bin.display());
