@@ -379,13 +379,13 @@ async fn leader_election_lease_uses_optimistic_concurrency() {
     s.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_recorded_through_events_k8s_io_show_as_core_events() {
-    use k8s_openapi::api::core::v1::Event as CoreEvent;
-    use kube::api::ListParams;
-    use kube::runtime::events::{Event, EventType, Recorder};
-    use kube::Resource;
-
+/// A server with the Widget CRD, the Widget `w1` in `default`, and a Recorder of Events.
+async fn widget_with_recorder() -> (
+    quartet_sandbox::apiserver::ApiServer,
+    Client,
+    Widget,
+    kube::runtime::events::Recorder,
+) {
     let s = server().await;
     let client = s.client().await.unwrap();
     install_crd(&client).await;
@@ -394,7 +394,18 @@ async fn events_recorded_through_events_k8s_io_show_as_core_events() {
         .create(&PostParams::default(), &widget("w1", 1))
         .await
         .unwrap();
-    let recorder = Recorder::new(client.clone(), "quartet-test".into());
+    let recorder = kube::runtime::events::Recorder::new(client.clone(), "quartet-test".into());
+    (s, client, w, recorder)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_recorded_through_events_k8s_io_show_as_core_events() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use kube::api::ListParams;
+    use kube::runtime::events::{Event, EventType};
+    use kube::Resource;
+
+    let (s, client, w, recorder) = widget_with_recorder().await;
     let ev = Event {
         type_: EventType::Normal,
         reason: "Synced".into(),
@@ -441,18 +452,10 @@ async fn events_recorded_through_events_k8s_io_show_as_core_events() {
 async fn events_a_real_server_refuses_are_refused_with_its_field_and_message() {
     use k8s_openapi::api::core::v1::Event as CoreEvent;
     use k8s_openapi::api::events::v1::Event as NewEvent;
-    use kube::runtime::events::{Event, EventType, Recorder};
+    use kube::runtime::events::{Event, EventType};
     use kube::Resource;
 
-    let s = server().await;
-    let client = s.client().await.unwrap();
-    install_crd(&client).await;
-    let api: Api<Widget> = Api::namespaced(client.clone(), "default");
-    let w = api
-        .create(&PostParams::default(), &widget("w1", 1))
-        .await
-        .unwrap();
-    let recorder = Recorder::new(client.clone(), "quartet-test".into());
+    let (s, client, w, recorder) = widget_with_recorder().await;
     let event = |reason: &str, note: String| Event {
         type_: EventType::Warning,
         reason: reason.into(),

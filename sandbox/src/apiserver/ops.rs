@@ -253,26 +253,8 @@ pub(super) fn qualified_name_errors(value: &str) -> Vec<String> {
 fn validate_meta_maps(ctx: &Ctx, obj: &Value) -> Result<(), ApiError> {
     let name = name_of(obj);
     let key_error = |k: &str| -> Option<String> {
-        let (prefix, part) = match k.split_once('/') {
-            Some((p, n)) => (Some(p), n),
-            None => (None, k),
-        };
-        if let Some(p) = prefix {
-            if p.is_empty() || !is_subdomain(p) {
-                return Some(format!(
-                    "Invalid value: \"{k}\": prefix part {SUBDOMAIN_MSG}"
-                ));
-            }
-        }
-        if part.len() > 63 {
-            return Some(format!(
-                "Invalid value: \"{k}\": name part must be no more than 63 characters"
-            ));
-        }
-        if !is_name_part(part) {
-            return Some(format!("Invalid value: \"{k}\": {NAME_PART_MSG}"));
-        }
-        None
+        let first = qualified_name_errors(k).into_iter().next()?;
+        Some(format!("Invalid value: \"{k}\": {first}"))
     };
     for field in ["labels", "annotations"] {
         let Some(m) = obj["metadata"][field].as_object() else {
