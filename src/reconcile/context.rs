@@ -378,9 +378,9 @@ impl Context {
     /// the server's copy instead of waiting forever (see [`super::written`]).
     pub fn stale_copy(&self, key: &str, resource_version: Option<&str>) -> Option<Duration> {
         match self.written.copy(key, resource_version) {
-            super::written::Copy::Current => None,
-            super::written::Copy::Stale(wait) => Some(wait),
-            super::written::Copy::WentBackwards { written, copy } => {
+            super::written::Freshness::Current => None,
+            super::written::Freshness::Stale(wait) => Some(wait),
+            super::written::Freshness::WentBackwards { written, copy } => {
                 tracing::warn!(
                     object = key,
                     written,

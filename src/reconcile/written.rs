@@ -34,7 +34,7 @@ struct Mark {
 
 /// What a pass does with its copy.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Copy {
+pub enum Freshness {
     /// Not older than our last write (or no write to compare with): go on.
     Current,
     /// Older than our last write: look again after this long.
@@ -69,24 +69,24 @@ impl StatusWrites {
     }
 
     /// Whether `key`'s copy at `resource_version` is older than our last write of it.
-    pub fn copy(&self, key: &str, resource_version: Option<&str>) -> Copy {
+    pub fn copy(&self, key: &str, resource_version: Option<&str>) -> Freshness {
         self.copy_at(key, resource_version, Instant::now())
     }
 
-    fn copy_at(&self, key: &str, resource_version: Option<&str>, now: Instant) -> Copy {
+    fn copy_at(&self, key: &str, resource_version: Option<&str>, now: Instant) -> Freshness {
         let Some(copy) = resource_version.and_then(|r| r.parse::<u64>().ok()) else {
-            return Copy::Current;
+            return Freshness::Current;
         };
         let mut marks = self.lock();
         let Some(mark) = marks.get(key) else {
-            return Copy::Current;
+            return Freshness::Current;
         };
         if copy >= mark.resource_version {
-            return Copy::Current;
+            return Freshness::Current;
         }
         let waited = now.saturating_duration_since(mark.at);
         if waited < TRUST {
-            return Copy::Stale(if waited < Duration::from_secs(1) {
+            return Freshness::Stale(if waited < Duration::from_secs(1) {
                 SOON
             } else {
                 LATER
@@ -94,7 +94,7 @@ impl StatusWrites {
         }
         let written = mark.resource_version;
         marks.remove(key);
-        Copy::WentBackwards { written, copy }
+        Freshness::WentBackwards { written, copy }
     }
 
     /// Forget `key` (its object is gone from this instance).
@@ -116,13 +116,13 @@ mod tests {
         let w = StatusWrites::default();
         let t0 = Instant::now();
         w.record_at("ns/a", "120", t0);
-        assert_eq!(w.copy_at("ns/a", Some("119"), t0), Copy::Stale(SOON));
-        assert_eq!(w.copy_at("ns/a", Some("120"), t0), Copy::Current);
-        assert_eq!(w.copy_at("ns/a", Some("121"), t0), Copy::Current);
-        assert_eq!(w.copy_at("ns/b", Some("1"), t0), Copy::Current);
+        assert_eq!(w.copy_at("ns/a", Some("119"), t0), Freshness::Stale(SOON));
+        assert_eq!(w.copy_at("ns/a", Some("120"), t0), Freshness::Current);
+        assert_eq!(w.copy_at("ns/a", Some("121"), t0), Freshness::Current);
+        assert_eq!(w.copy_at("ns/b", Some("1"), t0), Freshness::Current);
         // Only integer versions are compared.
-        assert_eq!(w.copy_at("ns/a", Some("x7"), t0), Copy::Current);
-        assert_eq!(w.copy_at("ns/a", None, t0), Copy::Current);
+        assert_eq!(w.copy_at("ns/a", Some("x7"), t0), Freshness::Current);
+        assert_eq!(w.copy_at("ns/a", None, t0), Freshness::Current);
     }
 
     #[test]
@@ -131,7 +131,10 @@ mod tests {
         let t0 = Instant::now();
         w.record_at("ns/a", "120", t0);
         let later = t0 + Duration::from_secs(5);
-        assert_eq!(w.copy_at("ns/a", Some("100"), later), Copy::Stale(LATER));
+        assert_eq!(
+            w.copy_at("ns/a", Some("100"), later),
+            Freshness::Stale(LATER)
+        );
     }
 
     #[test]
@@ -142,13 +145,13 @@ mod tests {
         let after = t0 + TRUST;
         assert_eq!(
             w.copy_at("ns/a", Some("40"), after),
-            Copy::WentBackwards {
+            Freshness::WentBackwards {
                 written: 120,
                 copy: 40
             }
         );
         // The mark is gone: the restored copy and the ones after it are current.
-        assert_eq!(w.copy_at("ns/a", Some("40"), after), Copy::Current);
+        assert_eq!(w.copy_at("ns/a", Some("40"), after), Freshness::Current);
     }
 
     #[test]
@@ -156,6 +159,6 @@ mod tests {
         let w = StatusWrites::default();
         w.record("ns/a", "120");
         w.forget("ns/a");
-        assert_eq!(w.copy("ns/a", Some("1")), Copy::Current);
+        assert_eq!(w.copy("ns/a", Some("1")), Freshness::Current);
     }
 }
