@@ -749,11 +749,19 @@ fn a_root_rotation_already_in_progress_is_reported_and_retried_not_counted_as_do
     );
     assert_eq!(s, 204);
     sb.apply_ok(&engine_yaml("  rotateRootRequest: r1\n"));
-    let obj = wait_reason(&sb, "adengine", "ad", "InProgress");
-    assert!(condition(&obj, "Ready").unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .contains("Root password rotation is already in progress."));
+    // `InProgress` first says the rotation waits for the bind password to be written (a pass
+    // may see that before the one that asks the service): wait for the service's answer.
+    let obj = wait_for("the service's rotation in progress", WAIT, || {
+        sb.get_json("adengine", "ad").filter(|o| {
+            condition(o, "Ready").is_some_and(|c| {
+                c["status"] == "False"
+                    && c["reason"] == "InProgress"
+                    && c["message"].as_str().is_some_and(|m| {
+                        m.contains("Root password rotation is already in progress.")
+                    })
+            })
+        })
+    });
     assert!(obj["status"]["handledRotateRootRequest"].is_null());
     assert_eq!(dir_password(&sb, "admin@example.com"), BIND_PW);
     admin(
