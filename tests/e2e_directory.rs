@@ -242,6 +242,45 @@ fn a_changed_bind_password_secret_is_sent_and_other_edits_never_send_it() {
     assert_eq!(sb.secrets("GET", "/v1/ad/config", None).0, 404);
 }
 
+/// A pass never decides from a copy older than its own last status write. The dev API server's
+/// watch of AdEngines lags 3 s behind the writes, as a busy server's watch cache does. The bind
+/// password Secret changes: that wake's pass sends the new password and records its hash in
+/// status. Then the Secret changes again (an annotation, the password unchanged) while the cache
+/// still holds the copy from before that pass, with the old password's hash: a pass deciding
+/// from it would send the password a second time.
+#[test]
+fn a_wake_while_the_cache_lags_behind_the_last_status_write_sends_the_bind_password_once() {
+    let (sb, op) = env("300s");
+    directory(&sb);
+    sb.apply_ok(&engine_yaml("  url: ldap://a\n"));
+    wait_ready(&sb, "adengine", "ad");
+    sb.lag_watches("adengines", Duration::from_secs(3));
+    account(&sb, "admin@example.com", ADMIN_DN, "second-bind-pw-99");
+    let since = sb.requests("secrets", 0).1;
+    sb.apply_ok(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: bind, namespace: default}\nstringData: {password: second-bind-pw-99}\n",
+    );
+    wait_for("the new bind password sent", WAIT, || {
+        (count(&sb, since, "POST", "/v1/ad/config") == 1).then_some(())
+    });
+    let woken = sb.requests("secrets", 0).1;
+    sb.kubectl_ok(&["annotate", "secret", "bind", "example.com/touched=1"]);
+    // The second wake's pass reads the config (after the lag, from the current copy) ...
+    wait_for("the second wake's pass", WAIT, || {
+        (count(&sb, woken, "GET", "/v1/ad/config") >= 1).then_some(())
+    });
+    // ... and a write would follow that read at once.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        count(&sb, since, "POST", "/v1/ad/config"),
+        1,
+        "the bind password was sent again from a copy without its hash"
+    );
+    let obj = wait_ready(&sb, "adengine", "ad");
+    assert!(condition_is(&obj, "Synced", "True"));
+    assert_no_leak(&sb, &op, &["second-bind-pw-99"]);
+}
+
 #[test]
 fn a_refused_config_is_a_condition_without_retries_and_a_role_edited_outside_is_restored() {
     let (sb, _op) = env("3s");

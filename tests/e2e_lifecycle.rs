@@ -357,28 +357,7 @@ fn a_leader_that_stops_hands_the_lease_to_the_standby_at_once_and_no_write_is_ma
 
 /// Inject a fault into the dev API server (its admin API, over its self-signed HTTPS).
 fn kube_fault(sb: &Sandbox, fault: serde_json::Value) {
-    kube_admin(sb, "POST", "/_sandbox/faults", fault);
-}
-
-/// A call to the dev API server's admin API (`/_sandbox/...`).
-fn kube_admin(sb: &Sandbox, method: &str, path: &str, body: serde_json::Value) {
-    let resp = reqwest::blocking::Client::builder()
-        .danger_accept_invalid_certs(true)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
-        .request(
-            method.parse().unwrap(),
-            format!("{}{path}", sb.url("kubernetes")),
-        )
-        .json(&body)
-        .send()
-        .expect("admin call");
-    assert!(
-        resp.status().is_success(),
-        "{method} {path}: {}",
-        resp.status()
-    );
+    sb.kube_admin("POST", "/_sandbox/faults", fault);
 }
 
 /// The Connection cache lists again after its watch was lost (etcd compaction: 410 Gone). A
@@ -412,13 +391,12 @@ fn a_connection_changed_while_its_watch_was_down_wakes_its_resources_at_the_reli
         "path": "/apis/quartet.dev/v1alpha1/namespaces/default/connections/secrets/status"});
     let watch_refused = json!({"method": "GET", "status": 503, "count": 0,
         "path": "/apis/quartet.dev/v1alpha1/connections"});
-    kube_admin(
-        &sb,
+    sb.kube_admin(
         "PUT",
         "/_sandbox/faults",
         json!({"faults": [status_refused, watch_refused]}),
     );
-    kube_admin(&sb, "POST", "/_sandbox/expire-watches", json!({}));
+    sb.kube_admin("POST", "/_sandbox/expire-watches", json!({}));
     connect(1);
     // Every other watch has listed again by now, the policy's included: that pass still saw
     // the old address, and nothing else may move the policy before the Connections relist.
@@ -430,8 +408,7 @@ fn a_connection_changed_while_its_watch_was_down_wakes_its_resources_at_the_reli
 
     // The Connections may be watched again (the watch gets 410 Gone and lists); their status
     // still may not be written.
-    kube_admin(
-        &sb,
+    sb.kube_admin(
         "PUT",
         "/_sandbox/faults",
         json!({"faults": [status_refused]}),
@@ -441,7 +418,7 @@ fn a_connection_changed_while_its_watch_was_down_wakes_its_resources_at_the_reli
         WAIT,
         || exists_in(1).then_some(()),
     );
-    kube_admin(&sb, "DELETE", "/_sandbox/faults", json!(null));
+    sb.kube_admin("DELETE", "/_sandbox/faults", json!(null));
 }
 
 /// What the API server answers a service account without `verb` on CRDs: 403 for every read

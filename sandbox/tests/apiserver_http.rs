@@ -528,6 +528,58 @@ async fn a_watch_hears_only_its_resource_and_its_bookmarks_follow_the_cluster() 
     assert_eq!(evs[0]["object"]["metadata"]["name"], "s1");
 }
 
+/// A lagging watch (`POST /_sandbox/watch-lag`) is a cache behind the writes: its events come
+/// that long after each write and in order, while reads of the same resource already answer
+/// with the write.
+#[tokio::test]
+async fn a_lagging_watch_delivers_each_event_late_in_order_and_reads_are_not_delayed() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (code, v) = h
+        .post(
+            "/_sandbox/watch-lag",
+            json!({"resource": "secrets", "ms": 1500}),
+        )
+        .await;
+    assert_eq!(code, 204, "{v}");
+    let mut r = watch_secrets_from_now(&h, "&allowWatchBookmarks=true").await;
+    let written = std::time::Instant::now();
+    for name in ["s1", "s2"] {
+        let (code, v) = h.post(SECRETS, secret(name)).await;
+        assert_eq!(code, 201, "{v}");
+    }
+    let (code, _) = h.get(&format!("{SECRETS}/s2")).await;
+    assert_eq!(code, 200, "a read is not delayed");
+    let evs = read_events(&mut r, 2).await;
+    assert!(
+        written.elapsed() >= Duration::from_millis(1400),
+        "events came {:?} after the writes",
+        written.elapsed()
+    );
+    let names: Vec<&Value> = evs
+        .iter()
+        .map(|e| &e["object"]["metadata"]["name"])
+        .collect();
+    assert_eq!(names, [&json!("s1"), &json!("s2")], "{evs:?}");
+    assert!(evs.iter().all(|e| e["type"] == "ADDED"), "{evs:?}");
+
+    // Lag 0: at once again (a lag of a minute would outlast the read's 5 s).
+    h.post(
+        "/_sandbox/watch-lag",
+        json!({"resource": "secrets", "ms": 60000}),
+    )
+    .await;
+    h.post(
+        "/_sandbox/watch-lag",
+        json!({"resource": "secrets", "ms": 0}),
+    )
+    .await;
+    h.post(SECRETS, secret("s3")).await;
+    let evs = read_events(&mut r, 1).await;
+    assert_eq!(evs.len(), 1, "no event within 5 s");
+    assert_eq!(evs[0]["object"]["metadata"]["name"], "s3", "{evs:?}");
+}
+
 #[tokio::test]
 async fn watch_ends_after_timeout_seconds() {
     let s = server().await;

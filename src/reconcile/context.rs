@@ -204,7 +204,7 @@ pub struct Context {
     /// When an operation kind's last step asked to run again, per object (the watch event of
     /// its own status write, skipped, must not push that run back).
     next_step: Mutex<HashMap<String, Instant>>,
-    /// resourceVersion of each object's last status write (operation kinds, Connections).
+    /// resourceVersion of each object's last status write, until the cache has it.
     written: super::written::StatusWrites,
     /// When the last "resyncs stretched" line was logged, per kind.
     stretched_logged: Mutex<HashMap<String, Instant>>,
@@ -320,7 +320,8 @@ impl Context {
     /// Whether this pass was triggered only by our own status write (same resourceVersion,
     /// moments later). Consumes the mark, so a scheduled resync always does its work.
     /// A copy older than that write (the watch event of the finalizer patch earlier in the same
-    /// pass, dispatched before the write's own event arrived) is skipped too, keeping the mark.
+    /// pass, dispatched before the write's own event arrived) is skipped too, keeping the mark;
+    /// both shapes ask [`Context::stale_copy`] first, which holds such a copy back, woken or not.
     ///
     /// `asked`: what the copy asks for (`pass::asked`: its generation, deletion and
     /// reconcile-now annotations). When it differs from what the copy of the pass that wrote

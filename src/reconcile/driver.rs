@@ -492,6 +492,13 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     if intent.requested_at.is_some() {
         status.last_handled_reconcile_at = intent.requested_at.clone();
     }
+    if let Some(wait) = ctx.stale_copy(&key, obj.resource_version().as_deref()) {
+        // A copy older than our last status write (a wake or a requeue dispatched it before
+        // the write's watch event came): deciding from it would undo what that pass recorded
+        // (a write-only value's hash, `Ready` at this generation, a new remote id). A wake
+        // stays marked for the pass over the current copy.
+        return Ok(Action::requeue(wait));
+    }
     if pending_free::<K>(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref(), asked)
     {
         return Ok(ctx.keep_resync(&key, jitter(ctx.settings.resync)));
@@ -920,7 +927,8 @@ fn before_was_ready(status: &ManagedStatus) -> bool {
     conditions::get(&status.conditions, READY).is_some_and(|c| c.status == "True")
 }
 
-/// Write status by server-side apply, only when it differs from what was last written.
+/// Write status by server-side apply, only when it differs from what was last written; the
+/// write's resourceVersion is remembered ([`Context::set_written`]).
 pub async fn write_status<K: Managed>(
     obj: &K,
     ctx: &Context,
@@ -945,6 +953,10 @@ pub async fn write_status<K: Managed>(
     }
     let rv = patch_status(obj, ctx, json).await?;
     *written = status.clone();
+    if let Some(rv) = &rv {
+        // No later pass decides from a copy without this write ([`Context::stale_copy`]).
+        ctx.set_written(&object_key(obj), rv);
+    }
     Ok(rv)
 }
 

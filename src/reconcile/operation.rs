@@ -214,17 +214,15 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     if intent.suspend {
         // No step, not even the Connection (a login is a call to the service).
         ctx.cancel_resync(&key);
-        let (action, rv) = gitops::suspended_pass(obj.as_ref(), ctx, status, written).await?;
-        if let Some(rv) = rv {
-            ctx.set_written(&key, &rv);
-        }
+        let (action, _) = gitops::suspended_pass(obj.as_ref(), ctx, status, written).await?;
         return Ok(action);
     }
     if intent.requested_at.is_some() {
         status.last_handled_reconcile_at = intent.requested_at.clone();
     }
     if let Some(wait) = ctx.stale_copy(&key, obj.resource_version().as_deref()) {
-        // Each step decides from the status the previous one wrote: never from an older copy.
+        // Each step decides from the status the previous one wrote: never from an older copy
+        // (the driver's twin says why).
         return Ok(Action::requeue(wait));
     }
     if ctx.take_fresh(&key, obj.resource_version().as_deref(), asked) {
@@ -297,7 +295,6 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             // Only now is the step a success (see the driver's twin).
             ctx.succeeded(&key);
             if let Some(rv) = rv {
-                ctx.set_written(&key, &rv);
                 ctx.mark_fresh(&key, rv, asked);
             }
             for (warning, reason, note) in step.events {
@@ -322,11 +319,8 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
             })
         }
         Err(err) => {
-            let (action, rv) =
+            let (action, _) =
                 record_failure(obj.as_ref(), ctx, &key, &err, status, written).await?;
-            if let Some(rv) = rv {
-                ctx.set_written(&key, &rv);
-            }
             Ok(action)
         }
     }

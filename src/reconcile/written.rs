@@ -1,11 +1,18 @@
 //! The resourceVersion of each object's last status write, so that a pass never decides from a
-//! cached copy older than what this instance wrote (operation kinds, Connections and
+//! cached copy older than what this instance wrote (every kind, Connections and
 //! ClusterConnections; see [`super::Context::stale_copy`]).
 //!
+//! A copy is older than the write until the write's watch event reaches the cache:
+//! milliseconds, seconds when the API server is busy. Meanwhile a pass can still start from it:
+//! a wake (a changed Secret or Connection) or a requeue dispatches whatever the cache holds. Such
+//! a pass would decide from a status without its own last write: a write-only value sent again
+//! for want of its hash, a repaired drift taken for a spec change, a remote id not yet known.
+//!
 //! Resource versions are opaque to clients, but every API server in use hands out increasing
-//! integers, so an older copy has a smaller one. A copy stays older only until the write's
-//! watch event reaches the cache: milliseconds, seconds when the API server is busy. When the
-//! API server keeps answering with an older version for longer, the versions went backwards
+//! integers, so an older copy has a smaller one. Once a copy at or past the write is seen, the
+//! cache has caught up and every later copy is newer still: the mark is dropped then, so marks
+//! are only kept for writes whose event is still on its way (a few, not one per object). When
+//! the API server keeps answering with an older version for longer, the versions went backwards
 //! (etcd restored from a backup without `--bump-revision`): the server's copy is then the truth,
 //! and waiting for the write would wait forever. So a mark is trusted for [`TRUST`] only.
 
@@ -82,6 +89,8 @@ impl StatusWrites {
             return Freshness::Current;
         };
         if copy >= mark.resource_version {
+            // The cache has caught up with the write.
+            marks.remove(key);
             return Freshness::Current;
         }
         let waited = now.saturating_duration_since(mark.at);
@@ -117,12 +126,24 @@ mod tests {
         let t0 = Instant::now();
         w.record_at("ns/a", "120", t0);
         assert_eq!(w.copy_at("ns/a", Some("119"), t0), Freshness::Stale(SOON));
-        assert_eq!(w.copy_at("ns/a", Some("120"), t0), Freshness::Current);
         assert_eq!(w.copy_at("ns/a", Some("121"), t0), Freshness::Current);
         assert_eq!(w.copy_at("ns/b", Some("1"), t0), Freshness::Current);
         // Only integer versions are compared.
+        w.record_at("ns/a", "120", t0);
         assert_eq!(w.copy_at("ns/a", Some("x7"), t0), Freshness::Current);
         assert_eq!(w.copy_at("ns/a", None, t0), Freshness::Current);
+        assert_eq!(w.copy_at("ns/a", Some("119"), t0), Freshness::Stale(SOON));
+    }
+
+    #[test]
+    fn the_mark_goes_once_the_cache_has_caught_up_with_the_write() {
+        let w = StatusWrites::default();
+        let t0 = Instant::now();
+        w.record_at("ns/a", "120", t0);
+        assert_eq!(w.copy_at("ns/a", Some("120"), t0), Freshness::Current);
+        assert!(w.lock().is_empty(), "a mark outlived the write's event");
+        // A copy the cache can no longer hold (it has 120) is not held back either.
+        assert_eq!(w.copy_at("ns/a", Some("119"), t0), Freshness::Current);
     }
 
     #[test]

@@ -117,6 +117,39 @@ impl Sandbox {
         assert!(s < 300, "fault: {s} {b}");
     }
 
+    /// A call to the dev API server's sandbox admin API (`/_sandbox/faults`, `expire-watches`,
+    /// `watch-lag`), which needs no token; panics unless it succeeds.
+    pub fn kube_admin(&self, method: &str, path: &str, body: Value) {
+        let resp = reqwest::blocking::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap()
+            .request(
+                method.parse().unwrap(),
+                format!("{}{path}", self.url("kubernetes")),
+            )
+            .json(&body)
+            .send()
+            .expect("admin call");
+        assert!(
+            resp.status().is_success(),
+            "{method} {path}: {}",
+            resp.status()
+        );
+    }
+
+    /// Deliver the dev API server's watch events of `resource` (a plural name) `lag` after
+    /// each write: the operator's cache then stays behind its own writes that long, as behind
+    /// a busy API server's watch cache.
+    pub fn lag_watches(&self, resource: &str, lag: Duration) {
+        self.kube_admin(
+            "POST",
+            "/_sandbox/watch-lag",
+            serde_json::json!({"resource": resource, "ms": lag.as_millis() as u64}),
+        );
+    }
+
     /// Remove every fault of a service.
     pub fn clear_faults(&self, service: &str) {
         http(

@@ -41,6 +41,8 @@ pub struct Shared {
     pub signer: super::tokens::Signer,
     /// The OpenAPI documents, built once per set of CRDs.
     pub openapi: super::openapi_docs::OpenApiDocs,
+    /// Watches made to lag behind the writes, for tests ([`watch::Lags`]).
+    pub lags: Arc<watch::Lags>,
 }
 
 impl Shared {
@@ -541,7 +543,7 @@ fn resource(
         ("GET", None) if is_watch => {
             drop(st);
             let render: Render = Arc::new(render_one);
-            return watch::watch(&sh.state, ctx, sh.stop.subscribe(), render);
+            return watch::watch(&sh.state, &sh.lags, ctx, sh.stop.subscribe(), render);
         }
         ("GET", Some(name)) if is_watch => {
             let mut ctx = ctx;
@@ -552,7 +554,7 @@ fn resource(
             ctx.query.insert("fieldSelector".into(), fs);
             drop(st);
             let render: Render = Arc::new(render_one);
-            return watch::watch(&sh.state, ctx, sh.stop.subscribe(), render);
+            return watch::watch(&sh.state, &sh.lags, ctx, sh.stop.subscribe(), render);
         }
         ("GET", None) => {
             let (items, meta) = ops::list(&st, &ctx)?;

@@ -119,7 +119,8 @@
 //! kubectl caches discovery per host:port). The listener also serves the sandbox admin API
 //! (`/_sandbox/requests`, `/_sandbox/faults`, see [`crate::admin`]) without a token, and
 //! `POST /_sandbox/expire-watches`, which does what [`ApiServer::expire_watches`] does for a
-//! test that runs the server in another process.
+//! test that runs the server in another process, and `POST /_sandbox/watch-lag`
+//! (`{"resource": "secretspolicies", "ms": 3000}`), what [`ApiServer::lag_watches`] does.
 
 mod error;
 mod events;
@@ -184,6 +185,15 @@ pub struct ApiServer {
     tasks: Vec<JoinHandle<()>>,
 }
 
+/// The body of `POST /_sandbox/watch-lag`.
+#[derive(serde::Deserialize)]
+struct WatchLag {
+    /// The resource's plural name.
+    resource: String,
+    /// How late its watch events arrive, in milliseconds (0: at once).
+    ms: u64,
+}
+
 /// The namespaces a fresh cluster has.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
@@ -231,6 +241,7 @@ impl ApiServer {
             saving: std::sync::Mutex::new(()),
             signer: tokens::Signer::new(opts.state_dir.clone()),
             openapi: Default::default(),
+            lags: Default::default(),
         });
         let admin = Arc::new(Admin::default());
         let router = axum::Router::new()
@@ -239,6 +250,16 @@ impl ApiServer {
                 axum::routing::post(
                     |axum::extract::State(sh): axum::extract::State<Arc<Shared>>| async move {
                         sh.expire_watches();
+                        axum::http::StatusCode::NO_CONTENT
+                    },
+                ),
+            )
+            .route(
+                "/_sandbox/watch-lag",
+                axum::routing::post(
+                    |axum::extract::State(sh): axum::extract::State<Arc<Shared>>,
+                     axum::Json(lag): axum::Json<WatchLag>| async move {
+                        sh.lags.set(&lag.resource, Duration::from_millis(lag.ms));
                         axum::http::StatusCode::NO_CONTENT
                     },
                 ),
@@ -335,6 +356,13 @@ impl ApiServer {
     /// re-watch from their last resourceVersion, get 410 Gone, and relist.
     pub fn expire_watches(&self) {
         self.shared.expire_watches();
+    }
+
+    /// Deliver the watch events of the resource `plural` (`secretspolicies`) `lag` after each
+    /// write, so that a client's cache stays behind its own writes that long (zero: at once
+    /// again; see `watch::Lags`).
+    pub fn lag_watches(&self, plural: &str, lag: Duration) {
+        self.shared.lags.set(plural, lag);
     }
 
     /// How many watch requests were answered with 410 Gone so far.

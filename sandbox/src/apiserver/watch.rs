@@ -1,7 +1,9 @@
 //! Watches: a stream of `{"type": ..., "object": ...}` JSON lines, starting from a
 //! resourceVersion (410 Gone `Expired` as an ERROR event when it is older than the kept
-//! history), with BOOKMARK events, `sendInitialEvents`, and `timeoutSeconds`.
+//! history), with BOOKMARK events, `sendInitialEvents`, and `timeoutSeconds`; and, for tests,
+//! watches of a resource that lag behind its writes ([`Lags`]).
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,6 +18,32 @@ use super::store::{Event, State};
 
 /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK when nothing happens.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+
+/// How late the live events of each resource's watches are delivered, by plural name (none by
+/// default). kube-apiserver's watch cache is behind etcd for a while under load, and an informer
+/// is behind the writes it made itself until their events arrive: a client's cached copy can
+/// then be older than what its own last write returned. This makes that moment last as long as
+/// a test needs. A lagging watch keeps its events in order and sends no BOOKMARK past one it
+/// still holds; the reads, lists and writes of the resource are not delayed.
+#[derive(Default)]
+pub struct Lags(Mutex<HashMap<String, Duration>>);
+
+impl Lags {
+    /// Deliver the watch events of `plural` `lag` after their write (zero: at once again).
+    pub fn set(&self, plural: &str, lag: Duration) {
+        let mut lags = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lag.is_zero() {
+            lags.remove(plural);
+        } else {
+            lags.insert(plural.to_string(), lag);
+        }
+    }
+
+    fn of(&self, plural: &str) -> Duration {
+        let lags = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        lags.get(plural).copied().unwrap_or_default()
+    }
+}
 
 /// How watch events are rendered (plain objects, or Table rows for `kubectl get -w`).
 pub type Render = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
@@ -79,6 +107,7 @@ fn quiet_rv(state: &Mutex<State>, live: &broadcast::Receiver<Arc<Event>>) -> u64
 /// Start a watch; the response streams until timeout, client disconnect, or server shutdown.
 pub fn watch(
     state: &Arc<Mutex<State>>,
+    lags: &Arc<Lags>,
     ctx: Ctx,
     mut stop: tokio::sync::watch::Receiver<u64>,
     render: Render,
@@ -153,6 +182,7 @@ pub fn watch(
     };
 
     let state = state.clone();
+    let lags = lags.clone();
     tokio::spawn(async move {
         for l in initial {
             if tx.send(l).await.is_err() {
@@ -165,27 +195,48 @@ pub fn watch(
         let mut last_rv = start_rv;
         let mut tick = tokio::time::interval(BOOKMARK_EVERY);
         tick.tick().await;
+        // Events held back by a lag ([`Lags`]): when each is due, its line (none for an event
+        // this watch does not see), and its resourceVersion.
+        let mut held: VecDeque<(tokio::time::Instant, Option<bytes::Bytes>, u64)> = VecDeque::new();
         loop {
+            let due = held.front().map(|h| h.0);
             tokio::select! {
                 ev = live.recv() => match ev {
                     Ok(ev) => {
-                        last_rv = last_rv.max(ev.rv);
-                        if let Some((t, o)) = project(&ctx, crd.as_ref(), &filter, &ev) {
-                            if tx.send(line(t, render(&o))).await.is_err() {
-                                return;
+                        let out = project(&ctx, crd.as_ref(), &filter, &ev).map(|(t, o)| line(t, render(&o)));
+                        let lag = lags.of(&ctx.info.plural);
+                        if lag.is_zero() && held.is_empty() {
+                            last_rv = last_rv.max(ev.rv);
+                            if let Some(l) = out {
+                                if tx.send(l).await.is_err() {
+                                    return;
+                                }
                             }
+                        } else {
+                            held.push_back((tokio::time::Instant::now() + lag, out, ev.rv));
                         }
                     }
                     // Too slow a reader: end the watch, the client re-watches from its last RV.
                     Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
                 },
+                _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
+                    if let Some((_, out, rv)) = held.pop_front() {
+                        last_rv = last_rv.max(rv);
+                        if let Some(l) = out {
+                            if tx.send(l).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
                 _ = &mut deadline => return,
-                _ = tick.tick(), if bookmarks => {
+                // No BOOKMARK while an event is held: it would tell the client it has seen it.
+                _ = tick.tick(), if bookmarks => if held.is_empty() {
                     last_rv = last_rv.max(quiet_rv(&state, live));
                     if tx.send(bookmark(&ctx, last_rv, false)).await.is_err() {
                         return;
                     }
-                }
+                },
                 _ = stop.changed() => return,
                 _ = tx.closed() => return,
             }
