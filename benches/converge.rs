@@ -17,9 +17,10 @@
 //! It prints, side by side, the wall time (operator: from the first create until all are Ready;
 //! floor: all four calls of all N), `operator/floor`, calls per resource by verb on each side
 //! (Kubernetes API, from the same per-verb counter the operator exports; the secrets service, from
-//! the sandbox's request log or OpenBao's audit log), CPU seconds (the operator, the floor client,
-//! and the servers during each side's run), the operator's peak RSS, create → Ready percentiles,
-//! the calls of one resync with nothing changed (writes must be 0), and the load average.
+//! the sandbox's request log or OpenBao's audit log), the operator's passes per resource, CPU
+//! seconds (the operator, the floor client, and the servers during each side's run), the
+//! operator's peak RSS, create → Ready percentiles, the calls of one resync with nothing changed
+//! (writes must be 0), and the load average.
 //!
 //! The secrets backend is the sandbox's service, or a real `bao server -dev` with
 //! `QUARTET_BENCH_BACKEND=openbao` (or `-- --backend openbao`): the Connection then uses
@@ -588,6 +589,13 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     // Let the operator settle (Connection Ready) before counting.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let kube_before = kube_calls_of(&metrics_addrs);
+    let passes = || {
+        metrics_addrs
+            .iter()
+            .map(|a| policy_reconciles(&blocking(|| scrape(a))))
+            .sum::<f64>()
+    };
+    let passes_before = passes();
     let cursor = blocking(|| backend.cursor());
     let op_cpu_before = ops_cpu();
     let server_cpu_before = backend.server_cpu();
@@ -674,6 +682,7 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
             .map(|d| d.as_secs_f64())
             .unwrap_or(f64::NAN)
     };
+    let operator_passes = passes() - passes_before;
     let operator = Side {
         wall,
         kube: delta(&kube_calls_of(&metrics_addrs), &kube_before),
@@ -742,6 +751,10 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     println!(
         "                                     floor:    {} (+ create 1.00, the user's, on both sides)",
         per(&floor_kube, n)
+    );
+    println!(
+        "  passes/resource                    operator: {:.2} (every reconcile, those with nothing to do included)",
+        operator_passes / n as f64
     );
     println!(
         "  secrets calls/resource             operator: {}; floor: {}",
