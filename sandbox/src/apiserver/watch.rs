@@ -200,6 +200,13 @@ pub fn watch(
         let mut held: VecDeque<(tokio::time::Instant, Option<bytes::Bytes>, u64)> = VecDeque::new();
         loop {
             let due = held.front().map(|h| h.0);
+            // Lazy: without a lag no timer is made.
+            let held_due = async move {
+                match due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 ev = live.recv() => match ev {
                     Ok(ev) => {
@@ -219,7 +226,7 @@ pub fn watch(
                     // Too slow a reader: end the watch, the client re-watches from its last RV.
                     Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
                 },
-                _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
+                _ = held_due, if due.is_some() => {
                     if let Some((_, out, rv)) = held.pop_front() {
                         last_rv = last_rv.max(rv);
                         if let Some(l) = out {
