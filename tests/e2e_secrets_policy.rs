@@ -210,6 +210,58 @@ fn a_policy_changed_in_the_service_is_restored_at_the_next_resync(backend: Backe
     sb.wait_events(&["DriftCorrected"]);
 }
 
+/// A drift repaired while the operator's cache lags behind its last status write is reported
+/// as drift. The dev API server's SecretsPolicy watch lags 3 s behind the writes, as a busy
+/// server's watch cache does. An edit's pass writes the policy and `Ready` at the new
+/// generation; before that status write reaches the cache, the policy is changed in the service
+/// and the Connection is edited, which wakes the policy. The cached copy still says `Ready` at
+/// the old generation: a pass deciding from it would take the service's difference for the edit
+/// (`Updated`, no `driftedFields`), where the current copy shows drift (`DriftCorrected`).
+#[test]
+fn a_drift_repaired_while_the_cache_lags_behind_the_last_status_write_is_reported_as_drift() {
+    let (sb, _op) = ready_env("300s");
+    sb.apply_ok(&acl_policy(
+        "lagged",
+        r#"path "a/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_ready(&sb, "lagged");
+    sb.lag_watches("secretspolicies", Duration::from_secs(3));
+    sb.apply_ok(&acl_policy(
+        "lagged",
+        r#"path "b/*" { capabilities = ["read"] }"#,
+        "",
+    ));
+    wait_for("the edit written", WAIT, || {
+        remote_policy(&sb, "acl", "lagged")
+            .filter(|p| p["policy"].as_str().unwrap_or("").contains("\"b/*\""))
+    });
+    let (status, _) = sb.secrets(
+        "PUT",
+        "/v1/sys/policies/acl/lagged",
+        Some(json!({"policy": "path \"evil/*\" { capabilities = [\"sudo\"] }"})),
+    );
+    assert!(status == 204 || status == 200);
+    sb.kubectl_ok(&[
+        "patch",
+        "connection",
+        "secrets",
+        "--type=merge",
+        "-p",
+        r#"{"spec": {"timeoutSeconds": 6}}"#,
+    ]);
+    wait_for("drift corrected", WAIT, || {
+        remote_policy(&sb, "acl", "lagged")
+            .filter(|p| p["policy"].as_str().unwrap_or("").contains("\"b/*\""))
+    });
+    let obj = wait_for("driftedFields in status", WAIT, || {
+        sb.get_json("secretspolicy", "lagged")
+            .filter(|o| o["status"]["driftedFields"] == json!(["policy"]))
+    });
+    assert!(condition_is(&obj, "Ready", "True"), "{obj}");
+    sb.wait_events(&["DriftCorrected"]);
+}
+
 fn a_policy_deleted_in_the_service_is_recreated_at_the_next_resync(backend: Backend) {
     let env = env_on(backend, "2s", &[]);
     let sb = &env.sb;
