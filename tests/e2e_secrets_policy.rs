@@ -232,10 +232,11 @@ fn a_drift_repaired_while_the_cache_lags_behind_the_last_status_write_is_reporte
         r#"path "b/*" { capabilities = ["read"] }"#,
         "",
     ));
-    wait_for("the edit written", WAIT, || {
+    let edit_in_force = || {
         remote_policy(&sb, "acl", "lagged")
             .filter(|p| p["policy"].as_str().unwrap_or("").contains("\"b/*\""))
-    });
+    };
+    wait_for("the edit written", WAIT, edit_in_force);
     let (status, _) = sb.secrets(
         "PUT",
         "/v1/sys/policies/acl/lagged",
@@ -250,10 +251,7 @@ fn a_drift_repaired_while_the_cache_lags_behind_the_last_status_write_is_reporte
         "-p",
         r#"{"spec": {"timeoutSeconds": 6}}"#,
     ]);
-    wait_for("drift corrected", WAIT, || {
-        remote_policy(&sb, "acl", "lagged")
-            .filter(|p| p["policy"].as_str().unwrap_or("").contains("\"b/*\""))
-    });
+    wait_for("drift corrected", WAIT, edit_in_force);
     let obj = wait_for("driftedFields in status", WAIT, || {
         sb.get_json("secretspolicy", "lagged")
             .filter(|o| o["status"]["driftedFields"] == json!(["policy"]))
