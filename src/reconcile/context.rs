@@ -386,7 +386,7 @@ impl Context {
                     object = key,
                     written,
                     copy,
-                    "the API server still serves a copy older than this instance's last status write after a minute: resourceVersions went backwards (etcd restored from a backup?); going on from the server's copy"
+                    "the cache still holds a copy older than this instance's last status write after a minute: the kind's watch is stuck, or resourceVersions went backwards (etcd restored from a backup?); going on from this copy"
                 );
                 None
             }
