@@ -540,14 +540,8 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         // do (2 calls per new policy: 25 policies/s); `QUARTET_BENCH_RPS` raises it to measure
         // the operator rather than its limiter.
         if let Ok(rps) = std::env::var("QUARTET_BENCH_RPS") {
-            sb.kubectl_ok(&[
-                "patch",
-                "connection",
-                "secrets",
-                "--type=merge",
-                "-p",
-                &format!(r#"{{"spec":{{"requestsPerSecond":{rps}}}}}"#),
-            ]);
+            let rps: u64 = rps.parse().expect("QUARTET_BENCH_RPS: a whole number");
+            sb.patch_secrets_connection(serde_json::json!({ "requestsPerSecond": rps }));
         }
     });
     let load_before = load();

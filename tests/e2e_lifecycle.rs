@@ -214,14 +214,7 @@ fn blocked_on_a_slow_service(extra: &[&str]) -> (Sandbox, Operator) {
     let sb = Sandbox::start(&[]);
     sb.install_crds_named(&[CONNECTIONS, POLICIES]);
     sb.connect_secrets(&sb.root_token.clone());
-    sb.kubectl_ok(&[
-        "patch",
-        "connection",
-        "secrets",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"timeoutSeconds":60}}"#,
-    ]);
+    sb.patch_secrets_connection(serde_json::json!({"timeoutSeconds": 60}));
     let op = Operator::start_with(&sb, "30s", extra);
     sb.fault(
         "secrets",

@@ -243,14 +243,7 @@ fn a_drift_repaired_while_the_cache_lags_behind_the_last_status_write_is_reporte
         Some(json!({"policy": "path \"evil/*\" { capabilities = [\"sudo\"] }"})),
     );
     assert!(status == 204 || status == 200);
-    sb.kubectl_ok(&[
-        "patch",
-        "connection",
-        "secrets",
-        "--type=merge",
-        "-p",
-        r#"{"spec": {"timeoutSeconds": 6}}"#,
-    ]);
+    sb.patch_secrets_connection(json!({"timeoutSeconds": 6}));
     wait_for("drift corrected", WAIT, edit_in_force);
     let obj = wait_for("driftedFields in status", WAIT, || {
         sb.get_json("secretspolicy", "lagged")
@@ -797,14 +790,7 @@ fn a_connection_in_another_namespace_must_allow_the_resource_namespace() {
     );
     assert!(remote_policy(&sb, "acl", "shared").is_none());
     // Allowing the namespace on the Connection wakes the policy.
-    sb.kubectl_ok(&[
-        "patch",
-        "connection",
-        "secrets",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"allowedNamespaces":["team-a"]}}"#,
-    ]);
+    sb.patch_secrets_connection(json!({"allowedNamespaces": ["team-a"]}));
     wait_for("allowed and written", WAIT, || {
         remote_policy(&sb, "acl", "shared")
     });

@@ -239,14 +239,7 @@ fn a_pass_under_way_when_the_label_moves_stops_before_writing_and_only_the_new_s
     sb.install_crds();
     sb.connect_secrets(&sb.root_token.clone());
     // The old shard's read is held below for longer than the default 5 s timeout.
-    sb.kubectl_ok(&[
-        "patch",
-        "connection",
-        "secrets",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"timeoutSeconds":60}}"#,
-    ]);
+    sb.patch_secrets_connection(serde_json::json!({"timeoutSeconds": 60}));
     let a = instance(&sb, Some("a"));
     let _b = instance(&sb, Some("b"));
     sb.apply_ok(&policy("racing", Some("a"), "\"read\""));

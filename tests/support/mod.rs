@@ -315,6 +315,19 @@ impl Sandbox {
         self.apply_ok(&yaml);
     }
 
+    /// Merge `spec` into the spec of the Connection `secrets` ([`Self::connect_secrets`]).
+    pub fn patch_secrets_connection(&self, spec: Value) {
+        let patch = serde_json::json!({ "spec": spec }).to_string();
+        self.kubectl_ok(&[
+            "patch",
+            "connection",
+            "secrets",
+            "--type=merge",
+            "-p",
+            &patch,
+        ]);
+    }
+
     /// A call to the secrets service with the root token.
     pub fn secrets(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         http(
