@@ -275,11 +275,9 @@ fn token_works(catalog: &str, token: &str) -> bool {
     .0 == 200
 }
 
-#[test]
-fn acl_token_logs_in_rotates_and_is_logged_out_on_delete() {
-    let changes = tempfile::NamedTempFile::new().unwrap();
-    let (sb, op) = env_with("3s", &["--change-log", changes.path().to_str().unwrap()]);
-    let catalog = sb.url("catalog").to_string();
+/// The catalog's auth method `k8s` trusts the dev API server's service-account signing key,
+/// and binds each ServiceAccount to the service identity of its name.
+fn trust_service_accounts(catalog: &str) {
     let (s, v) = http(
         "POST",
         &format!("{catalog}/_sandbox/catalog/auth-methods"),
@@ -297,6 +295,14 @@ fn acl_token_logs_in_rotates_and_is_logged_out_on_delete() {
         ),
     );
     assert!((200..300).contains(&s), "{v}");
+}
+
+#[test]
+fn acl_token_logs_in_rotates_and_is_logged_out_on_delete() {
+    let changes = tempfile::NamedTempFile::new().unwrap();
+    let (sb, op) = env_with("3s", &["--change-log", changes.path().to_str().unwrap()]);
+    let catalog = sb.url("catalog").to_string();
+    trust_service_accounts(&catalog);
     let jwt = sa_jwt("default", "web");
     sb.apply_ok(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: web-jwt, namespace: default}}\nstringData: {{token: {jwt}}}\n---\n\
@@ -397,6 +403,79 @@ fn acl_token_logs_in_rotates_and_is_logged_out_on_delete() {
     wait_for("logged out on delete", WAIT, || {
         (!token_works(&catalog, &last)).then_some(())
     });
+}
+
+/// A token just got is not asked about again by the pass its own write wakes: becoming Ready
+/// costs one login and no `token/self`. A Secret changed by someone else is asked about (a token
+/// the catalog refuses is replaced), and so is the token at a reconcile-now request, however
+/// new it is.
+#[test]
+fn a_new_token_costs_one_login_and_is_checked_once_its_secret_changes_or_a_reconcile_is_asked() {
+    let (sb, _op) = env("1h");
+    let catalog = sb.url("catalog").to_string();
+    trust_service_accounts(&catalog);
+    let jwt = sa_jwt("default", "web");
+    // The Connection's own check of its token is a `token/self` too: count from after it.
+    wait_for("the catalog Connection checked", WAIT, || {
+        sb.get_json("connection", "catalog")
+            .filter(|c| condition(c, "Ready").is_some())
+    });
+    let (_, since) = sb.requests("catalog", 0);
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: web-jwt, namespace: default}}\nstringData: {{token: {jwt}}}\n---\n\
+         apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclToken\nmetadata: {{name: web, namespace: default}}\n\
+         spec:\n  authMethod: k8s\n  bearerTokenSecretRef: {{name: web-jwt, key: token}}\n"
+    ));
+    wait_for("token Ready", WAIT, || {
+        sb.get_json("catalogacltoken", "web")
+            .filter(|o| condition_is(o, "Ready", "True"))
+    });
+    // The passes that the Secret and status writes wake come within milliseconds.
+    std::thread::sleep(Duration::from_secs(2));
+    let (reqs, mark) = sb.requests("catalog", since);
+    assert_eq!(count(&reqs, "POST", "/v1/acl/login"), 1, "{reqs:?}");
+    assert_eq!(count(&reqs, "GET", "/v1/acl/token/self"), 0, "{reqs:?}");
+
+    // Someone else writes the Secret: the token in it is asked about, refused, replaced.
+    let first = secret_key(&sb, "web", "token").expect("token");
+    sb.kubectl_ok(&[
+        "patch",
+        "secret",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"stringData":{"token":"not-a-token"}}"#,
+    ]);
+    let second = wait_for("a new token after the edit", WAIT, || {
+        secret_key(&sb, "web", "token").filter(|t| *t != first && t != "not-a-token")
+    });
+    let (reqs, mark) = sb.requests("catalog", mark);
+    assert!(count(&reqs, "GET", "/v1/acl/token/self") >= 1, "{reqs:?}");
+    assert_eq!(count(&reqs, "POST", "/v1/acl/login"), 1, "{reqs:?}");
+    sb.wait_events(&["TokenRefused"]);
+
+    // A reconcile-now request right after that login: the token is asked about all the same.
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, mark) = sb.requests("catalog", mark);
+    sb.kubectl_ok(&[
+        "annotate",
+        "catalogacltoken",
+        "web",
+        "reconcile.quartet.dev/requestedAt=now-1",
+        "--overwrite",
+    ]);
+    wait_for("the request handled", WAIT, || {
+        sb.get_json("catalogacltoken", "web")
+            .filter(|o| o["status"]["lastHandledReconcileAt"] == "now-1")
+    });
+    let (reqs, _) = sb.requests("catalog", mark);
+    assert!(count(&reqs, "GET", "/v1/acl/token/self") >= 1, "{reqs:?}");
+    assert_eq!(count(&reqs, "POST", "/v1/acl/login"), 0, "{reqs:?}");
+    assert_eq!(
+        secret_key(&sb, "web", "token").as_deref(),
+        Some(second.as_str())
+    );
+    assert!(token_works(&catalog, &second));
 }
 
 // ---- DeploymentGate ----

@@ -84,6 +84,16 @@ impl Intent {
     }
 }
 
+/// Whether `obj` carries a reconcile-now request its status does not show handled yet: the
+/// pass under way answers it, and a kind that would skip a check as unneeded makes it then.
+pub fn reconcile_requested<K: Resource>(obj: &K, handled: Option<&str>) -> bool {
+    let annotations = obj.meta().annotations.as_ref();
+    [REQUESTED_AT, FLUX_REQUESTED_AT]
+        .iter()
+        .filter_map(|k| annotations.and_then(|a| a.get(*k)))
+        .any(|v| Some(v.as_str()) != handled)
+}
+
 /// Where a pass left the resource, for the kstatus pair.
 #[derive(Clone, Copy, Debug)]
 pub enum Progress<'a> {

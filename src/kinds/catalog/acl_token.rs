@@ -6,7 +6,9 @@
 //! dropped from the Secret (the new token was written first, so a crash between the two steps
 //! leaks nothing); a token that is missing, refused by the catalog or older than
 //! `rotationInterval` is replaced by a new login, the old one kept as `previousToken` until the
-//! next pass logs it out. On delete with `Delete`, the token is logged out.
+//! next pass logs it out. On delete with `Delete`, the token is logged out. Whether the catalog
+//! accepts the token is asked at every pass but the echo of this process's own write of a token
+//! it has just got ([`ISSUED`]).
 //!
 //! Every login carries the marker `quartet.dev/resource: <uid>` in its `Meta` (the catalog copies
 //! it into the token's `Description`): after each login and on delete, tokens of the auth method
@@ -18,7 +20,7 @@
 //! ([`crate::reconcile::lost`]): not a listing of every token of the auth method after each of
 //! N logins. On delete it is always made.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -58,6 +60,67 @@ struct Stored {
     token: Option<String>,
     accessor: Option<String>,
     previous: Option<String>,
+    /// Whether the Secret as read has a `previousToken` key at all (a write without a previous
+    /// token then removes it; without the key there is nothing to remove).
+    previous_key: bool,
+    /// The Secret's resourceVersion as read.
+    rv: Option<String>,
+}
+
+/// Tokens this process got from a login, by resource uid: the owned Secret's resourceVersion
+/// once the token was written to it, and when the login was. A pass that finds the Secret
+/// still at that version, less than half a resync after the login, keeps the token without
+/// asking the catalog (`token/self`): the catalog has just issued it, and the pass is the
+/// echo of this process's own write. A Secret changed by anyone else has another version and
+/// is checked; so is every token at its resync (the check is what finds one revoked behind
+/// this resource's back). Lost on restart, when every token is checked again.
+static ISSUED: std::sync::Mutex<Logins> = std::sync::Mutex::new(Logins {
+    by_uid: None,
+    prune_at: 64,
+});
+
+struct Issued {
+    rv: String,
+    at: std::time::Instant,
+}
+
+struct Logins {
+    by_uid: Option<HashMap<String, Issued>>,
+    /// Entries past half a resync are dropped when the map reaches this size (then twice
+    /// what is left): a resource that never has another pass here (deleted with `Retain`,
+    /// moved to another shard) leaves nothing behind for long.
+    prune_at: usize,
+}
+
+impl Logins {
+    fn get_mut(&mut self, uid: &str) -> Option<&mut Issued> {
+        self.by_uid.as_mut()?.get_mut(uid)
+    }
+
+    fn remove(&mut self, uid: &str) {
+        if let Some(m) = self.by_uid.as_mut() {
+            m.remove(uid);
+        }
+    }
+
+    fn insert(&mut self, uid: String, rv: String, resync: Duration) {
+        let m = self.by_uid.get_or_insert_with(HashMap::new);
+        m.insert(
+            uid,
+            Issued {
+                rv,
+                at: std::time::Instant::now(),
+            },
+        );
+        if m.len() >= self.prune_at {
+            m.retain(|_, i| i.at.elapsed() < resync / 2);
+            self.prune_at = (2 * m.len()).max(64);
+        }
+    }
+}
+
+fn issued() -> std::sync::MutexGuard<'static, Logins> {
+    ISSUED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl CatalogAclToken {
@@ -97,14 +160,21 @@ impl CatalogAclToken {
             token: key("token"),
             accessor: key("accessorId"),
             previous: key(PREVIOUS),
+            previous_key: secret
+                .data
+                .as_ref()
+                .is_some_and(|d| d.contains_key(PREVIOUS)),
+            rv: secret.metadata.resource_version.clone(),
         })
     }
 
     /// Write the owned Secret (server-side apply of `data`). A key this kind stops writing
-    /// (`previousToken` after the logout) is removed with a merge patch: keys written through
-    /// `stringData` are not tracked by apply, so dropping them from an apply would not remove
-    /// them.
-    async fn write(&self, ctx: &Context, stored: &Stored) -> Result<()> {
+    /// (`previousToken` after the logout) is removed with a merge patch when the Secret as read
+    /// (`had`) still has it: keys written through `stringData` are not tracked by apply, so
+    /// dropping them from an apply would not remove them. Without the key, one write: each
+    /// write is a watch event that wakes this resource again.
+    /// Returns the Secret's resourceVersion after the last write.
+    async fn write(&self, ctx: &Context, stored: &Stored, had: &Stored) -> Result<Option<String>> {
         let ns = self.namespace().unwrap_or_default();
         let name = self.secret_name();
         let owner = self
@@ -140,21 +210,45 @@ impl CatalogAclToken {
         secret["apiVersion"] = json!("v1");
         secret["kind"] = json!("Secret");
         let api = Api::<Secret>::namespaced(ctx.client.clone(), &ns);
-        api.patch(
-            &name,
-            &PatchParams::apply("quartet/catalogacltoken").force(),
-            &Patch::Apply(&secret),
-        )
-        .await?;
-        if stored.previous.is_none() {
-            api.patch(
+        let mut written = api
+            .patch(
                 &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"data": {PREVIOUS: null}})),
+                &PatchParams::apply("quartet/catalogacltoken").force(),
+                &Patch::Apply(&secret),
             )
             .await?;
+        if stored.previous.is_none() && had.previous_key {
+            written = api
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": {PREVIOUS: null}})),
+                )
+                .await?;
         }
-        Ok(())
+        Ok(written.metadata.resource_version)
+    }
+
+    /// Whether the Secret holds the token this process's last login wrote, unchanged since,
+    /// that login was less than half a resync ago ([`ISSUED`]), and no reconcile-now request
+    /// waits (one asks for the check).
+    fn just_issued(&self, stored: &Stored, resync: Duration) -> bool {
+        let handled = self
+            .managed_status()
+            .and_then(|s| s.last_handled_reconcile_at.as_deref());
+        if crate::reconcile::gitops::reconcile_requested(self, handled) {
+            return false;
+        }
+        let uid = self.uid().unwrap_or_default();
+        let mut issued = issued();
+        let Some(i) = issued.get_mut(&uid) else {
+            return false;
+        };
+        if stored.rv.as_deref() == Some(i.rv.as_str()) && i.at.elapsed() < resync / 2 {
+            return true;
+        }
+        issued.remove(&uid);
+        false
     }
 
     /// A catalog client presenting the token in the owned Secret's `key`.
@@ -335,7 +429,11 @@ impl Operated for CatalogAclToken {
                 Err(e) => return Err(e.into()),
             }
             stored.previous = None;
-            self.write(ctx, &stored).await?;
+            let rv = self.write(ctx, &stored, &stored).await?;
+            if let (Some(i), Some(rv)) = (issued().get_mut(&self.uid().unwrap_or_default()), rv) {
+                // The same token, written again without the previous one.
+                i.rv = rv;
+            }
             let accessor = stored.accessor.clone().unwrap_or_default();
             return Ok(self.ready(&accessor, None, ctx.settings.resync).event(
                 false,
@@ -347,9 +445,12 @@ impl Operated for CatalogAclToken {
         let due = self.last_login().is_none_or(|t| {
             Utc::now() - t >= chrono::Duration::from_std(self.rotation()).unwrap_or_default()
         });
-        let current = match &stored.token {
-            Some(_) => self.accepted(ctx).await?,
-            None => None,
+        let current = match (&stored.token, &stored.accessor) {
+            (Some(_), Some(accessor)) if self.just_issued(&stored, ctx.settings.resync) => {
+                Some(accessor.clone())
+            }
+            (Some(_), _) => self.accepted(ctx).await?,
+            (None, _) => None,
         };
         if let (Some(accessor), false) = (&current, due) {
             return Ok(self.ready(accessor, None, ctx.settings.resync));
@@ -403,15 +504,23 @@ impl Operated for CatalogAclToken {
         } else {
             None
         };
-        self.write(
-            ctx,
-            &Stored {
-                token: Some(secret),
-                accessor: Some(accessor.clone()),
-                previous,
-            },
-        )
-        .await?;
+        let rv = self
+            .write(
+                ctx,
+                &Stored {
+                    token: Some(secret),
+                    accessor: Some(accessor.clone()),
+                    previous,
+                    previous_key: false,
+                    rv: None,
+                },
+                &stored,
+            )
+            .await?;
+        if let Some(rv) = rv {
+            let uid = self.uid().unwrap_or_default();
+            issued().insert(uid, rv, ctx.settings.resync);
+        }
         attempt.known();
         // A login whose answer was lost (or retried by the client) left a token nobody holds.
         let keep: Vec<&str> = [Some(accessor.as_str()), old_accessor.as_deref()]
@@ -445,6 +554,7 @@ impl Operated for CatalogAclToken {
     }
 
     async fn finish(&self, ctx: &Context, client: &CatalogClient) -> Result<()> {
+        issued().remove(&self.uid().unwrap_or_default());
         let stored = self.read(ctx).await?;
         for (key, value) in [("token", &stored.token), (PREVIOUS, &stored.previous)] {
             if value.is_none() {
@@ -458,5 +568,39 @@ impl Operated for CatalogAclToken {
         }
         self.delete_strays(client, &[]).await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logins_past_half_a_resync_are_pruned_as_the_map_grows_and_recent_ones_stay() {
+        let mut logins = Logins {
+            by_uid: None,
+            prune_at: 64,
+        };
+        // With a zero resync every login is at once past half of it.
+        for i in 0..63 {
+            logins.insert(format!("old-{i}"), "1".into(), Duration::ZERO);
+        }
+        assert_eq!(logins.by_uid.as_ref().map(HashMap::len), Some(63));
+        logins.insert("old-63".into(), "1".into(), Duration::ZERO);
+        assert_eq!(logins.by_uid.as_ref().map(HashMap::len), Some(0));
+        assert_eq!(logins.prune_at, 64);
+        // Recent logins stay, and the next pruning waits for twice what is left.
+        let hour = Duration::from_secs(3600);
+        for i in 0..100 {
+            logins.insert(format!("recent-{i}"), "2".into(), hour);
+        }
+        assert_eq!(logins.by_uid.as_ref().map(HashMap::len), Some(100));
+        assert_eq!(logins.prune_at, 128);
+        assert_eq!(
+            logins.get_mut("recent-7").map(|i| i.rv.clone()),
+            Some("2".into())
+        );
+        logins.remove("recent-7");
+        assert!(logins.get_mut("recent-7").is_none());
     }
 }
