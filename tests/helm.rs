@@ -659,6 +659,20 @@ fn helm_template_with_two_shards_renders_a_deployment_and_a_budget_per_shard_sha
         pdbs[1]["spec"]["selector"]["matchLabels"]["quartet.dev/shard"],
         "a"
     );
+    // With the ServiceMonitor, every series carries the shard of the pod it was scraped from.
+    let out = helm.ok(&[
+        "template",
+        "quartet",
+        &chart(),
+        "--set",
+        "shards={a,b},serviceMonitor.enabled=true",
+    ]);
+    let d = docs(&out);
+    let sm = find(&d, "ServiceMonitor").expect("ServiceMonitor");
+    assert_eq!(
+        sm["spec"]["podTargetLabels"],
+        serde_json::json!(["quartet.dev/shard"])
+    );
 
     // Without dividing the budget, no instance is told to.
     let out = helm.ok(&[
