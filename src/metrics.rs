@@ -67,7 +67,10 @@ pub struct Metrics {
     logins: Family<Labels, Counter>,
     kind_served: Family<Labels, Gauge>,
     resource_ready: Family<ResourceLabels, Gauge>,
-    leader: Gauge,
+    leader: Family<Labels, Gauge>,
+    /// The shard this instance serves ([`Metrics::shard_info`]), the `shard` label of
+    /// `quartet_leader`.
+    shard: std::sync::OnceLock<String>,
     budget_wait: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
     namespace_calls: Family<Labels, Counter>,
     connection_calls: Family<Labels, Counter>,
@@ -186,11 +189,12 @@ impl Default for Metrics {
              its status (the series goes when the resource is deleted)",
             resource_ready.clone(),
         );
-        let leader = Gauge::default();
+        let leader = Family::<Labels, Gauge>::default();
         registry.register(
             "leader",
             "1 while this replica runs the controllers (holds the leader Lease, or runs without \
-             leader election), else 0",
+             leader election), else 0; `shard` is the shard it serves (empty: the default \
+             instance), each shard electing its own leader",
             leader.clone(),
         );
         let budget_wait = Family::<Labels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
@@ -231,6 +235,7 @@ impl Default for Metrics {
             shard_info,
             resource_ready,
             leader,
+            shard: std::sync::OnceLock::new(),
             budget_wait,
             kind_served,
             logins,
@@ -417,7 +422,10 @@ impl Metrics {
 
     /// Whether this replica runs the controllers.
     pub fn set_leader(&self, leader: bool) {
-        self.leader.set(i64::from(leader));
+        let shard = self.shard.get().cloned().unwrap_or_default();
+        self.leader
+            .get_or_create(&vec![("shard", shard)])
+            .set(i64::from(leader));
     }
 
     /// A call of Connection `connection` (`namespace/name`) waited `waited` for its budget.
@@ -466,6 +474,7 @@ impl Metrics {
     /// Which resources this instance serves (`quartet_shard_info{shard, selector} 1`), so a
     /// dashboard can join any series of the instance with its shard.
     pub fn shard_info(&self, shard: &str, selector: &str) {
+        let _ = self.shard.set(shard.to_string());
         self.shard_info
             .get_or_create(&vec![
                 ("shard", shard.to_string()),

@@ -114,12 +114,15 @@ fn two_shards_and_the_default_instance_serve_only_their_own_resources_each_on_it
             "{lease}"
         );
     }
-    // Metrics carry the shard.
+    // Metrics carry the shard, the leader gauge too (an alert per shard needs it).
     let (_, text) = http_text(&format!("http://{}/metrics", a.metrics_addr()));
     assert!(
         text.contains(r#"quartet_shard_info{shard="a",selector="quartet.dev/shard=a"} 1"#),
         "{text}"
     );
+    assert!(text.contains(r#"quartet_leader{shard="a"} 1"#), "{text}");
+    let (_, text) = http_text(&format!("http://{}/metrics", default.metrics_addr()));
+    assert!(text.contains(r#"quartet_leader{shard=""} 1"#), "{text}");
 }
 
 #[test]
