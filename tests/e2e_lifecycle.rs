@@ -1,6 +1,7 @@
 //! Starting and stopping like a production process, with the built `quartet` binary on the dev
 //! API server: only some CRDs installed (the missing kinds are reported, a CRD installed later is
-//! served without a restart, a removed one stops its controller), SIGTERM ends the process within
+//! served without a restart, a removed one stops its controller; a kind without resources runs
+//! no controller until its first), SIGTERM ends the process within
 //! the bound in every state (figures printed), and a leader that stops hands its Lease to the
 //! standby at once (figure printed) without any write made twice.
 //!
@@ -185,6 +186,60 @@ fn missing_crds_are_reported_and_a_crd_installed_later_is_served_without_a_resta
 
     let log = stop_within_bound(op, "with missing CRDs");
     // Nothing was under way: every controller stopped by itself, none had to be cut.
+    assert!(!log.contains("unfinished reconciles are cut"), "{log}");
+}
+
+#[test]
+fn a_kind_runs_no_controller_until_its_first_resource_which_then_converges_at_once() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    let op = Operator::start(&sb, "30s");
+    let addr = op.metrics_addr();
+
+    // Every kind is served, none has a resource: ready, with no controller running.
+    wait_for("/readyz ready with no resource", WAIT, || {
+        (get_text(&format!("http://{addr}/readyz")).0 == 200).then_some(())
+    });
+    let log = op.log();
+    for kind in ["Connection", "SecretsPolicy", "Workspace", "TotpMethod"] {
+        assert!(
+            log.contains(&format!("no {kind} to serve yet")),
+            "{kind} waits for its first resource:\n{log}"
+        );
+    }
+    assert!(
+        !log.contains("controller started"),
+        "no controller without a resource:\n{log}"
+    );
+
+    // The first Connection and the first SecretsPolicy start their controllers, and the policy
+    // converges as at any start.
+    sb.connect_secrets(&sb.root_token.clone());
+    sb.apply_ok(&policy("first"));
+    wait_ready(&sb, "secretspolicy", "first");
+    wait_ready(&sb, "connection", "secrets");
+    let log = op.log();
+    for kind in ["Connection", "SecretsPolicy"] {
+        assert!(
+            log.contains(&format!("the first {kind} to serve is here")),
+            "{kind}'s controller started by its first resource:\n{log}"
+        );
+    }
+    assert!(log.contains("controller started kind=SecretsPolicy"), "{log}");
+    // A kind still without a resource still has none.
+    assert!(!log.contains("controller started kind=Workspace"), "{log}");
+
+    // The controller runs on once its resources are gone: a policy deleted and another
+    // created converge without a second start.
+    sb.kubectl_ok(&["delete", "secretspolicy", "first", "--timeout=30s"]);
+    sb.apply_ok(&policy("second"));
+    wait_ready(&sb, "secretspolicy", "second");
+    let log = stop_within_bound(op, "with idle kinds");
+    assert_eq!(
+        log.matches("controller started kind=SecretsPolicy").count(),
+        1,
+        "{log}"
+    );
     assert!(!log.contains("unfinished reconciles are cut"), "{log}");
 }
 

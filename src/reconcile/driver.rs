@@ -221,6 +221,13 @@ impl Lifetime {
         &self.stop
     }
 
+    /// Say that there is nothing to cache yet (the kind has no resource here): `/readyz` counts
+    /// the kind as synced, though no controller has listed ([`Lifetime::has_listed`] stays
+    /// false).
+    pub fn nothing_yet(&self) {
+        (self.synced)()
+    }
+
     /// Say that the controller's cache has its first complete list.
     pub fn synced(&self) {
         self.listed.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -8,7 +8,8 @@
 //! CRD is removed has its controller stopped. No controller is started for a kind the cluster
 //! does not serve: kube's Controller holds its work until its cache has had a first list, and
 //! its graceful shutdown waits for that work, so such a controller could never stop (the
-//! operator then ignored SIGTERM).
+//! operator then ignored SIGTERM). A served kind with no resource yet runs no controller either,
+//! only a watch of its resources' metadata, until the first appears ([`idle`]).
 //!
 //! Adding a kind is a file in `api/`, a file in `kinds/`, and one line in [`registry`].
 
@@ -19,7 +20,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::ListParams;
+use kube::api::{ApiResource, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -48,6 +49,7 @@ use crate::reconcile::references::run_operation_referencing;
 use crate::reconcile::related::run_operation_related;
 use crate::reconcile::tenancy::{concerns_dependents, Tenancy, Wake};
 use crate::reconcile::{Context, Settings};
+use crate::runtime::idle;
 use crate::runtime::server::Health;
 use k8s_openapi::api::core::v1::Namespace;
 
@@ -67,6 +69,8 @@ pub struct Registered {
     /// The plural resource name, e.g. `secretspolicies`.
     pub plural: String,
     crd: fn() -> CustomResourceDefinition,
+    /// The kind's resources, as the metadata watch of an idle kind reads them ([`idle`]).
+    resource: ApiResource,
     start: Start,
     /// Run once for the cluster, whatever namespaces are watched.
     cluster_scoped: bool,
@@ -81,6 +85,7 @@ impl Registered {
             group: K::group(&()).into(),
             plural: K::plural(&()).into(),
             crd: K::crd,
+            resource: ApiResource::erase::<K>(&()),
             start,
             cluster_scoped: false,
         }
@@ -310,7 +315,7 @@ pub async fn run(
                         scopes.clone()
                     };
                     let task = tasks.spawn(supervise(
-                        r.kind.clone(),
+                        r.resource.clone(),
                         r.start,
                         ctx.clone(),
                         kind_scopes,
@@ -394,9 +399,10 @@ fn announce(r: &Registered, served: bool, first: bool) {
 }
 
 /// Run one kind's controller until its stop, then give it `stop_within` to finish the
-/// reconciles under way and cut what is left. Returns the kind.
+/// reconciles under way and cut what is left. In each scope the controller starts with the
+/// kind's first resource there ([`idle`]). Returns the kind.
 async fn supervise(
-    kind: String,
+    resource: ApiResource,
     start: Start,
     ctx: Arc<Context>,
     scopes: Vec<Option<String>>,
@@ -404,6 +410,7 @@ async fn supervise(
     wait_for: Vec<watch::Receiver<bool>>,
     stop_within: Duration,
 ) -> String {
+    let kind = resource.kind.clone();
     let stop = life.token().clone();
     let watching = life.clone();
     let work = async {
@@ -439,7 +446,18 @@ async fn supervise(
                     }
                 })
             };
-            start(ctx.clone(), scope, part)
+            let (ctx, resource) = (ctx.clone(), &resource);
+            async move {
+                let waited = idle::Waited {
+                    resource,
+                    namespace: scope.as_deref(),
+                    config: ctx.settings.shard.watcher_config(),
+                };
+                let client = ctx.client.clone();
+                if idle::until_first(&client, waited, part.token(), || part.nothing_yet()).await {
+                    start(ctx, scope, part).await;
+                }
+            }
         }))
         .await;
         if !stop.is_cancelled() {

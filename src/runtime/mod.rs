@@ -2,6 +2,7 @@
 //! leader election, and the metrics and health server.
 
 pub mod controllers;
+pub mod idle;
 pub mod kube_client;
 pub mod leader;
 pub mod server;
