@@ -225,7 +225,10 @@ fn a_kind_runs_no_controller_until_its_first_resource_which_then_converges_at_on
             "{kind}'s controller started by its first resource:\n{log}"
         );
     }
-    assert!(log.contains("controller started kind=SecretsPolicy"), "{log}");
+    assert!(
+        log.contains("controller started kind=SecretsPolicy"),
+        "{log}"
+    );
     // A kind still without a resource still has none.
     assert!(!log.contains("controller started kind=Workspace"), "{log}");
 

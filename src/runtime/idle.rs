@@ -1,10 +1,11 @@
 //! A served kind with no resource in this instance's view runs no controller until its first
 //! resource appears.
 //!
-//! Every instance serves all 25 kinds, but a cluster, and a shard even more, uses a few of them.
-//! A kind's controller is its own instance of kube's controller, reflector and queues, and its
-//! code is resident once run: the idle kinds cost about 2 MiB of each process
-//! (benches/RESULTS.md, "What the idle kinds cost"), which every shard pays again. Until a kind
+//! An instance serves every kind whose CRD is installed, but a cluster, and a shard even more,
+//! uses a few of them. A kind's controller is its own instance of kube's controller, reflector
+//! and queues, and its code is resident once run: with a controller each, the 24 kinds an
+//! instance with one Connection did not use cost 2.5-3.3 MiB of its 22 (benches/RESULTS.md,
+//! "Idle kinds run no controller"), which every shard pays again. Until a kind
 //! has a resource, a watch of its resources' metadata stands in for the controller: it lists
 //! (one object at most) and watches with the controller's own label selector, and it is one
 //! piece of code for every kind (`PartialObjectMeta<DynamicObject>`), so the idle kinds' code is
