@@ -69,8 +69,9 @@ pub struct Registered {
     /// The plural resource name, e.g. `secretspolicies`.
     pub plural: String,
     crd: fn() -> CustomResourceDefinition,
-    /// The kind's resources, as the metadata watch of an idle kind reads them ([`idle`]).
-    resource: ApiResource,
+    /// The kind's resources for dynamic API calls: the metadata watch of an idle kind
+    /// ([`idle`]), `quartet plan`'s reads.
+    pub resource: ApiResource,
     start: Start,
     /// Run once for the cluster, whatever namespaces are watched.
     cluster_scoped: bool,

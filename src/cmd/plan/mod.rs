@@ -23,7 +23,7 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{reflector, watcher};
 use kube::{Api, Client, Config, Resource, ResourceExt};
@@ -476,19 +476,12 @@ async fn live_doc(client: &Client, resource: &str, ns: &str) -> Result<Value, Pl
                 || r.crd_name.eq_ignore_ascii_case(kind)
         })
         .ok_or_else(bad)?;
-    let ar = ApiResource {
-        group: r.group.clone(),
-        version: r.version.clone(),
-        api_version: format!("{}/{}", r.group, r.version),
-        kind: r.kind.clone(),
-        plural: r.plural.clone(),
-    };
-    let obj = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
+    let obj = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &r.resource)
         .get_opt(name)
         .await?
         .ok_or_else(|| PlanError::NotFound(format!("{} {ns}/{name}", r.kind)))?;
     Ok(serde_json::json!({
-        "apiVersion": ar.api_version,
+        "apiVersion": r.resource.api_version,
         "kind": r.kind,
         "metadata": {"name": name, "namespace": ns, "labels": obj.labels()},
         "spec": obj.data.get("spec").cloned().unwrap_or_default(),
@@ -783,14 +776,7 @@ pub async fn plan(
     }
     if let Some(selector) = prune_selector {
         for r in &registry {
-            let ar = ApiResource {
-                group: r.group.clone(),
-                version: r.version.clone(),
-                api_version: format!("{}/{}", r.group, r.version),
-                kind: r.kind.clone(),
-                plural: r.plural.clone(),
-            };
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &r.resource);
             let Ok(list) = api.list(&ListParams::default().labels(selector)).await else {
                 // A kind the cluster does not serve has nothing to prune.
                 continue;
