@@ -7,7 +7,9 @@ WORKDIR /src
 COPY . .
 # The commit `quartet --version` prints (the build context has no .git): `--build-arg QUARTET_GIT_COMMIT=$(git rev-parse --short HEAD)`.
 ARG QUARTET_GIT_COMMIT=unknown
-# `dist`: the release profile with fat LTO and one codegen unit (Cargo.toml says why).
+# `dist`: the release profile with fat LTO and one codegen unit (Cargo.toml says why), linked
+# with the code the operator runs first (.cargo/config.toml, link/README.md: bash, nm and the
+# toolchain's rust-lld, all in this image).
 RUN cargo build --profile dist --locked --no-default-features --target x86_64-unknown-linux-musl --bin quartet
 
 FROM scratch

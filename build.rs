@@ -1,6 +1,7 @@
 //! Build script: the git commit `quartet --version` prints (`QUARTET_GIT_COMMIT` at compile
-//! time). Taken from the environment when set (an image built from a source archive passes it),
-//! else from `git rev-parse --short HEAD`, else `unknown` (no git, or not a checkout).
+//! time), and a new link when the hot code list changes. The commit is taken from the
+//! environment when set (an image built from a source archive passes it), else from
+//! `git rev-parse --short HEAD`, else `unknown` (no git, or not a checkout).
 
 use std::path::Path;
 use std::process::Command;
@@ -16,6 +17,10 @@ fn git(args: &[&str]) -> Option<String> {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=QUARTET_GIT_COMMIT");
+    // The `dist` binary is linked with these functions first (link/README.md): a new list must
+    // link the binary again, which only a build of this package does.
+    println!("cargo:rerun-if-changed=link/hot-functions.txt");
+    println!("cargo:rerun-if-changed=link/hot-code-first");
     // Rebuild when HEAD moves: HEAD itself (a checkout of another branch), and the ref it points
     // to (a commit). In a worktree both live under paths `git rev-parse --git-path` resolves. A
     // path that does not exist would make cargo rerun this script on every build: leave it out.

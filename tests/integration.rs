@@ -33,6 +33,7 @@ mod e2e_transform;
 mod e2e_workspace;
 mod framework;
 mod helm;
+mod hot_code;
 mod layout;
 mod observability;
 mod rbac;
