@@ -40,8 +40,12 @@ fn functions(binary: &Path) -> Vec<(u64, String)> {
 }
 
 /// Links `main` and three functions, each in its own section (as rustc emits them), through the
-/// wrapper with a list naming two of them and one name no object has.
-fn link_through_wrapper(dir: &Path, out: &Path) -> std::process::Output {
+/// wrapper with a list naming two of them and one name no object has, to
+/// `<tmp>/target/<profile>/deps/quartet-0123`.
+fn link_through_wrapper(profile: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let out = dir.join(format!("target/{profile}/deps/quartet-0123"));
     let src = dir.join("f.c");
     std::fs::write(
         &src,
@@ -62,26 +66,18 @@ fn link_through_wrapper(dir: &Path, out: &Path) -> std::process::Output {
     let sysroot = run(Command::new("rustc").args(["--print", "sysroot"]));
     let rustlib = Path::new(sysroot.trim()).join("lib/rustlib/x86_64-unknown-linux-gnu/lib");
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    Command::new(wrapper())
+    run(Command::new(wrapper())
         .env("QUARTET_HOT_FUNCTIONS", &list)
         .arg(format!("-L{}", rustlib.display()))
         .arg(&obj)
         .arg("-o")
-        .arg(out)
-        .output()
-        .expect("the wrapper starts")
+        .arg(&out));
+    (tmp, out)
 }
 
 #[test]
 fn the_linker_puts_the_listed_functions_of_the_dist_binary_first_in_the_lists_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("target/dist/deps/quartet-0123");
-    let linked = link_through_wrapper(dir.path(), &out);
-    assert!(
-        linked.status.success(),
-        "the wrapper failed: {}",
-        String::from_utf8_lossy(&linked.stderr)
-    );
+    let (_tmp, out) = link_through_wrapper("dist");
 
     let mut by_address = functions(&out);
     by_address.sort();
@@ -116,14 +112,7 @@ fn the_linker_puts_the_listed_functions_of_the_dist_binary_first_in_the_lists_or
 
 #[test]
 fn every_other_link_is_left_as_cc_makes_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("target/release/deps/quartet-0123");
-    let linked = link_through_wrapper(dir.path(), &out);
-    assert!(
-        linked.status.success(),
-        "{}",
-        String::from_utf8_lossy(&linked.stderr)
-    );
+    let (_tmp, out) = link_through_wrapper("release");
     assert!(
         !Path::new(&format!("{}.hot-code", out.display())).exists(),
         "a release link is not ordered"
