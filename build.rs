@@ -20,6 +20,7 @@ fn main() {
     // The `dist` binary is linked with these functions first (link/README.md): a new list must
     // link the binary again, which only a build of this package does.
     println!("cargo:rerun-if-changed=link/hot-functions.txt");
+    println!("cargo:rerun-if-changed=link/hot-functions-musl.txt");
     println!("cargo:rerun-if-changed=link/hot-code-first");
     // Rebuild when HEAD moves: HEAD itself (a checkout of another branch), and the ref it points
     // to (a commit). In a worktree both live under paths `git rev-parse --git-path` resolves. A

@@ -48,9 +48,15 @@ fn has_packed_relocations(binary: &Path) -> bool {
 /// wrapper with a list naming two of them and one name no object has, to
 /// `<tmp>/target/<profile>/deps/quartet-0123`.
 fn link_through_wrapper(profile: &str) -> (tempfile::TempDir, PathBuf) {
+    link_to(profile, true)
+}
+
+/// The same link to `<tmp>/target/<under>/deps/quartet-0123`; without `test_list`, with the
+/// list the wrapper picks itself.
+fn link_to(under: &str, test_list: bool) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let out = dir.join(format!("target/{profile}/deps/quartet-0123"));
+    let out = dir.join(format!("target/{under}/deps/quartet-0123"));
     let src = dir.join("f.c");
     std::fs::write(
         &src,
@@ -71,8 +77,13 @@ fn link_through_wrapper(profile: &str) -> (tempfile::TempDir, PathBuf) {
     let sysroot = run(Command::new("rustc").args(["--print", "sysroot"]));
     let rustlib = Path::new(sysroot.trim()).join("lib/rustlib/x86_64-unknown-linux-gnu/lib");
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    run(Command::new(wrapper())
-        .env("QUARTET_HOT_FUNCTIONS", &list)
+    let mut link = Command::new(wrapper());
+    if test_list {
+        link.env("QUARTET_HOT_FUNCTIONS", &list);
+    } else {
+        link.env_remove("QUARTET_HOT_FUNCTIONS");
+    }
+    run(link
         .arg(format!("-L{}", rustlib.display()))
         .arg(&obj)
         .arg("-o")
@@ -120,6 +131,28 @@ fn the_linker_puts_the_listed_functions_of_the_dist_binary_first_in_the_lists_or
     assert_eq!(status.code(), Some(0));
 }
 
+/// The image's static musl binary has a list of its own, trained on it (it runs musl's own
+/// functions, which a glibc binary leaves to the shared C library): the wrapper takes it for a
+/// `dist` binary under `target/x86_64-unknown-linux-musl/` and the glibc list for the others.
+#[test]
+fn a_musl_dist_binary_is_ordered_by_the_list_trained_on_musl() {
+    for (under, list) in [
+        ("x86_64-unknown-linux-musl/dist", "hot-functions-musl.txt"),
+        ("dist", "hot-functions.txt"),
+    ] {
+        let names = std::fs::read_to_string(repo_root().join("link").join(list)).unwrap();
+        let listed: HashSet<&str> = names.lines().filter(|l| !l.is_empty()).collect();
+        let (_tmp, out) = link_to(under, false);
+        let report = std::fs::read_to_string(format!("{}.hot-code", out.display())).unwrap();
+        assert!(
+            report
+                .trim()
+                .ends_with(&format!(" of {} listed functions found", listed.len())),
+            "a binary under target/{under}/ is ordered by link/{list}: {report}"
+        );
+    }
+}
+
 #[test]
 fn every_other_link_is_left_as_cc_makes_it() {
     let (_tmp, out) = link_through_wrapper("release");
@@ -138,20 +171,14 @@ fn every_other_link_is_left_as_cc_makes_it() {
     );
 }
 
-/// The list is a training run's (link/train): when the code changes, some of its names go. The
+/// The lists are training runs' (link/train): when the code changes, some of their names go. The
 /// test binary is a debug build, which has every function the `dist` build has (no function is
 /// inlined away), under the same v0 names. A list that has lost more than a tenth of its names
-/// leaves that much of the code the operator runs among the cold code: renew it.
+/// leaves that much of the code the operator runs among the cold code: renew it. The musl list
+/// is checked by its Rust functions (a `::` in the name): musl's own C functions are in no glibc
+/// build.
 #[test]
-fn the_hot_code_list_still_names_the_functions_the_build_has() {
-    let list = std::fs::read_to_string(repo_root().join("link/hot-functions.txt")).unwrap();
-    let listed: Vec<&str> = list.lines().filter(|l| !l.is_empty()).collect();
-    assert!(
-        listed.len() > 1000,
-        "the list holds what a training run found: {}",
-        listed.len()
-    );
-
+fn the_hot_code_lists_still_name_the_functions_the_build_has() {
     // v0 names start with `_R` and spell the crate as `7quartet`; the standard library's are
     // v0 whatever the flags, so only this crate's functions tell.
     let names = run(Command::new("nm").args(["-p", "--defined-only"]).arg(BIN));
@@ -166,15 +193,31 @@ fn the_hot_code_list_still_names_the_functions_the_build_has() {
         .into_iter()
         .map(|(_, n)| n)
         .collect();
-    let missing: Vec<&&str> = listed.iter().filter(|n| !have.contains(**n)).collect();
-    let share = missing.len() as f64 / listed.len() as f64;
-    assert!(
-        share <= 0.10,
-        "{} of the {} functions link/hot-functions.txt lists are gone from the build ({:.0} %), \
-         for example {:?}: renew the list with link/train (link/README.md)",
-        missing.len(),
-        listed.len(),
-        share * 100.0,
-        &missing[..missing.len().min(5)]
-    );
+
+    for (file, rust_only) in [
+        ("hot-functions.txt", false),
+        ("hot-functions-musl.txt", true),
+    ] {
+        let list = std::fs::read_to_string(repo_root().join("link").join(file)).unwrap();
+        let listed: Vec<&str> = list
+            .lines()
+            .filter(|l| !l.is_empty() && (!rust_only || l.contains("::")))
+            .collect();
+        assert!(
+            listed.len() > 1000,
+            "link/{file} holds what a training run found: {}",
+            listed.len()
+        );
+        let missing: Vec<&&str> = listed.iter().filter(|n| !have.contains(**n)).collect();
+        let share = missing.len() as f64 / listed.len() as f64;
+        assert!(
+            share <= 0.10,
+            "{} of the {} functions link/{file} lists are gone from the build ({:.0} %), \
+             for example {:?}: renew the list with link/train (link/README.md)",
+            missing.len(),
+            listed.len(),
+            share * 100.0,
+            &missing[..missing.len().min(5)]
+        );
+    }
 }
