@@ -152,10 +152,12 @@ pub trait Reconciled: Managed {
 /// The kind-specific fields of `obj`'s current status (everything but [`ManagedStatus::KEYS`]),
 /// so a pass that does not read them again (an error, a create) writes them back unchanged.
 pub fn kind_status_fields<K: Serialize>(obj: &K) -> serde_json::Map<String, Value> {
-    let Ok(v) = serde_json::to_value(obj) else {
-        return serde_json::Map::new();
-    };
-    match v.get("status").and_then(Value::as_object) {
+    status_fields(&serde_json::to_value(obj).unwrap_or_default())
+}
+
+/// [`kind_status_fields`] of the object whose JSON form is `obj`.
+pub(crate) fn status_fields(obj: &Value) -> serde_json::Map<String, Value> {
+    match obj.get("status").and_then(Value::as_object) {
         Some(st) => st
             .iter()
             .filter(|(k, _)| !ManagedStatus::KEYS.contains(&k.as_str()))
@@ -405,6 +407,14 @@ pub(crate) fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
 
 #[tracing::instrument(skip_all, fields(kind = %K::kind(&()), namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any()))]
 async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
+    // Our own write's copy: the resync the writing pass asked for stays as it is. A copy whose
+    // pending create is not settled is never taken for one (`pending_free`).
+    let own = obj.managed_status().is_none_or(pending_free::<K>);
+    if let Some(action) = pass::needless(obj.as_ref(), &ctx, own, |key| {
+        ctx.keep_resync(key, jitter(ctx.settings.resync))
+    }) {
+        return Ok(action);
+    }
     // The spec is the one already applied: a write now restores what changed outside.
     pass::run(
         obj,
@@ -499,17 +509,8 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     if intent.requested_at.is_some() {
         status.last_handled_reconcile_at = intent.requested_at.clone();
     }
-    if let Some(wait) = ctx.stale_copy(&key, obj.resource_version().as_deref()) {
-        // A copy older than our last status write (a wake or a requeue dispatched it before
-        // the write's watch event came): deciding from it would undo what that pass recorded
-        // (a write-only value's hash, `Ready` at this generation, a new remote id). A wake
-        // stays marked for the pass over the current copy.
-        return Ok(Action::requeue(wait));
-    }
-    if pending_free::<K>(&before) && ctx.take_fresh(&key, obj.resource_version().as_deref(), asked)
-    {
-        return Ok(ctx.keep_resync(&key, jitter(ctx.settings.resync)));
-    }
+    // A copy older than our last status write, and that write's own copy, never come here
+    // (`reconcile` answers them with `pass::needless`).
     if pending_free::<K>(&before)
         && ctx.is_resync(&key, obj.resource_version().as_deref())
         && !resync_slot::<K>(obj.as_ref(), ctx).await

@@ -63,10 +63,12 @@ impl Intent {
     /// Read from the resource's `spec.suspend`, `spec.driftPolicy` and annotations. Generic over
     /// every kind through its JSON form (the fields are flattened into each kind's spec).
     pub fn of<K: Serialize + Resource>(obj: &K, handled: Option<&str>) -> Intent {
-        let spec = serde_json::to_value(obj)
-            .ok()
-            .and_then(|v| v.get("spec").cloned())
-            .unwrap_or(Value::Null);
+        Self::read(obj, &serde_json::to_value(obj).unwrap_or_default(), handled)
+    }
+
+    /// [`Intent::of`] `obj`, whose JSON form is `json`.
+    pub fn read<K: Resource>(obj: &K, json: &Value, handled: Option<&str>) -> Intent {
+        let spec = json.get("spec").unwrap_or(&Value::Null);
         let annotations = obj.meta().annotations.as_ref();
         let get = |k: &str| annotations.and_then(|a| a.get(k)).cloned();
         let (ours, flux) = (get(REQUESTED_AT), get(FLUX_REQUESTED_AT));

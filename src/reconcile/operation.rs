@@ -191,6 +191,21 @@ pub async fn run_operation<K: Operated>(
 /// controllers).
 #[tracing::instrument(skip_all, fields(kind = %K::kind(&()), namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any()))]
 pub(crate) async fn reconcile<K: Operated>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
+    // Each step decides from the status the previous one wrote: never from an older copy (see
+    // `pass::needless`). The watch event of our own status write keeps the next run the step
+    // asked for (a resync stays with the sweep; a step asked for soon goes back to kube's
+    // scheduler, whose timer this event's pass took).
+    if let Some(action) = pass::needless(obj.as_ref(), &ctx, true, |key| {
+        if ctx.has_resync(key) {
+            return Action::await_change();
+        }
+        match ctx.next_step_in(key) {
+            Some(wait) => Action::requeue(wait),
+            None => ctx.resync_after(key, jitter(ctx.settings.resync)),
+        }
+    }) {
+        return Ok(action);
+    }
     pass::run(
         obj,
         &ctx,
@@ -219,23 +234,6 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     }
     if intent.requested_at.is_some() {
         status.last_handled_reconcile_at = intent.requested_at.clone();
-    }
-    if let Some(wait) = ctx.stale_copy(&key, obj.resource_version().as_deref()) {
-        // Each step decides from the status the previous one wrote: never from an older copy
-        // (the driver's twin says why).
-        return Ok(Action::requeue(wait));
-    }
-    if ctx.take_fresh(&key, obj.resource_version().as_deref(), asked) {
-        // The watch event of our own status write: keep the next run the step asked for (a
-        // resync stays with the sweep; a step asked for soon goes back to kube's scheduler,
-        // whose timer this event's pass took).
-        if ctx.has_resync(&key) {
-            return Ok(Action::await_change());
-        }
-        return Ok(match ctx.next_step_in(&key) {
-            Some(wait) => Action::requeue(wait),
-            None => ctx.resync_after(&key, jitter(ctx.settings.resync)),
-        });
     }
     // A wake is answered by this pass (the observe/diff shape takes it in its resync check).
     ctx.take_urgent(&key);
