@@ -218,6 +218,21 @@ impl Context {
         self.events.recorder()
     }
 
+    /// A context for unit tests whose client is never called (nothing listens at its address).
+    /// Needs a Tokio runtime: the client's buffer starts a task.
+    #[cfg(test)]
+    pub(crate) fn offline() -> Arc<Context> {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        let (store, _writer) = kube::runtime::reflector::store();
+        Arc::new(Context::new(
+            client,
+            Settings::default(),
+            Arc::new(crate::metrics::Metrics::default()),
+            store,
+        ))
+    }
+
     /// A context reading Connections from one cache, `connections`, with empty tenancy caches
     /// (see [`Context::with_tenancy`]).
     pub fn new(

@@ -19,7 +19,6 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
@@ -151,11 +150,7 @@ pub trait Reconciled: Managed {
 
 /// The kind-specific fields of `obj`'s current status (everything but [`ManagedStatus::KEYS`]),
 /// so a pass that does not read them again (an error, a create) writes them back unchanged.
-pub fn kind_status_fields<K: Serialize>(obj: &K) -> serde_json::Map<String, Value> {
-    status_fields(&serde_json::to_value(obj).unwrap_or_default())
-}
-
-/// [`kind_status_fields`] of the object whose JSON form is `obj`.
+/// `obj` is the object's JSON form (a pass makes it once for this and [`gitops::Intent::read`]).
 pub(crate) fn status_fields(obj: &Value) -> serde_json::Map<String, Value> {
     match obj.get("status").and_then(Value::as_object) {
         Some(st) => st
@@ -1188,6 +1183,6 @@ mod tests {
             "status": {"remoteId": "p", "observedGeneration": 1}
         }))
         .unwrap();
-        assert!(kind_status_fields(&obj).is_empty());
+        assert!(status_fields(&serde_json::to_value(&obj).unwrap()).is_empty());
     }
 }

@@ -247,18 +247,6 @@ mod tests {
     use super::*;
     use crate::api::SecretsPolicy;
 
-    fn context() -> Context {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
-        let client = kube::Client::try_from(config).expect("client");
-        let (store, _writer) = kube::runtime::reflector::store();
-        Context::new(
-            client,
-            super::super::Settings::default(),
-            Arc::new(crate::metrics::Metrics::default()),
-            store,
-        )
-    }
-
     fn policy(resource_version: &str, deleting: bool) -> SecretsPolicy {
         let mut meta = json!({"name": "p", "namespace": "default", "generation": 1,
             "resourceVersion": resource_version});
@@ -292,7 +280,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_copy_of_our_own_status_write_is_answered_without_a_pass_and_counted_as_one() {
-        let ctx = context();
+        let ctx = Context::offline();
         let copy = policy("42", false);
         let key = object_key(&copy);
         assert_eq!(needless(&copy, &ctx, true, echo), None, "no write yet");
@@ -314,7 +302,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_copy_older_than_our_last_write_waits_unless_it_is_being_deleted() {
-        let ctx = context();
+        let ctx = Context::offline();
         let key = object_key(&policy("41", false));
         ctx.set_written(&key, "42");
         let waited = needless(&policy("41", false), &ctx, true, |_| {

@@ -103,26 +103,13 @@ mod tests {
         assert!(object_ref::<SecretsPolicy>("SecretsPolicy", "IdpUser/a/b").is_none());
     }
 
-    /// A context whose client is never called (nothing listens at its address).
-    fn context() -> Arc<Context> {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
-        let client = kube::Client::try_from(config).expect("client");
-        let (store, _writer) = kube::runtime::reflector::store();
-        Arc::new(Context::new(
-            client,
-            crate::reconcile::Settings::default(),
-            Arc::new(crate::metrics::Metrics::default()),
-            store,
-        ))
-    }
-
     fn drain(rx: &mut mpsc::UnboundedReceiver<String>) -> Vec<String> {
         std::iter::from_fn(|| rx.try_recv().ok()).collect()
     }
 
     #[tokio::test]
     async fn a_due_resync_goes_once_to_the_controller_of_its_namespace_else_of_all() {
-        let ctx = context();
+        let ctx = Context::offline();
         let mut team_a = ctx.resyncs_of("SecretsPolicy", Some("team-a"));
         let mut all = ctx.resyncs_of("SecretsPolicy", None);
         let mut users = ctx.resyncs_of("IdpUser", None);
@@ -143,7 +130,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_own_status_echo_keeps_the_resync_a_new_pass_moves_it_and_a_failure_drops_it() {
-        let ctx = context();
+        let ctx = Context::offline();
         let mut rx = ctx.resyncs_of("SecretsPolicy", None);
         let key = "SecretsPolicy/default/p";
         let due_at = |after: u64| Instant::now() + Duration::from_secs(after);
@@ -165,7 +152,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_forgotten_object_keeps_nothing_and_its_resync_is_not_sent() {
-        let ctx = context();
+        let ctx = Context::offline();
         let mut rx = ctx.resyncs_of("SecretsPolicy", None);
         let key = "SecretsPolicy/default/gone";
         ctx.settle(key, Some("41".into()));
@@ -181,7 +168,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_wake_during_a_pass_lets_its_own_writes_copy_through_once() {
-        let ctx = context();
+        let ctx = Context::offline();
         let key = "SecretsPolicy/default/woken";
         // A pass is under way (it began before the wake) when its Connection changes.
         ctx.wake(key.to_string());
