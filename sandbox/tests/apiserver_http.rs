@@ -944,6 +944,64 @@ async fn partial_object_metadata_is_returned_when_asked_for() {
 }
 
 #[tokio::test]
+async fn a_write_asked_for_metadata_only_is_answered_with_the_metadata_of_what_it_wrote() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let metadata_only = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let (code, created) = h
+        .send(
+            h.req(reqwest::Method::POST, WIDGETS)
+                .header("accept", metadata_only)
+                .json(&widget("w1")),
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["kind"], "PartialObjectMetadata");
+    assert_eq!(created["metadata"]["name"], "w1");
+    assert!(created.get("spec").is_none(), "{created}");
+    let status = json!({"apiVersion": "test.quartet.dev/v1alpha1", "kind": "Widget", "status": {"observedGeneration": 1}});
+    let (code, v) = h
+        .send(
+            h.req(
+                reqwest::Method::PATCH,
+                &format!("{WIDGETS}/w1/status?fieldManager=op&force=true"),
+            )
+            .header("content-type", APPLY)
+            .header("accept", metadata_only)
+            .body(status.to_string()),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        v["apiVersion"], "meta.k8s.io/v1",
+        "a PartialObjectMetadata: {v}"
+    );
+    assert!(v.get("status").is_none() && v.get("spec").is_none(), "{v}");
+    assert_ne!(
+        v["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"],
+        "the answer is of the object as written"
+    );
+    // The write happened, whatever the answer's shape.
+    let (_, full) = h.get(&format!("{WIDGETS}/w1")).await;
+    assert_eq!(full["status"]["observedGeneration"], 1);
+    assert_eq!(
+        full["metadata"]["resourceVersion"],
+        v["metadata"]["resourceVersion"]
+    );
+    // Refused writes are still answered with a Status.
+    let (code, v) = h
+        .send(
+            h.req(reqwest::Method::POST, WIDGETS)
+                .header("accept", metadata_only)
+                .json(&widget("w1")),
+        )
+        .await;
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(v["kind"], "Status");
+}
+
+#[tokio::test]
 async fn watch_with_label_selector_sees_objects_enter_and_leave() {
     let s = server().await;
     let h = Http::new(&s);

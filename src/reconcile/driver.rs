@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -963,6 +964,12 @@ pub async fn write_status<K: Managed>(
     Ok(rv)
 }
 
+/// What a write asks back when all it needs is the new resourceVersion: the metadata alone.
+/// kube-apiserver transforms the answer of every verb (`transformResponseObject`), so a write
+/// answered this way is a write like any other, without the object (its spec, the status just
+/// sent) encoded, sent and decoded for nothing.
+const METADATA_ONLY: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
 /// Server-side apply of `status` with this kind's field manager; returns the new resourceVersion.
 pub async fn patch_status<K>(obj: &K, ctx: &Context, status: Value) -> Result<Option<String>>
 where
@@ -971,17 +978,23 @@ where
         + Debug
         + DeserializeOwned,
 {
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let ns = obj.namespace().unwrap_or_default();
     let patch =
         json!({ "apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": status });
-    let updated = api
-        .patch_status(
+    let mut request = kube::core::Request::new(K::url_path(&(), Some(&ns)))
+        .patch_subresource(
+            "status",
             &obj.name_any(),
             &PatchParams::apply(&field_manager::<K>()).force(),
             &Patch::Apply(&patch),
         )
-        .await?;
-    Ok(updated.resource_version())
+        .map_err(kube::Error::BuildRequest)?;
+    request.headers_mut().insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static(METADATA_ONLY),
+    );
+    let updated: PartialObjectMeta<K> = ctx.client.request(request).await?;
+    Ok(updated.metadata.resource_version)
 }
 
 /// Publish an Event; failures to record are logged, never fatal. A `Normal` Event published

@@ -613,13 +613,13 @@ fn resource(
             let obj = parse_body(body)?;
             let o = ops::create(&mut st, &ctx, obj, false)?;
             gc::sweep(&mut st);
-            Ok(outcome(o))
+            Ok(outcome(rendered(o, &as_, render_one)))
         }
         ("PUT", Some(name)) => {
             let obj = parse_body(body)?;
             let o = ops::update(&mut st, &ctx, name, obj)?;
             gc::sweep(&mut st);
-            Ok(outcome(o))
+            Ok(outcome(rendered(o, &as_, render_one)))
         }
         ("PATCH", Some(name)) => {
             let ct = headers
@@ -642,7 +642,7 @@ fn resource(
             }
             let o = ops::patch(&mut st, &ctx, name, ptype, body)?;
             gc::sweep(&mut st);
-            Ok(outcome(o))
+            Ok(outcome(rendered(o, &as_, render_one)))
         }
         ("DELETE", Some(name)) => {
             if ctx.sub.is_some() {
@@ -697,6 +697,17 @@ fn resource(
         _ => Err(ApiError::method_not_allowed()),
     };
     out
+}
+
+/// A write's answer in the representation asked for. kube-apiserver transforms what every verb
+/// returns (`transformResponseObject`), not only reads: a write asked with
+/// `as=PartialObjectMetadata` is answered with the metadata of what it wrote (kube's
+/// `patch_metadata`, the operator's status writes).
+fn rendered(mut o: Outcome, as_: &As, render: impl Fn(&Value) -> Value) -> Outcome {
+    if *as_ != As::Object && o.obj["kind"] != "Status" {
+        o.obj = render(&o.obj);
+    }
+    o
 }
 
 fn partial(o: &Value) -> Value {
