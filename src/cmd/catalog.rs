@@ -325,7 +325,7 @@ async fn write_secret(
         }
     });
     kube::Api::<Secret>::namespaced(client, ns)
-        .patch(
+        .patch_metadata(
             name,
             &PatchParams::apply("quartet-catalog-login").force(),
             &Patch::Apply(&secret),

@@ -1069,7 +1069,7 @@ impl Context {
         });
         let manager = format!("quartet/{}", K::kind(&()).to_lowercase());
         Api::<Secret>::namespaced(self.client.clone(), &ns)
-            .patch(
+            .patch_metadata(
                 name,
                 &PatchParams::apply(&manager).force(),
                 &Patch::Apply(&secret),

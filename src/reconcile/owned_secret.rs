@@ -41,8 +41,9 @@ where
         "data": data,
     });
     let manager = format!("quartet/{}", K::kind(&()).to_lowercase());
+    // Only the metadata comes back: the whole answer would carry the values just written.
     Api::<Secret>::namespaced(ctx.client.clone(), &ns)
-        .patch(
+        .patch_metadata(
             name,
             &PatchParams::apply(&manager).force(),
             &Patch::Apply(&secret),

@@ -182,7 +182,7 @@ impl CatalogAclBootstrap {
             "type": "Opaque", "stringData": data,
         });
         Api::<Secret>::namespaced(ctx.client.clone(), &ns)
-            .patch(
+            .patch_metadata(
                 &name,
                 &PatchParams::apply("quartet/catalogaclbootstrap").force(),
                 &Patch::Apply(&secret),

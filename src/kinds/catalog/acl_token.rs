@@ -211,7 +211,7 @@ impl CatalogAclToken {
         secret["kind"] = json!("Secret");
         let api = Api::<Secret>::namespaced(ctx.client.clone(), &ns);
         let mut written = api
-            .patch(
+            .patch_metadata(
                 &name,
                 &PatchParams::apply("quartet/catalogacltoken").force(),
                 &Patch::Apply(&secret),
@@ -219,7 +219,7 @@ impl CatalogAclToken {
             .await?;
         if stored.previous.is_none() && had.previous_key {
             written = api
-                .patch(
+                .patch_metadata(
                     &name,
                     &PatchParams::default(),
                     &Patch::Merge(json!({"data": {PREVIOUS: null}})),

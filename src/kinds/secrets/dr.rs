@@ -258,7 +258,7 @@ impl DrReplication {
             "data": data,
         });
         Api::<Secret>::namespaced(ctx.client.clone(), &ns)
-            .patch(
+            .patch_metadata(
                 &self.ceremony_secret(),
                 &kube::api::PatchParams::apply("quartet/drreplication").force(),
                 &kube::api::Patch::Apply(&secret),

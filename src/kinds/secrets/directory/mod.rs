@@ -101,7 +101,7 @@ pub async fn apply_secret<K: Resource<DynamicType = ()>>(
     });
     let manager = format!("quartet/{}", K::kind(&()).to_lowercase());
     Api::<Secret>::namespaced(client.clone(), &ns)
-        .patch(
+        .patch_metadata(
             name,
             &PatchParams::apply(&manager).force(),
             &Patch::Apply(&secret),
