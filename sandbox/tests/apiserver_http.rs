@@ -949,13 +949,14 @@ async fn a_write_asked_for_metadata_only_is_answered_with_the_metadata_of_what_i
     let h = Http::new(&s);
     h.install_widget_crd().await;
     let metadata_only = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
-    let (code, created) = h
-        .send(
+    let create_w1 = || {
+        h.send(
             h.req(reqwest::Method::POST, WIDGETS)
                 .header("accept", metadata_only)
                 .json(&widget("w1")),
         )
-        .await;
+    };
+    let (code, created) = create_w1().await;
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["kind"], "PartialObjectMetadata");
     assert_eq!(created["metadata"]["name"], "w1");
@@ -990,13 +991,7 @@ async fn a_write_asked_for_metadata_only_is_answered_with_the_metadata_of_what_i
         v["metadata"]["resourceVersion"]
     );
     // Refused writes are still answered with a Status.
-    let (code, v) = h
-        .send(
-            h.req(reqwest::Method::POST, WIDGETS)
-                .header("accept", metadata_only)
-                .json(&widget("w1")),
-        )
-        .await;
+    let (code, v) = create_w1().await;
     assert_eq!(code, 409, "{v}");
     assert_eq!(v["kind"], "Status");
 }

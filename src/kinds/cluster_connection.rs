@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -18,7 +17,7 @@ use serde_json::json;
 use crate::api::ClusterConnection;
 use crate::api::ConnectionStatus;
 use crate::reconcile::conditions::{self, READY};
-use crate::reconcile::driver::{field_manager, object_key, Lifetime};
+use crate::reconcile::driver::{apply_status, object_key, Lifetime};
 use crate::reconcile::gitops;
 use crate::reconcile::tenancy::as_connection;
 use crate::reconcile::{Context, Error, Result};
@@ -87,17 +86,7 @@ async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Acti
 /// Server-side apply of a ClusterConnection's status (cluster-scoped: no namespace),
 /// remembering its resourceVersion so that a pass over an older copy is recognised.
 async fn write_status(ctx: &Context, name: &str, status: &ConnectionStatus) -> Result<()> {
-    let patch = json!({
-        "apiVersion": "quartet.dev/v1alpha1",
-        "kind": "ClusterConnection",
-        "status": status,
-    });
-    let updated = Api::<ClusterConnection>::all(ctx.client.clone())
-        .patch_status(
-            name,
-            &PatchParams::apply(&field_manager::<ClusterConnection>()).force(),
-            &Patch::Apply(&patch),
-        )
+    let updated = apply_status::<ClusterConnection>(&ctx.client, None, name, json!(status))
         .await
         .map_err(Error::kube_for::<ClusterConnection>)?;
     if let Some(rv) = updated.resource_version() {

@@ -979,12 +979,24 @@ where
         + DeserializeOwned,
 {
     let ns = obj.namespace().unwrap_or_default();
+    let updated = apply_status::<K>(&ctx.client, Some(&ns), &obj.name_any(), status).await?;
+    Ok(updated.metadata.resource_version)
+}
+
+/// Server-side apply of `status` to the `K` named `name` (in `namespace`, `None` for a
+/// cluster-scoped kind) with the kind's field manager, answered with the metadata only.
+pub(crate) async fn apply_status<K: Resource<DynamicType = ()>>(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    name: &str,
+    status: Value,
+) -> std::result::Result<PartialObjectMeta<K>, kube::Error> {
     let patch =
         json!({ "apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": status });
-    let mut request = kube::core::Request::new(K::url_path(&(), Some(&ns)))
+    let mut request = kube::core::Request::new(K::url_path(&(), namespace))
         .patch_subresource(
             "status",
-            &obj.name_any(),
+            name,
             &PatchParams::apply(&field_manager::<K>()).force(),
             &Patch::Apply(&patch),
         )
@@ -993,8 +1005,7 @@ where
         http::header::ACCEPT,
         http::HeaderValue::from_static(METADATA_ONLY),
     );
-    let updated: PartialObjectMeta<K> = ctx.client.request(request).await?;
-    Ok(updated.metadata.resource_version)
+    client.request(request).await
 }
 
 /// Publish an Event; failures to record are logged, never fatal. A `Normal` Event published
@@ -1136,6 +1147,59 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
 mod tests {
     use super::*;
     use crate::api::SecretsPolicy;
+
+    #[tokio::test]
+    async fn a_status_write_applies_the_status_and_asks_for_the_metadata_only() {
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let service = {
+            let seen = seen.clone();
+            tower::service_fn(move |req: http::Request<kube::client::Body>| {
+                let seen = seen.clone();
+                async move {
+                    let (parts, body) = req.into_parts();
+                    let body = body.collect_bytes().await?;
+                    *seen.lock().unwrap() = Some((parts, body));
+                    let answer = json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                        "metadata": {"name": "p", "namespace": "apps", "resourceVersion": "42"}});
+                    Ok::<_, kube::Error>(http::Response::new(kube::client::Body::from(
+                        answer.to_string().into_bytes(),
+                    )))
+                }
+            })
+        };
+        let client = kube::Client::new(service, "default");
+        let updated = apply_status::<SecretsPolicy>(
+            &client,
+            Some("apps"),
+            "p",
+            json!({"observedGeneration": 3}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(updated.metadata.resource_version.as_deref(), Some("42"));
+        let (parts, body) = seen.lock().unwrap().take().expect("one request");
+        assert_eq!(parts.method, http::Method::PATCH);
+        assert_eq!(
+            parts.uri.path(),
+            "/apis/secrets.quartet.dev/v1alpha1/namespaces/apps/secretspolicies/p/status"
+        );
+        let query = parts.uri.query().unwrap_or_default();
+        assert!(
+            query.contains("fieldManager=quartet%2Fsecretspolicy") && query.contains("force=true"),
+            "{query}"
+        );
+        assert_eq!(
+            parts.headers[http::header::CONTENT_TYPE],
+            "application/apply-patch+yaml"
+        );
+        assert_eq!(parts.headers[http::header::ACCEPT], METADATA_ONLY);
+        let sent: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            sent,
+            json!({"apiVersion": "secrets.quartet.dev/v1alpha1", "kind": "SecretsPolicy",
+                "status": {"observedGeneration": 3}})
+        );
+    }
 
     #[test]
     fn a_cached_copy_keeps_only_the_annotations_a_pass_reads_and_no_labels() {
