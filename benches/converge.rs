@@ -14,12 +14,18 @@
 //! client making every call the operator makes (also the observe GET, the Event, a watch of its
 //! namespace, the full status), so that `operator/that` is the operator's own overhead.
 //!
-//! It prints, side by side, the wall time (operator: from the first create until all are Ready;
-//! floor: all four calls of all N), `operator/floor`, calls per resource by verb on each side
+//! Both sides are timed alike, by one observer each ([`Readiness`]: a watch of the side's
+//! namespace, on a thread of its own): from the first create until it has seen all N Ready.
+//! Until 2026-12-07 only the operator's side was observed and the floor's time ended with its
+//! last call; the observer's cost (the API server serving one more watcher, this process
+//! decoding its events) then fell on the operator's side alone. That figure is printed too
+//! (`operator/unobserved floor`), so both can be compared with earlier results.
+//!
+//! It prints, side by side, the wall time, `operator/floor`, calls per resource by verb on each side
 //! (Kubernetes API, from the same per-verb counter the operator exports; the secrets service, from
 //! the sandbox's request log or OpenBao's audit log), the operator's passes per resource, CPU
-//! seconds (the operator, the floor client, the servers during each side's run, and this
-//! benchmark's own during the operator's: its creates and its readiness watch), the
+//! seconds (the operator, the floor client, the servers during each side's run, each side's
+//! observer, and the user's creates on the operator's side), the
 //! operator's peak RSS, create → Ready percentiles, the calls of one resync with nothing changed
 //! (writes must be 0), and the load average.
 //!
@@ -205,7 +211,13 @@ fn peak_rss_mib(pid: u32) -> f64 {
 
 /// CPU seconds (user + system) a process has used.
 fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat_cpu_seconds(&format!("/proc/{pid}/stat"))
+}
+
+/// CPU seconds (user + system) from a `stat` file of /proc: a process's, or one thread's
+/// (`/proc/<pid>/task/<tid>/stat`).
+fn stat_cpu_seconds(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start after the last ')'.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -303,7 +315,14 @@ impl Backend<'_> {
 
 /// What one side (operator or floor) cost.
 struct Side {
+    /// From the first create until the observer saw every resource Ready.
     wall: Duration,
+    /// The floor's: until its own calls were all answered (before its observer saw the last
+    /// status), the floor's wall time before both sides were observed alike.
+    calls_done: Duration,
+    latencies: Latencies,
+    /// CPU seconds of the side's readiness watch (its thread in this process).
+    observer_cpu: f64,
     kube: BTreeMap<String, usize>,
     service: BTreeMap<String, usize>,
     /// CPU seconds of the client (the operator process, or the benchmark process for the floor).
@@ -391,6 +410,7 @@ async fn floor(
     let http = reqwest::Client::new();
     let base = backend.base();
     let (header, token) = backend.header();
+    let mut readiness = blocking(|| Readiness::watch(&sb.kubeconfig, ns));
     let cursor = blocking(|| backend.cursor());
     let server_cpu = backend.server_cpu();
     let own_cpu = cpu_seconds(std::process::id());
@@ -399,9 +419,11 @@ async fn floor(
         .for_each_concurrent(concurrency, |i| {
             let (api, http, base, token) = (api.clone(), http.clone(), base.clone(), token.clone());
             let (client, reporter) = (client.clone(), reporter.clone());
+            let readiness = &readiness;
             async move {
                 let name = format!("floor-{i}");
                 let body = policy_body("floor", i);
+                readiness.created(&name);
                 let created = api
                     .create(&PostParams::default(), &policy(&name, &body))
                     .await
@@ -470,19 +492,179 @@ async fn floor(
             }
         })
         .await;
+    let calls_done = started.elapsed();
+    assert!(
+        readiness.all(n).await,
+        "the floor's {n} resources were seen Ready"
+    );
     let wall = started.elapsed();
+    let (latencies, observer_cpu) = readiness.stop();
     if let Some(watch) = watch {
         watch.abort();
     }
-    let client_cpu = cpu_seconds(std::process::id()) - own_cpu;
+    let client_cpu = cpu_seconds(std::process::id()) - own_cpu - observer_cpu;
     let server_cpu = backend.server_cpu() - server_cpu;
     let (service, _) = blocking(|| backend.policy_calls(cursor));
     Side {
         wall,
+        calls_done,
+        latencies,
+        observer_cpu,
         kube: delta(&kube_calls(&metrics.render()), &BTreeMap::new()),
         service,
         client_cpu,
         server_cpu,
+    }
+}
+
+/// The benchmark's observer of one side: one watch of a namespace's SecretsPolicies (not
+/// repeated lists, which at N = 10,000 would load the API server more than the operator does)
+/// that times each resource from its create to its first `Ready=True`.
+///
+/// Both sides are timed by it, so the observer's cost (the API server encoding and sending
+/// every event of the namespace to one more watcher, and this process decoding them) is on both
+/// sides of `operator/floor`. It runs on a thread of its own, with its own runtime and client,
+/// so its CPU seconds are told apart from the rest of this process's (the floor client's, or the
+/// user's creates on the operator's side).
+struct Readiness {
+    created_at: Arc<Mutex<BTreeMap<String, Instant>>>,
+    ready_after: Arc<Mutex<BTreeMap<String, Duration>>>,
+    all_ready: tokio::sync::watch::Receiver<usize>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// `/proc/self/task/<tid>/stat` of the observer's thread.
+    stat: String,
+    cpu_at_start: f64,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Readiness {
+    /// Starts watching `namespace` and returns once the watch has listed it.
+    fn watch(kubeconfig: &std::path::Path, namespace: &str) -> Self {
+        let created_at = Arc::new(Mutex::new(BTreeMap::<String, Instant>::new()));
+        let ready_after = Arc::new(Mutex::new(BTreeMap::<String, Duration>::new()));
+        let (all_ready_tx, all_ready) = tokio::sync::watch::channel(0usize);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (listed_tx, listed) = std::sync::mpsc::channel::<String>();
+        let (kubeconfig, namespace) = (kubeconfig.to_path_buf(), namespace.to_string());
+        let (created, ready) = (created_at.clone(), ready_after.clone());
+        let thread = std::thread::spawn(move || {
+            // A link to `<pid>/task/<tid>`, relative to /proc.
+            let stat = std::fs::read_link("/proc/thread-self")
+                .map(|p| format!("/proc/{}/stat", p.display()))
+                .unwrap_or_default();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("observer runtime");
+            rt.block_on(async move {
+                let client = quartet::runtime::kube_client::client_from(
+                    Some(&kubeconfig),
+                    Arc::new(Metrics::default()),
+                )
+                .await
+                .expect("observer client");
+                let api: Api<SecretsPolicy> = Api::namespaced(client, &namespace);
+                let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
+                let mut listed = Some((listed_tx, stat));
+                let observe = async {
+                    while let Ok(Some(ev)) = events.try_next().await {
+                        let p = match ev {
+                            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => p,
+                            watcher::Event::InitDone => {
+                                if let Some((tx, stat)) = listed.take() {
+                                    let _ = tx.send(stat);
+                                }
+                                continue;
+                            }
+                            _ => continue,
+                        };
+                        if !is_ready(&p) {
+                            continue;
+                        }
+                        let now = Instant::now();
+                        let name = p.metadata.name.clone().unwrap_or_default();
+                        // The create call may not have returned yet: then it counts from now.
+                        let at = created.lock().unwrap().get(&name).copied().unwrap_or(now);
+                        let mut ready = ready.lock().unwrap();
+                        if let std::collections::btree_map::Entry::Vacant(e) = ready.entry(name) {
+                            e.insert(now - at);
+                            let _ = all_ready_tx.send(ready.len());
+                        }
+                    }
+                };
+                tokio::select! {
+                    _ = observe => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        let stat = listed
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the readiness watch listed its namespace");
+        let cpu_at_start = stat_cpu_seconds(&stat);
+        Readiness {
+            created_at,
+            ready_after,
+            all_ready,
+            stop: Some(stop),
+            stat,
+            cpu_at_start,
+            thread: Some(thread),
+        }
+    }
+
+    /// Records that `name` is about to be created (its Ready is timed from now).
+    fn created(&self, name: &str) {
+        self.created_at
+            .lock()
+            .unwrap()
+            .insert(name.to_string(), Instant::now());
+    }
+
+    /// Waits (up to 900 s) until `n` resources were seen Ready; false on the time-out.
+    async fn all(&mut self, n: usize) -> bool {
+        tokio::time::timeout(
+            Duration::from_secs(900),
+            self.all_ready.wait_for(|ready| *ready >= n),
+        )
+        .await
+        .is_ok_and(|r| r.is_ok())
+    }
+
+    fn count(&self) -> usize {
+        *self.all_ready.borrow()
+    }
+
+    /// The observer's CPU seconds so far.
+    fn cpu(&self) -> f64 {
+        stat_cpu_seconds(&self.stat) - self.cpu_at_start
+    }
+
+    /// Stops watching; returns the create -> Ready times seen and the observer's CPU seconds.
+    fn stop(&mut self) -> (Latencies, f64) {
+        let cpu = self.cpu();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let mut all: Vec<Duration> = self.ready_after.lock().unwrap().values().copied().collect();
+        all.sort();
+        (Latencies(all), cpu)
+    }
+}
+
+/// Create -> Ready times, sorted.
+struct Latencies(Vec<Duration>);
+
+impl Latencies {
+    /// The `q` quantile in seconds (1.0: the maximum).
+    fn at(&self, q: f64) -> f64 {
+        self.0
+            .get(((self.0.len() as f64 * q).ceil() as usize).saturating_sub(1))
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(f64::NAN)
     }
 }
 
@@ -596,48 +778,15 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     let server_cpu_before = backend.server_cpu();
     let bench_cpu_before = cpu_seconds(std::process::id());
 
-    let created_at = Arc::new(Mutex::new(BTreeMap::<String, Instant>::new()));
-    let ready_after = Arc::new(Mutex::new(BTreeMap::<String, Duration>::new()));
-    let (all_ready_tx, mut all_ready) = tokio::sync::watch::channel(0usize);
-    // One watch (not repeated lists, which at N = 10,000 would load the API server more than
-    // the operator does): the time from each create to its Ready.
-    let readiness = {
-        let (api, created_at, ready_after) = (api.clone(), created_at.clone(), ready_after.clone());
-        tokio::spawn(async move {
-            let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
-            while let Ok(Some(ev)) = events.try_next().await {
-                let objs = match ev {
-                    watcher::Event::Apply(p) | watcher::Event::InitApply(p) => vec![p],
-                    _ => continue,
-                };
-                let now = Instant::now();
-                for p in objs.iter().filter(|p| is_ready(p)) {
-                    let name = p.metadata.name.clone().unwrap_or_default();
-                    // The create call may not have returned yet: then it counts from now.
-                    let at = created_at
-                        .lock()
-                        .unwrap()
-                        .get(&name)
-                        .copied()
-                        .unwrap_or(now);
-                    let mut ready = ready_after.lock().unwrap();
-                    if let std::collections::btree_map::Entry::Vacant(e) = ready.entry(name) {
-                        e.insert(now - at);
-                        let _ = all_ready_tx.send(ready.len());
-                    }
-                }
-            }
-        })
-    };
+    let mut readiness = blocking(|| Readiness::watch(&sb.kubeconfig, "default"));
     let started = Instant::now();
     stream::iter(0..n)
         .for_each_concurrent(concurrency, |i| {
             let api = api.clone();
-            let created_at = created_at.clone();
+            let readiness = &readiness;
             async move {
                 let name = format!("bench-{i}");
-                let at = Instant::now();
-                created_at.lock().unwrap().insert(name.clone(), at);
+                readiness.created(&name);
                 let mut p = policy(&name, &policy_body("bench", i));
                 if shards > 0 {
                     p.metadata.labels = Some(
@@ -653,36 +802,26 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
             }
         })
         .await;
-    let converged = tokio::time::timeout(
-        Duration::from_secs(900),
-        all_ready.wait_for(|ready| *ready >= n),
-    )
-    .await
-    .is_ok();
+    let converged = readiness.all(n).await;
     let wall = started.elapsed();
     if !converged {
         println!(
             "N={n}: only {} of {n} Ready after {:.0} s (load {})",
-            *all_ready.borrow(),
+            readiness.count(),
             wall.as_secs_f64(),
             load()
         );
     }
     let load_after = load();
-    readiness.abort();
+    let (pct, observer_cpu) = readiness.stop();
     // On the same cores as the operator and the servers, so part of its wall time.
     let bench_cpu = cpu_seconds(std::process::id()) - bench_cpu_before;
-    let mut latencies: Vec<Duration> = ready_after.lock().unwrap().values().copied().collect();
-    latencies.sort();
-    let pct = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1))
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(f64::NAN)
-    };
     let operator_passes = passes() - passes_before;
     let operator = Side {
         wall,
+        calls_done: wall,
+        latencies: pct,
+        observer_cpu,
         kube: delta(&kube_calls_of(&metrics_addrs), &kube_before),
         service: blocking(|| backend.policy_calls(cursor)).0,
         client_cpu: ops_cpu() - op_cpu_before,
@@ -716,14 +855,21 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     println!(
         "  operator: all Ready after          {:.2} s  (create -> Ready p50 {:.2} s, p99 {:.2} s, max {:.2} s)",
         operator.wall.as_secs_f64(),
-        pct(0.50),
-        pct(0.99),
-        pct(1.0)
+        operator.latencies.at(0.50),
+        operator.latencies.at(0.99),
+        operator.latencies.at(1.0)
     );
     println!(
-        "  floor: same calls, plain client    {:.2} s  -> operator/floor {:.2}",
+        "  floor: same calls, plain client    {:.2} s  (create -> Ready p50 {:.2} s, p99 {:.2} s) -> operator/floor {:.2}",
         floor.wall.as_secs_f64(),
+        floor.latencies.at(0.50),
+        floor.latencies.at(0.99),
         operator.wall.as_secs_f64() / floor.wall.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "                                     its calls all answered after {:.2} s -> operator/unobserved floor {:.2} (the measure before 2026-12-07)",
+        floor.calls_done.as_secs_f64(),
+        operator.wall.as_secs_f64() / floor.calls_done.as_secs_f64().max(1e-9)
     );
     if let Some(full) = &floor_full {
         let mut kube = full.kube.clone();
@@ -764,7 +910,10 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         operator.client_cpu, floor.client_cpu, operator.server_cpu, floor.server_cpu
     );
     println!(
-        "                                     this benchmark during operator {bench_cpu:.2} (the user's creates and the readiness watch)"
+        "                                     readiness watch (this benchmark's observer) during operator {:.2}, during floor {:.2}; the user's creates during operator {:.2}",
+        operator.observer_cpu,
+        floor.observer_cpu,
+        bench_cpu - operator.observer_cpu
     );
     let rss_text = shard_names
         .iter()
