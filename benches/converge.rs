@@ -13,6 +13,9 @@
 //! With `QUARTET_BENCH_FLOOR_FULL=1`, a second floor first (namespace `floor-full`): the plain
 //! client making every call the operator makes (also the observe GET, the Event, a watch of its
 //! namespace, the full status), so that `operator/that` is the operator's own overhead.
+//! `QUARTET_BENCH_FLOOR_WITH` chooses which of those four the second floor makes, to tell what
+//! each costs: a comma-separated list of `watch`, `get`, `status`, `event`, `all`, and `-NAME`
+//! to leave one out (`all,-event`: every call but the Event).
 //!
 //! Both sides are timed alike, by one observer each ([`Readiness`]: a watch of the side's
 //! namespace, on a thread of its own): from the first create until it has seen all N Ready.
@@ -375,27 +378,28 @@ fn policy(name: &str, body: &str) -> SecretsPolicy {
 /// the resource, add the finalizer, write the service object, patch status) at the same
 /// concurrency against the same dev API server and secrets service.
 ///
-/// With `full`, the plain client also makes the calls the operator makes beyond those (in a
-/// namespace of its own, `floor-full`): it watches the namespace and decodes every event (the
-/// operator's cache), reads the policy from the service before writing it (the observe step),
-/// records the same Event, and writes the status the operator writes (four conditions,
-/// `observedGeneration`, `lastSyncTime`). What the operator costs beyond that floor is its own
-/// work; what that floor costs beyond the plain one is the servers' work for those calls.
+/// With `extras`, the plain client also makes (some of) the calls the operator makes beyond
+/// those (in a namespace of its own, `floor-full`): it watches the namespace and decodes every
+/// event (the operator's cache), reads the policy from the service before writing it (the
+/// observe step), writes the status the operator writes (four conditions, `observedGeneration`,
+/// `lastSyncTime`), and records the same Event. What the operator costs beyond the floor with
+/// all four is its own work; what that floor costs beyond the plain one is the servers' work
+/// for those calls.
 async fn floor(
     sb: &Sandbox,
     backend: &Backend<'_>,
     n: usize,
     concurrency: usize,
-    full: bool,
+    extras: Extras,
 ) -> Side {
-    let ns = if full { "floor-full" } else { "floor" };
+    let ns = if extras.any() { "floor-full" } else { "floor" };
     blocking(|| sb.kubectl_ok(&["create", "namespace", ns]));
     let metrics = Arc::new(Metrics::default());
     let client = quartet::runtime::kube_client::client_from(Some(&sb.kubeconfig), metrics.clone())
         .await
         .expect("client");
     let api: Api<SecretsPolicy> = Api::namespaced(client.clone(), ns);
-    let watch = full.then(|| {
+    let watch = extras.watch.then(|| {
         let api = api.clone();
         tokio::spawn(async move {
             let events = watcher(api, watcher::Config::default());
@@ -435,7 +439,7 @@ async fn floor(
                 )
                 .await
                 .expect("finalizer");
-                if full {
+                if extras.get {
                     let res = http
                         .get(format!("{base}/v1/sys/policies/acl/{name}"))
                         .header(header, token.clone())
@@ -452,7 +456,7 @@ async fn floor(
                     .await
                     .expect("service write");
                 assert!(res.status().is_success(), "service write: {}", res.status());
-                let status = if full {
+                let status = if extras.status {
                     let condition = |type_: &str, status: &str, reason: &str, message: &str| {
                         serde_json::json!({"type": type_, "status": status, "reason": reason, "message": message,
                             "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1})
@@ -475,7 +479,7 @@ async fn floor(
                 api.patch_status(&name, &PatchParams::apply("floor").force(), &Patch::Apply(&status))
                     .await
                     .expect("status");
-                if full {
+                if extras.event {
                     let ev = kube::runtime::events::Event {
                         type_: kube::runtime::events::EventType::Normal,
                         reason: "Created".into(),
@@ -514,6 +518,83 @@ async fn floor(
         service,
         client_cpu,
         server_cpu,
+    }
+}
+
+/// The calls the operator makes beyond the floor's, which a second floor can make too.
+#[derive(Clone, Copy, Default)]
+struct Extras {
+    /// A watch of the namespace whose events are decoded (the operator's cache).
+    watch: bool,
+    /// The observe GET to the service before the write.
+    get: bool,
+    /// The operator's whole status instead of one condition.
+    status: bool,
+    /// The Event of the create.
+    event: bool,
+}
+
+impl Extras {
+    /// `QUARTET_BENCH_FLOOR_FULL=1` (all four) or `QUARTET_BENCH_FLOOR_WITH` (see the module
+    /// doc); `None` when neither asks for a second floor.
+    fn from_env() -> Option<Self> {
+        if std::env::var("QUARTET_BENCH_FLOOR_FULL").is_ok_and(|v| v == "1") {
+            return Some(Extras::parse("all"));
+        }
+        let with = std::env::var("QUARTET_BENCH_FLOOR_WITH").ok()?;
+        Some(Extras::parse(&with)).filter(Extras::any)
+    }
+
+    fn parse(list: &str) -> Self {
+        let mut e = Extras::default();
+        for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (on, name) = match item.strip_prefix('-') {
+                Some(name) => (false, name),
+                None => (true, item),
+            };
+            match name {
+                "all" => {
+                    e = Extras {
+                        watch: on,
+                        get: on,
+                        status: on,
+                        event: on,
+                    }
+                }
+                "watch" => e.watch = on,
+                "get" => e.get = on,
+                "status" => e.status = on,
+                "event" => e.event = on,
+                other => panic!(
+                    "QUARTET_BENCH_FLOOR_WITH: {other:?} is none of watch, get, status, event, all"
+                ),
+            }
+        }
+        e
+    }
+
+    fn any(&self) -> bool {
+        self.watch || self.get || self.status || self.event
+    }
+
+    /// What the second floor makes beyond the plain one, for its line of the report.
+    fn describe(&self) -> String {
+        let named = [
+            (self.watch, "the watch"),
+            (self.get, "the observe GET"),
+            (self.status, "the whole status"),
+            (self.event, "the Event"),
+        ];
+        let on: Vec<&str> = named
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| *n)
+            .collect();
+        if on.len() == named.len() {
+            "the operator's other calls".into()
+        } else {
+            on.join(" + ")
+        }
     }
 }
 
@@ -730,12 +811,12 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
     let load_before = load();
     // The floor first, in its own namespace, before the operator starts (which then watches
     // only `default`): the same servers, nothing else running.
-    let floor_full = if std::env::var("QUARTET_BENCH_FLOOR_FULL").is_ok_and(|v| v == "1") {
-        Some(floor(&sb, &backend, n, concurrency, true).await)
-    } else {
-        None
+    let extras = Extras::from_env();
+    let floor_full = match extras {
+        Some(extras) => Some(floor(&sb, &backend, n, concurrency, extras).await),
+        None => None,
     };
-    let floor = floor(&sb, &backend, n, concurrency, false).await;
+    let floor = floor(&sb, &backend, n, concurrency, Extras::default()).await;
     let shard_names: Vec<Option<String>> = match shards {
         0 => vec![None],
         k => (0..k).map(|s| Some(format!("s{s}"))).collect(),
@@ -871,14 +952,16 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
         floor.calls_done.as_secs_f64(),
         operator.wall.as_secs_f64() / floor.calls_done.as_secs_f64().max(1e-9)
     );
-    if let Some(full) = &floor_full {
+    if let (Some(full), Some(extras)) = (&floor_full, extras) {
         let mut kube = full.kube.clone();
         kube.remove("create secretspolicies");
         println!(
-            "  floor + the operator's other calls {:.2} s  -> operator/that {:.2}; calls/resource Kubernetes: {}, watch events decoded; secrets: {}",
+            "  floor + {}: {:.2} s  -> operator/that {:.2}; calls/resource Kubernetes: {}{}; secrets: {}",
+            extras.describe(),
             full.wall.as_secs_f64(),
             operator.wall.as_secs_f64() / full.wall.as_secs_f64().max(1e-9),
             per(&kube, n),
+            if extras.watch { ", watch events decoded" } else { "" },
             per(&full.service, n)
         );
         println!(
