@@ -24,13 +24,13 @@
 //! decoding its events) then fell on the operator's side alone. That figure is printed too
 //! (`operator/unobserved floor`), so both can be compared with earlier results.
 //!
-//! It prints, side by side, the wall time, `operator/floor`, calls per resource by verb on each side
-//! (Kubernetes API, from the same per-verb counter the operator exports; the secrets service, from
-//! the sandbox's request log or OpenBao's audit log), the operator's passes per resource, CPU
+//! It prints, side by side, the wall time, `operator/floor`, calls per resource by verb on each
+//! side (Kubernetes API, from the same per-verb counter the operator exports; the secrets service,
+//! from the sandbox's request log or OpenBao's audit log), the operator's passes per resource, CPU
 //! seconds (the operator, the floor client, the servers during each side's run, each side's
-//! observer, and the user's creates on the operator's side), the
-//! operator's peak RSS, create → Ready percentiles, the calls of one resync with nothing changed
-//! (writes must be 0), and the load average.
+//! observer, and the user's creates on the operator's side), the operator's peak RSS, create →
+//! Ready percentiles, the calls of one resync with nothing changed (writes must be 0), and the load
+//! average.
 //!
 //! The secrets backend is the sandbox's service, or a real `bao server -dev` with
 //! `QUARTET_BENCH_BACKEND=openbao` (or `-- --backend openbao`): the Connection then uses
