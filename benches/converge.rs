@@ -321,7 +321,8 @@ struct Side {
     /// From the first create until the observer saw every resource Ready.
     wall: Duration,
     /// The floor's: until its own calls were all answered (before its observer saw the last
-    /// status), the floor's wall time before both sides were observed alike.
+    /// status), the floor's wall time before both sides were observed alike. The operator's
+    /// side has no calls of its own to time: there it is `wall`.
     calls_done: Duration,
     latencies: Latencies,
     /// CPU seconds of the side's readiness watch (its thread in this process).
@@ -612,7 +613,7 @@ struct Readiness {
     ready_after: Arc<Mutex<BTreeMap<String, Duration>>>,
     all_ready: tokio::sync::watch::Receiver<usize>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    /// `/proc/self/task/<tid>/stat` of the observer's thread.
+    /// `/proc/<pid>/task/<tid>/stat` of the observer's thread.
     stat: String,
     cpu_at_start: f64,
     thread: Option<std::thread::JoinHandle<()>>,
