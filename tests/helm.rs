@@ -687,3 +687,68 @@ fn helm_template_with_two_shards_renders_a_deployment_and_a_budget_per_shard_sha
     let err = helm.fails(&["template", "quartet", &chart(), "--set", "shards={a/b}"]);
     assert!(err.contains("shards"), "{err}");
 }
+
+/// The notes `helm install` prints, rendered without a cluster (`--dry-run=client`).
+fn install_notes(helm: &Helm, values: &str) -> String {
+    let out = helm.ok(&[
+        "install",
+        "quartet",
+        &chart(),
+        "--namespace",
+        "quartet-system",
+        "--dry-run=client",
+        "--set",
+        values,
+    ]);
+    out.split_once("\nNOTES:\n")
+        .map(|(_, notes)| notes.to_string())
+        .unwrap_or_else(|| panic!("no NOTES in:\n{out}"))
+}
+
+#[test]
+fn helm_install_notes_name_every_shard_and_the_namespaces_watched() {
+    let helm = Helm::new(None);
+    let notes = install_notes(&helm, "shards={a,b},watchNamespaces={team-a,team-b}");
+    for shard in ["a", "b"] {
+        for line in [
+            format!("kubectl -n quartet-system rollout status deployment/quartet-shard-{shard}"),
+            format!("kubectl -n quartet-system get lease quartet-leader-{shard} "),
+            format!("Shard {shard} (the resources labelled quartet.dev/shard={shard})"),
+        ] {
+            assert!(notes.contains(&line), "{line}\n{notes}");
+        }
+    }
+    assert!(
+        notes.contains("kubectl -n quartet-system rollout status deployment/quartet\n"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("kubectl -n quartet-system get lease quartet-leader "),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("kubectl label secretspolicy NAME quartet.dev/shard=a"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("The operator watches only these namespaces: team-a, team-b."),
+        "{notes}"
+    );
+
+    // Without shards: one instance, no shard wording; the one-namespace form is named too.
+    let notes = install_notes(&helm, "watchNamespace=team-a");
+    assert!(!notes.contains("shard"), "{notes}");
+    assert!(
+        notes.contains("kubectl -n quartet-system rollout status deployment/quartet\n"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("The operator watches only these namespaces: team-a."),
+        "{notes}"
+    );
+    let notes = install_notes(&helm, "logLevel=info");
+    assert!(
+        notes.contains("The operator watches every namespace."),
+        "{notes}"
+    );
+}
