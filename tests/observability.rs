@@ -509,6 +509,23 @@ fn a_real_prometheus_scraping_the_operator_answers_every_dashboard_query_with_a_
     );
     // The one replica runs the controllers, and says so.
     assert_eq!(prom.series("quartet_leader == 1"), 1);
+    // The shard panels join on the scrape's `instance` (this scrape has no `pod` label) and
+    // name the default instance's series.
+    for title in ["Reconciles by shard", "Resources not Ready by shard"] {
+        let (_, expr) = queries.iter().find(|(t, _)| t == title).expect(title);
+        let result = prom.api(
+            "query",
+            &[("query", &expr.replace("$__rate_interval", "30s"))],
+        );
+        assert_eq!(
+            result["result"].as_array().map(|r| r
+                .iter()
+                .map(|s| s["metric"]["shard"].clone())
+                .collect::<Vec<_>>()),
+            Some(vec![Value::from("(default)")]),
+            "{title}: {result}"
+        );
+    }
     assert_eq!(
         prom.series(r#"quartet_resource_ready{kind="SecretsPolicy", name="orphan"} == 0"#),
         1
