@@ -85,9 +85,15 @@ pub struct Record {
     pub request_id: Option<String>,
 }
 
+/// Asked before each write a pass sends: `Err(why)` stops the write unsent. The reconcile
+/// framework's gate refuses once the pass's resource has moved to another shard, so a pass under
+/// way at the move writes nothing more, whatever its kind does between its calls.
+pub type Gate = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 /// The pass's resource and trigger, and the records of its writes so far.
 pub struct Pass {
     resource: Resource,
+    gate: Option<Gate>,
     /// The trigger and, for a request, the field that asked; the framework may refine it
     /// during the pass (an adoption is known only once the service answered).
     trigger: Mutex<(Trigger, Option<String>)>,
@@ -104,14 +110,16 @@ tokio::task_local! {
 
 impl Pass {
     /// A pass for `resource`, woken by `trigger` (`request`: the spec field that asked, for
-    /// [`Trigger::Request`]).
+    /// [`Trigger::Request`]), whose writes are sent only while `gate` allows them.
     pub fn new(
         resource: Resource,
         trigger: Trigger,
         request: Option<String>,
+        gate: Option<Gate>,
     ) -> std::sync::Arc<Pass> {
         std::sync::Arc::new(Pass {
             resource,
+            gate,
             trigger: Mutex::new((trigger, request)),
             records: Mutex::new(Vec::new()),
             reported: Mutex::new(0),
@@ -181,6 +189,13 @@ pub fn count_call(service: &str) -> &'static str {
         p.cause()
     })
     .unwrap_or("other")
+}
+
+/// Whether the current pass may send a write now (`Err(why)`: it may not, see [`Gate`]); a write
+/// outside a pass (a login, a lease command) always may.
+pub fn may_write() -> Result<(), String> {
+    PASS.try_with(|p| p.gate.as_ref().map_or(Ok(()), |gate| gate()))
+        .unwrap_or(Ok(()))
 }
 
 /// The current pass's accepted writes not listed by an Event yet (none outside a pass), for the

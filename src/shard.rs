@@ -12,7 +12,10 @@
 //! requeue finds nothing to do. kube's controller reconciles only objects it finds in its cache
 //! and never passes a deletion from the view to the reconciler, so the finalizer and the
 //! remote object stay as they are: a real deletion is seen through `deletionTimestamp`, never
-//! through the watch event.
+//! through the watch event. A pass already under way is stopped before its next write to the
+//! service by the gate of its change-log context ([`crate::changes::Gate`], shut by
+//! [`crate::reconcile::Context::write_gate`]), and records nothing afterwards
+//! (`reconcile::pass::moved_away`).
 
 use kube::runtime::watcher;
 

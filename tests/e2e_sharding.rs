@@ -3,7 +3,8 @@
 //! serves only its own resources (the sandbox's request log, the resources' finalizers and
 //! status) and leads on its own Lease; moving a resource's label from one shard to the other
 //! under load hands it over with no write made twice, no cleanup, the finalizer in place
-//! throughout, and the resource Ready again within a reconcile (figure printed).
+//! throughout, and the resource Ready again within a reconcile (figure printed). A pass or an
+//! operation's step under way at the move stops before its next write.
 
 use crate::support;
 
@@ -287,6 +288,94 @@ fn a_pass_under_way_when_the_label_moves_stops_before_writing_and_only_the_new_s
     assert_eq!(writes.len(), 1, "writes after the move: {writes:?}");
     let o = sb.get_json(POLICIES, "racing").unwrap();
     assert!(has_finalizer(&o) && ready_at(&o, generation), "{o}");
+}
+
+/// The log lines of `op`'s change records of `POST /api/v2/runs` for WorkspaceRun `name`.
+fn run_creates_logged(op: &Operator, name: &str) -> usize {
+    op.log()
+        .lines()
+        .filter(|l| {
+            l.contains("POST /api/v2/runs ") && l.contains(&format!("WorkspaceRun default/{name} "))
+        })
+        .count()
+}
+
+#[test]
+fn an_operation_step_under_way_when_the_label_moves_writes_nothing_and_only_the_new_shard_creates_the_run(
+) {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_workspaces();
+    // The old shard's lookup is held below for longer than the default 5 s timeout.
+    sb.kubectl_ok(&[
+        "patch",
+        "connection",
+        "workspaces",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"timeoutSeconds":60}}"#,
+    ]);
+    let a = instance(&sb, Some("a"));
+    let b = instance(&sb, Some("b"));
+    let ws = sb.create_remote_workspace("moving-run", serde_json::json!({"auto-apply": false}));
+    sb.upload_configuration(&ws);
+    let runs = format!("/api/v2/workspaces/{ws}/runs");
+
+    // Shard a's step looks for a run it may have created already (a lost response) before it
+    // creates one; that lookup is held in the service while the label moves to b. Shard b's
+    // lookup is held longer, so a's step resumes first, with "no run yet" in hand: without the
+    // gate it would create a run after the move and record it as its own.
+    sb.fault(
+        "workspaces",
+        serde_json::json!({"method": "GET", "path": runs, "status": 200, "delay_ms": 8000, "count": 1}),
+    );
+    let (_, mark) = sb.requests("workspaces", 0);
+    sb.apply_ok(&format!(
+        "apiVersion: workspaces.quartet.dev/v1alpha1\nkind: WorkspaceRun\nmetadata: {{name: moving, namespace: default, labels: {{quartet.dev/shard: a}}}}\nspec: {{workspaceId: {ws}, message: moved between shards, planOnly: true}}\n"
+    ));
+    wait_for("shard a's lookup held in the service", WAIT, || {
+        sb.faults_left("workspaces").is_empty().then_some(())
+    });
+    sb.fault(
+        "workspaces",
+        serde_json::json!({"method": "GET", "path": runs, "status": 200, "delay_ms": 16000, "count": 1}),
+    );
+    sb.kubectl_ok(&[
+        "label",
+        "workspacerun",
+        "moving",
+        "quartet.dev/shard=b",
+        "--overwrite",
+    ]);
+    let done = wait_for("the run planned and Completed (by shard b)", WAIT, || {
+        sb.get_json("workspacerun", "moving")
+            .filter(|o| condition_is(o, "Ready", "True") && condition_is(o, "Completed", "True"))
+    });
+    wait_for("shard a's held step stopping", WAIT, || {
+        a.log()
+            .contains("WorkspaceRun/default/moving moved to another shard during the pass")
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+
+    // One run, created by shard b; shard a sent nothing after the move and wrote no status.
+    let creates: Vec<_> = sb
+        .requests("workspaces", mark)
+        .0
+        .into_iter()
+        .filter(|(m, p, _)| m == "POST" && p == "/api/v2/runs")
+        .collect();
+    assert_eq!(creates.len(), 1, "run creates: {creates:?}");
+    assert_eq!(sb.ws_list(&format!("/workspaces/{ws}/runs")).len(), 1);
+    assert_eq!(run_creates_logged(&a, "moving"), 0, "shard a:\n{}", a.log());
+    assert_eq!(run_creates_logged(&b, "moving"), 1, "shard b:\n{}", b.log());
+    assert_eq!(done["metadata"]["labels"]["quartet.dev/shard"], "b");
+    let log = a.log();
+    let failures: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("reconcile failed"))
+        .collect();
+    assert!(failures.is_empty(), "a move is no failure: {failures:?}");
 }
 
 #[test]

@@ -132,6 +132,10 @@ pub enum ClientError {
         /// The path it was for.
         path: String,
     },
+    /// A write of a pass whose resource moved to another shard meanwhile; nothing was sent
+    /// (see [`crate::changes::Gate`]).
+    #[error("{0}")]
+    HandedOver(String),
 }
 
 impl ClientError {
@@ -151,7 +155,8 @@ impl ClientError {
             ClientError::Decode { .. }
             | ClientError::Config(_)
             | ClientError::Login { .. }
-            | ClientError::ReadOnly { .. } => false,
+            | ClientError::ReadOnly { .. }
+            | ClientError::HandedOver(_) => false,
         }
     }
 
@@ -428,6 +433,10 @@ impl Http {
         let idempotent = !verb.eq_ignore_ascii_case("POST") && !verb.eq_ignore_ascii_case("PATCH");
         let mut attempt = 0u32;
         loop {
+            // Each attempt of a write, a retry too: the resource may have moved meanwhile.
+            if record {
+                crate::changes::may_write().map_err(ClientError::HandedOver)?;
+            }
             let result = self.once(verb, path, body, cred).await;
             if record {
                 let (status, request_id) = match &result {

@@ -199,8 +199,9 @@ pub struct Context {
     sweeping: std::sync::Once,
     /// Objects woken by a change of their Connection or of a Secret they read.
     urgent: Mutex<std::collections::HashSet<String>>,
-    /// Objects whose shard label moved away while this instance served them.
-    handed_over: Mutex<std::collections::HashSet<String>>,
+    /// Objects whose shard label moved away while this instance served them (shared with the
+    /// write gate of every pass, [`Context::write_gate`]).
+    handed_over: Arc<Mutex<std::collections::HashSet<String>>>,
     /// When an operation kind's last step asked to run again, per object (the watch event of
     /// its own status write, skipped, must not push that run back).
     next_step: Mutex<HashMap<String, Instant>>,
@@ -265,7 +266,7 @@ impl Context {
             resync_senders: Mutex::new(HashMap::new()),
             sweeping: std::sync::Once::new(),
             urgent: Mutex::new(std::collections::HashSet::new()),
-            handed_over: Mutex::new(std::collections::HashSet::new()),
+            handed_over: Arc::default(),
             stretched_logged: Mutex::new(HashMap::new()),
             next_step: Mutex::new(HashMap::new()),
             written: Default::default(),
@@ -572,16 +573,18 @@ impl Context {
     }
 
     /// Fails with [`Error::HandedOver`] when `key` has moved to another shard since the pass
-    /// began: called right before each write to the service, so the old shard's pass under way
-    /// at a move stops before writing and only the new shard writes.
+    /// began. Every write of a pass to the service asks first ([`Context::write_gate`]); the
+    /// framework asks again before it records the pass's outcome, so the old shard's pass under
+    /// way at a move writes neither to the service nor the status, and only the new shard does.
     pub fn still_served(&self, key: &str) -> Result<()> {
-        let moved = self.handed_over.lock().is_ok_and(|h| h.contains(key));
-        if moved {
-            return Err(Error::HandedOver(format!(
-                "{key} moved to another shard during the pass: the new shard writes it"
-            )));
-        }
-        Ok(())
+        moved_away(&self.handed_over, key).map_err(Error::HandedOver)
+    }
+
+    /// The gate of the writes of a pass over `key` (see [`crate::changes::Gate`]): shut once
+    /// `key` has moved to another shard.
+    pub fn write_gate(&self, key: String) -> crate::changes::Gate {
+        let handed_over = self.handed_over.clone();
+        Box::new(move || moved_away(&handed_over, &key))
     }
 
     /// Marks `key` (`namespace/name` of an object) as woken by a change of what it depends on: its
@@ -1102,4 +1105,17 @@ impl Context {
     pub fn object_ref<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
         obj.object_ref(&())
     }
+}
+
+/// `Err(why)` when `key` is among the objects handed over to another shard.
+fn moved_away(
+    handed_over: &Mutex<std::collections::HashSet<String>>,
+    key: &str,
+) -> std::result::Result<(), String> {
+    if handed_over.lock().is_ok_and(|h| h.contains(key)) {
+        return Err(format!(
+            "{key} moved to another shard during the pass: the new shard writes it"
+        ));
+    }
+    Ok(())
 }

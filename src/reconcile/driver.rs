@@ -422,9 +422,13 @@ async fn reconcile<K: Reconciled>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Acti
     .await
 }
 
-/// The change-log context of a pass over `obj`: the resource and why it is reconciled
-/// (`steady`: the trigger of a write at an unchanged, synced spec).
-pub(crate) fn change_pass<K: Managed>(obj: &K, steady: changes::Trigger) -> Arc<changes::Pass> {
+/// The change-log context of a pass over `obj`: the resource, why it is reconciled (`steady`:
+/// the trigger of a write at an unchanged, synced spec) and the gate its writes pass.
+pub(crate) fn change_pass<K: Managed>(
+    obj: &K,
+    steady: changes::Trigger,
+    gate: changes::Gate,
+) -> Arc<changes::Pass> {
     use changes::Trigger;
     let status = obj.managed_status();
     let request = serde_json::to_value(obj)
@@ -458,6 +462,7 @@ pub(crate) fn change_pass<K: Managed>(obj: &K, steady: changes::Trigger) -> Arc<
         },
         trigger,
         request.filter(|_| trigger == Trigger::Request),
+        Some(gate),
     )
 }
 
@@ -518,15 +523,18 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
     // A wake is answered by this pass (when `is_resync` did not run and take it).
     ctx.take_urgent(&key);
 
-    match sync(
+    let synced = sync(
         obj.as_ref(),
         ctx,
         &mut status,
         &mut written,
         intent.report_drift,
     )
-    .await
-    {
+    .await;
+    if let Some(why) = pass::moved_away(ctx, &key, synced.as_ref().err()) {
+        return Ok(pass::let_go(ctx, &key, &why));
+    }
+    match synced {
         Ok((done, again, pending)) => {
             let id = status.remote_id.clone().unwrap_or_default();
             let changed_remote = !matches!(done, Done::InSync | Done::DriftReported(_));
@@ -648,12 +656,6 @@ async fn apply<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
                 None => ctx.resync_after(&key, jitter(ctx.settings.resync)),
             })
         }
-        Err(Error::HandedOver(why)) => {
-            // Not a failure and not this shard's to report: no status, no Event, no requeue.
-            tracing::info!("{why}");
-            ctx.forget(&key);
-            Ok(Action::await_change())
-        }
         Err(err) => {
             let (action, rv) =
                 record_failure(obj.as_ref(), ctx, &key, &err, status, written).await?;
@@ -773,7 +775,6 @@ async fn sync<K: Reconciled>(
         if existed && unchanged_spec && report_drift {
             return Ok((Done::DriftReported(vec![DELETED_REMOTELY]), None, None));
         }
-        ctx.still_served(&object_key(obj))?;
         let created = obj.create(&client, &desired).await?;
         status.remote_id = Some(created.remote_id);
         status.write_only_hash = hash;
@@ -811,7 +812,6 @@ async fn sync<K: Reconciled>(
     if drift && report_drift {
         return Ok((Done::DriftReported(changed), recheck, pending));
     }
-    ctx.still_served(&object_key(obj))?;
     if adopted {
         changes::set_trigger(changes::Trigger::Adoption);
     }
@@ -1085,6 +1085,11 @@ async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         Ok(Some(id))
     }
     .await;
+    let key = object_key(obj.as_ref());
+    if let Some(why) = pass::moved_away(ctx, &key, result.as_ref().err()) {
+        // An error keeps the finalizer: the new shard deletes the remote object and removes it.
+        return Err(Error::HandedOver(why));
+    }
     let result = match result {
         // Never created remotely: nothing to remove.
         Ok(None) => return Ok(Action::await_change()),

@@ -246,6 +246,9 @@ async fn apply<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         obj.step(ctx, &K::Client::from(http)).await
     }
     .await;
+    if let Some(why) = pass::moved_away(ctx, &key, result.as_ref().err()) {
+        return Ok(pass::let_go(ctx, &key, &why));
+    }
     match result {
         Ok(step) => {
             if !step.fields.is_empty() {
@@ -340,6 +343,10 @@ async fn cleanup<K: Operated>(obj: Arc<K>, ctx: &Context) -> Result<Action> {
         obj.finish(ctx, &K::Client::from(http)).await
     }
     .await;
+    if let Some(why) = pass::moved_away(ctx, &object_key(obj.as_ref()), result.as_ref().err()) {
+        // An error keeps the finalizer: the new shard finishes and removes it.
+        return Err(super::error::Error::HandedOver(why));
+    }
     match result {
         Ok(()) => {
             ctx.forget(&object_key(obj.as_ref()));

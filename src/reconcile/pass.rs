@@ -25,6 +25,7 @@ use super::gitops::Intent;
 use super::managed::Managed;
 use crate::api::ManagedStatus;
 use crate::changes::Trigger;
+use crate::clients::ClientError;
 
 /// Run `controller` (kind `K`'s, with whatever it watches besides) until `life` says stop, with
 /// `reconcile` as its pass and [`error_policy`] choosing the delay after a failure.
@@ -76,7 +77,11 @@ where
     let obj = with_finalizer(&api, obj).await?;
     let deleting = obj.meta().deletion_timestamp.is_some();
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-    let pass = change_pass(obj.as_ref(), steady);
+    let pass = change_pass(
+        obj.as_ref(),
+        steady,
+        ctx.write_gate(object_key(obj.as_ref())),
+    );
     let target = obj.clone();
     let span = crate::traces::reconcile_span(obj.as_ref());
     let result = pass
@@ -100,14 +105,20 @@ where
             }
             other => Error::Finalizer(other.to_string()),
         });
-    crate::traces::reconciled(&span, result.as_ref().err().map(|e| e.category().reason()));
+    // A deletion pass that let go of a resource moved to another shard ends in an error (the
+    // finalizer must stay), but failed at nothing.
+    let failed = result
+        .as_ref()
+        .err()
+        .filter(|e| !matches!(e, Error::HandedOver(_)));
+    crate::traces::reconciled(&span, failed.map(|e| e.category().reason()));
     let kind = K::kind(&());
     ctx.metrics.reconciled(
         &kind,
-        if result.is_ok() { "ok" } else { "error" },
+        if failed.is_none() { "ok" } else { "error" },
         started.elapsed(),
     );
-    if let Err(e) = &result {
+    if let Some(e) = failed {
         ctx.metrics.error(&kind, e.category().reason());
     } else if deleting {
         ctx.metrics.resource_gone(&kind, &namespace, &name);
@@ -158,10 +169,40 @@ pub(crate) fn needless<K: Managed>(
 /// The delay before the next pass after a failed one: by the error's category and the number of
 /// failures in a row (see [`Error::requeue_after`]).
 pub(crate) fn error_policy<K: Managed>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
+    if let Error::HandedOver(why) = err {
+        // A deletion pass that let go (see [`moved_away`]): not a failure, and not this
+        // shard's to retry.
+        return let_go(&ctx, &object_key(obj.as_ref()), why);
+    }
     let failures = ctx.failed(&object_key(obj.as_ref()));
     let wait = err.requeue_after(failures, ctx.settings.resync);
     tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, retry_in_s = wait.as_secs(), "reconcile failed");
     Action::requeue(wait)
+}
+
+/// Why a pass over `key` must end without recording anything, when its resource moved to
+/// another shard while it ran: the gate stopped one of its writes (`err`, however the kind
+/// wrapped it), or the move came after its last one. The pass then writes no status, no Event,
+/// and a deletion pass keeps the finalizer: all of that is the new shard's, whose own pass
+/// observes the service afresh. `None`: the resource is still this instance's.
+pub(crate) fn moved_away(ctx: &Context, key: &str, err: Option<&Error>) -> Option<String> {
+    if let Err(Error::HandedOver(why)) = ctx.still_served(key) {
+        return Some(why);
+    }
+    match err {
+        Some(Error::HandedOver(why)) | Some(Error::Remote(ClientError::HandedOver(why))) => {
+            Some(why.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The end of a pass that [`moved_away`]: logged, the object forgotten, no requeue (the
+/// object has left this instance's cache, so nothing would come of one).
+pub(crate) fn let_go(ctx: &Context, key: &str, why: &str) -> Action {
+    tracing::info!("{why}");
+    ctx.forget(key);
+    Action::await_change()
 }
 
 /// `obj`'s status as read, the kind's own fields included, so that a pass which does not read
