@@ -199,9 +199,9 @@ pub struct Context {
     sweeping: std::sync::Once,
     /// Objects woken by a change of their Connection or of a Secret they read.
     urgent: Mutex<std::collections::HashSet<String>>,
-    /// Objects whose shard label moved away while this instance served them (shared with the
-    /// write gate of every pass, [`Context::write_gate`]).
-    handed_over: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// Objects whose shard label moved away while this instance served them, and when (shared
+    /// with the write gate of every pass, [`Context::write_gate`]; kept [`HANDED_OVER_KEPT`]).
+    handed_over: Arc<Mutex<HashMap<String, Instant>>>,
     /// When an operation kind's last step asked to run again, per object (the watch event of
     /// its own status write, skipped, must not push that run back).
     next_step: Mutex<HashMap<String, Instant>>,
@@ -558,7 +558,18 @@ impl Context {
     /// write for it any more.
     pub fn hand_over(&self, key: String) {
         if let Ok(mut h) = self.handed_over.lock() {
-            h.insert(key);
+            h.insert(key, Instant::now());
+        }
+    }
+
+    /// Forget the objects handed over longer than [`HANDED_OVER_KEPT`] ago: no pass of theirs
+    /// is under way any more, and while the list is not empty every watch event looks itself up
+    /// in it ([`Context::take_back`]).
+    pub(crate) fn prune_handed_over(&self, now: Instant) {
+        if let Ok(mut h) = self.handed_over.lock() {
+            if !h.is_empty() {
+                h.retain(|_, at| now.saturating_duration_since(*at) < HANDED_OVER_KEPT);
+            }
         }
     }
 
@@ -1107,15 +1118,51 @@ impl Context {
     }
 }
 
+/// How long an object handed over to another shard is remembered: longer than any pass that
+/// was under way at the move can last (each call times out within `timeoutSeconds`, at most
+/// 300 s, and is retried at most `--max-retries` times).
+const HANDED_OVER_KEPT: Duration = Duration::from_secs(3600);
+
 /// `Err(why)` when `key` is among the objects handed over to another shard.
 fn moved_away(
-    handed_over: &Mutex<std::collections::HashSet<String>>,
+    handed_over: &Mutex<HashMap<String, Instant>>,
     key: &str,
 ) -> std::result::Result<(), String> {
-    if handed_over.lock().is_ok_and(|h| h.contains(key)) {
+    if handed_over.lock().is_ok_and(|h| h.contains_key(key)) {
         return Err(format!(
             "{key} moved to another shard during the pass: the new shard writes it"
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_pass_gate_shuts_at_a_hand_over_opens_at_a_take_back_and_the_hand_over_is_forgotten_after_the_hour(
+    ) {
+        let ctx = Context::offline();
+        let key = "WorkspaceRun/default/moving";
+        let gate = ctx.write_gate(key.to_string());
+        let other = ctx.write_gate("WorkspaceRun/default/staying".to_string());
+        assert!(gate().is_ok());
+        ctx.hand_over(key.to_string());
+        let why = gate().expect_err("shut once handed over");
+        assert!(
+            why.contains("moved to another shard during the pass"),
+            "{why}"
+        );
+        assert!(other().is_ok());
+        assert!(matches!(ctx.still_served(key), Err(Error::HandedOver(_))));
+        ctx.take_back(|| key.to_string());
+        assert!(gate().is_ok() && ctx.still_served(key).is_ok());
+
+        ctx.hand_over(key.to_string());
+        ctx.prune_handed_over(Instant::now() + Duration::from_secs(60));
+        assert!(gate().is_err(), "remembered while a pass may still run");
+        ctx.prune_handed_over(Instant::now() + HANDED_OVER_KEPT);
+        assert!(gate().is_ok(), "forgotten after {HANDED_OVER_KEPT:?}");
+    }
 }

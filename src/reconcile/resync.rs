@@ -33,7 +33,9 @@ pub(crate) async fn sweep(ctx: Weak<Context>, every: Duration) {
     loop {
         timer.tick().await;
         let Some(ctx) = ctx.upgrade() else { return };
-        ctx.send_due_resyncs(Instant::now());
+        let now = Instant::now();
+        ctx.send_due_resyncs(now);
+        ctx.prune_handed_over(now);
     }
 }
 
