@@ -708,47 +708,37 @@ fn install_notes(helm: &Helm, values: &str) -> String {
 #[test]
 fn helm_install_notes_name_every_shard_and_the_namespaces_watched() {
     let helm = Helm::new(None);
-    let notes = install_notes(&helm, "shards={a,b},watchNamespaces={team-a,team-b}");
-    for shard in ["a", "b"] {
-        for line in [
-            format!("kubectl -n quartet-system rollout status deployment/quartet-shard-{shard}"),
-            format!("kubectl -n quartet-system get lease quartet-leader-{shard} "),
-            format!("Shard {shard} (the resources labelled quartet.dev/shard={shard})"),
-        ] {
-            assert!(notes.contains(&line), "{line}\n{notes}");
+    let says = |values: &str, lines: &[&str]| -> String {
+        let notes = install_notes(&helm, values);
+        for line in lines {
+            assert!(notes.contains(line), "{values}: no {line:?} in\n{notes}");
         }
-    }
-    assert!(
-        notes.contains("kubectl -n quartet-system rollout status deployment/quartet\n"),
-        "{notes}"
+        notes
+    };
+    let default_instance = "kubectl -n quartet-system rollout status deployment/quartet\n";
+    says(
+        "shards={a,b},watchNamespaces={team-a,team-b}",
+        &[
+            default_instance,
+            "kubectl -n quartet-system get lease quartet-leader ",
+            "kubectl -n quartet-system rollout status deployment/quartet-shard-a",
+            "kubectl -n quartet-system get lease quartet-leader-a ",
+            "Shard a (the resources labelled quartet.dev/shard=a)",
+            "kubectl -n quartet-system rollout status deployment/quartet-shard-b",
+            "kubectl -n quartet-system get lease quartet-leader-b ",
+            "Shard b (the resources labelled quartet.dev/shard=b)",
+            "kubectl label secretspolicy NAME quartet.dev/shard=a",
+            "The operator watches only these namespaces: team-a, team-b.",
+        ],
     );
-    assert!(
-        notes.contains("kubectl -n quartet-system get lease quartet-leader "),
-        "{notes}"
-    );
-    assert!(
-        notes.contains("kubectl label secretspolicy NAME quartet.dev/shard=a"),
-        "{notes}"
-    );
-    assert!(
-        notes.contains("The operator watches only these namespaces: team-a, team-b."),
-        "{notes}"
-    );
-
     // Without shards: one instance, no shard wording; the one-namespace form is named too.
-    let notes = install_notes(&helm, "watchNamespace=team-a");
+    let notes = says(
+        "watchNamespace=team-a",
+        &[
+            default_instance,
+            "The operator watches only these namespaces: team-a.",
+        ],
+    );
     assert!(!notes.contains("shard"), "{notes}");
-    assert!(
-        notes.contains("kubectl -n quartet-system rollout status deployment/quartet\n"),
-        "{notes}"
-    );
-    assert!(
-        notes.contains("The operator watches only these namespaces: team-a."),
-        "{notes}"
-    );
-    let notes = install_notes(&helm, "logLevel=info");
-    assert!(
-        notes.contains("The operator watches every namespace."),
-        "{notes}"
-    );
+    says("logLevel=info", &["The operator watches every namespace."]);
 }
