@@ -327,7 +327,7 @@ fn an_operation_step_under_way_when_the_label_moves_writes_nothing_and_only_the_
     // gate it would create a run after the move and record it as its own.
     sb.fault(
         "workspaces",
-        serde_json::json!({"method": "GET", "path": runs, "status": 200, "delay_ms": 8000, "count": 1}),
+        serde_json::json!({"method": "GET", "path": runs, "status": 200, "delay_ms": 10000, "count": 1}),
     );
     let (_, mark) = sb.requests("workspaces", 0);
     sb.apply_ok(&format!(
@@ -338,7 +338,7 @@ fn an_operation_step_under_way_when_the_label_moves_writes_nothing_and_only_the_
     });
     sb.fault(
         "workspaces",
-        serde_json::json!({"method": "GET", "path": runs, "status": 200, "delay_ms": 16000, "count": 1}),
+        serde_json::json!({"method": "GET", "path": runs, "status": 200, "delay_ms": 20000, "count": 1}),
     );
     sb.kubectl_ok(&[
         "label",
