@@ -96,11 +96,25 @@ fn two_shards_and_the_default_instance_serve_only_their_own_resources_each_on_it
     assert!(untouched(&sb, "in-default"));
     assert!(writes_of(&sb, "in-default", 0).is_empty());
 
+    // A label naming a shard nobody runs: no instance serves it, and the selector the chart's
+    // install notes print lists exactly that resource.
+    sb.apply_ok(&policy("in-c", Some("c"), "\"read\""));
     let default = instance(&sb, None);
     wait_ready(&sb, "in-default");
     for name in ["in-a", "in-b", "in-default"] {
         assert_eq!(writes_of(&sb, name, 0).len(), 1, "writes of {name}");
     }
+    assert!(untouched(&sb, "in-c") && writes_of(&sb, "in-c", 0).is_empty());
+    let unserved = sb.kubectl_ok(&[
+        "get",
+        "quartet",
+        "-A",
+        "-l",
+        "quartet.dev/shard,quartet.dev/shard notin (a,b)",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(unserved.trim(), "secretspolicy.secrets.quartet.dev/in-c");
 
     // Each leads on its own Lease.
     for (lease, op) in [

@@ -728,6 +728,7 @@ fn helm_install_notes_name_every_shard_and_the_namespaces_watched() {
             "kubectl -n quartet-system get lease quartet-leader-b ",
             "Shard b (the resources labelled quartet.dev/shard=b)",
             "kubectl label secretspolicy NAME quartet.dev/shard=a",
+            "kubectl get quartet -A -l 'quartet.dev/shard,quartet.dev/shard notin (a,b)'",
             "The operator watches only these namespaces: team-a, team-b.",
         ],
     );
