@@ -28,11 +28,14 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+mod figures;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use figures::*;
 use futures::{stream, StreamExt, TryStreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
@@ -96,72 +99,6 @@ fn main() {
             rt.block_on(run(kind, n));
         }
     }
-}
-
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-/// `verb resource` → count, from the `quartet_kube_api_calls_total` lines of a scrape.
-fn kube_calls(text: &str) -> BTreeMap<String, f64> {
-    let mut out = BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("quartet_kube_api_calls_total"))
-    {
-        let Some((labels, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let label = |k: &str| {
-            labels
-                .split(&format!("{k}=\""))
-                .nth(1)
-                .and_then(|r| r.split('"').next())
-                .unwrap_or("")
-                .to_string()
-        };
-        let resource = label("resource");
-        let short = match resource.split_once('/') {
-            Some((r, sub)) => format!("{}/{sub}", r.split('.').next().unwrap_or(r)),
-            None => resource.split('.').next().unwrap_or(&resource).to_string(),
-        };
-        *out.entry(format!("{} {short}", label("verb")))
-            .or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
-    }
-    out
-}
-
-fn delta(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, usize> {
-    after
-        .iter()
-        .filter_map(|(k, v)| {
-            let d = v - before.get(k).copied().unwrap_or(0.0);
-            (d > 0.0).then(|| (k.clone(), d as usize))
-        })
-        .collect()
-}
-
-fn scrape(addr: &str) -> String {
-    reqwest::blocking::get(format!("http://{addr}/metrics"))
-        .and_then(|r| r.text())
-        .unwrap_or_default()
-}
-
-fn per(m: &BTreeMap<String, usize>, n: usize) -> String {
-    if m.is_empty() {
-        return "none".into();
-    }
-    m.iter()
-        .map(|(k, v)| format!("{k} {:.2}", *v as f64 / n as f64))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn total(m: &BTreeMap<String, usize>) -> usize {
