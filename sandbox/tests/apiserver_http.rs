@@ -1099,6 +1099,52 @@ async fn secret_type_is_immutable() {
     );
 }
 
+/// A custom resource's metadata is checked like any object's: label keys and values,
+/// annotation keys, finalizer names.
+#[tokio::test]
+async fn a_custom_resource_with_an_invalid_label_is_422_like_any_object() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let mut w = widget("w1");
+    w["metadata"]["labels"] = json!({"app": "not valid!"});
+    w["metadata"]["finalizers"] = json!(["a/b/c"]);
+    let (code, v) = h.post(WIDGETS, w).await;
+    assert_eq!(code, 422, "{v}");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Widget.test.quartet.dev \"w1\" is invalid: [metadata.labels: Invalid value: \"not valid!\": a valid label must be an empty string"),
+        "{v}"
+    );
+    assert!(
+        message.contains("metadata.finalizers: Invalid value: \"a/b/c\": a valid label key must consist of alphanumeric characters"),
+        "{v}"
+    );
+    let (code, _) = h.get(&format!("{WIDGETS}/w1")).await;
+    assert_eq!(code, 404);
+}
+
+/// Strict decoding reads the body as sent: a create's unknown status field is refused even
+/// though the status subresource drops the status of a create.
+#[tokio::test]
+async fn strict_decoding_refuses_an_unknown_status_field_in_a_create() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.install_widget_crd().await;
+    let mut w = widget("w1");
+    w["status"] = json!({"bogus": 1});
+    let (code, v) = h
+        .post(&format!("{WIDGETS}?fieldValidation=Strict"), w.clone())
+        .await;
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(
+        v["message"],
+        "Widget in version \"v1alpha1\" cannot be handled as a Widget: strict decoding error: unknown field \"status.bogus\""
+    );
+    let (code, v) = h.post(WIDGETS, w).await;
+    assert_eq!(code, 201, "{v}");
+}
+
 /// (schema part) defaults added to a CRD later show on reads without a write.
 #[tokio::test]
 async fn custom_resources_are_defaulted_on_read() {

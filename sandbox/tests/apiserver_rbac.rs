@@ -382,7 +382,7 @@ async fn access_reviews_and_impersonation_answer_for_a_service_account() {
         )
         .await;
     assert_eq!(c, 422, "{b}");
-    assert_eq!(b["message"], "SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes: Invalid value: \"null\": exactly one of nonResourceAttributes or resourceAttributes must be specified");
+    assert_eq!(b["message"], "SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified");
 
     // The admin impersonates the ServiceAccount: its groups come with it.
     let as_sa = |rb: reqwest::RequestBuilder| rb.header("Impersonate-User", USER);

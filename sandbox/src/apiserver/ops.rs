@@ -198,101 +198,36 @@ fn validate_name(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
     ))
 }
 
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-const NAME_PART_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, at most 63 characters.
-fn is_name_part(s: &str) -> bool {
-    let ok_end = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    !s.is_empty()
-        && s.len() <= 63
-        && ok_end(s.chars().next())
-        && ok_end(s.chars().last())
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-/// `IsQualifiedName`'s messages: an optional DNS subdomain prefix and `/`, then a name part.
+/// `IsQualifiedName`'s messages (finalizers, Event controllers, label and annotation keys).
 pub(super) fn qualified_name_errors(value: &str) -> Vec<String> {
-    let (prefix, name) = match value.split('/').collect::<Vec<_>>()[..] {
-        [name] => (None, name),
-        [prefix, name] => (Some(prefix), name),
-        _ => {
-            return vec![format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                NAME_PART_MSG.trim_start_matches("name part ")
-            )]
-        }
-    };
-    let mut errs = Vec::new();
-    match prefix {
-        Some("") => errs.push("prefix part must be non-empty".to_string()),
-        Some(p) if !is_subdomain(p) => errs.push(format!("prefix part {SUBDOMAIN_MSG}")),
-        _ => {}
-    }
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errs.push("name part must be no more than 63 characters".to_string());
-    }
-    // The pattern is checked apart from the length, as apimachinery does.
-    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    let pattern = edge(name.chars().next())
-        && edge(name.chars().last())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !pattern {
-        errs.push(NAME_PART_MSG.to_string());
-    }
-    errs
+    schema::label_key_errors(value)
 }
 
-/// The errors `ValidateLabels`/`ValidateAnnotations` give for the built-in kinds (custom
-/// resources get theirs from the schema module).
+/// `ValidateLabels`, `ValidateAnnotations` and `ValidateFinalizers` for the built-in kinds
+/// (custom resources get the same checks from the schema module); a value that is not a
+/// string fails decoding first.
 fn validate_meta_maps(ctx: &Ctx, obj: &Value) -> Result<(), ApiError> {
-    let name = name_of(obj);
-    let key_error = |k: &str| -> Option<String> {
-        let first = qualified_name_errors(k).into_iter().next()?;
-        Some(format!("Invalid value: \"{k}\": {first}"))
-    };
     for field in ["labels", "annotations"] {
         let Some(m) = obj["metadata"][field].as_object() else {
             continue;
         };
-        for (k, v) in m {
-            if let Some(msg) = key_error(k) {
-                return Err(ctx.invalid(
-                    &name,
-                    &format!("metadata.{field}"),
-                    "FieldValueInvalid",
-                    &msg,
-                ));
-            }
-            let Some(v) = v.as_str() else {
-                return Err(ApiError::bad_request(format!(
-                    "{kind} in version \"{ver}\" cannot be handled as a {kind}: json: cannot unmarshal {} into Go struct field ObjectMeta.metadata.{field} of type string",
-                    if v.is_number() { "number" } else if v.is_boolean() { "bool" } else { "object" },
-                    kind = ctx.info.kind,
-                    ver = ctx.version
-                )));
-            };
-            if field == "labels" && !v.is_empty() && !is_name_part(v) {
-                let msg = if v.len() > 63 {
-                    "must be no more than 63 characters"
-                } else {
-                    LABEL_VALUE_MSG
-                };
-                return Err(ctx.invalid(
-                    &name,
-                    "metadata.labels",
-                    "FieldValueInvalid",
-                    &format!("Invalid value: \"{v}\": {msg}"),
-                ));
-            }
+        if let Some(v) = m.values().find(|v| !v.is_string()) {
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"{ver}\" cannot be handled as a {kind}: json: cannot unmarshal {} into Go struct field ObjectMeta.metadata.{field} of type string",
+                if v.is_number() { "number" } else if v.is_boolean() { "bool" } else { "object" },
+                kind = ctx.info.kind,
+                ver = ctx.version
+            )));
         }
     }
-    Ok(())
+    let errs = schema::meta_map_errors(&obj["metadata"]);
+    if errs.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::from_body(
+        422,
+        schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), &errs),
+    ))
 }
 
 const GENERATE_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -528,10 +463,6 @@ fn admit(
     };
     obj["apiVersion"] = json!(ctx.api_version());
     obj["kind"] = json!(ctx.info.kind);
-    // Strict decoding rejects unknown fields before any validation error, as kube does.
-    if ctx.validation == FieldValidation::Strict {
-        unknown_fields(ctx, &schema::unknown_fields(crd, &ctx.version, obj))?;
-    }
     match schema::admit_custom_resource(crd, &ctx.version, obj, old) {
         Ok(adm) => unknown_fields(ctx, &adm.unknown_fields),
         Err(errors) => Err(ApiError::from_body(
@@ -539,6 +470,19 @@ fn admit(
             schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), &errors),
         )),
     }
+}
+
+/// Strict decoding rejects a custom resource's unknown fields while it decodes the body, i.e.
+/// before any validation error and before the strategy drops or restores `status`: a create
+/// with `status.bogus` is refused even though the stored object would have no status.
+fn strict_unknown_fields(st: &State, ctx: &Ctx, obj: &Value) -> Result<(), ApiError> {
+    if ctx.validation != FieldValidation::Strict {
+        return Ok(());
+    }
+    let Some(crd) = ctx.crd(st) else {
+        return Ok(());
+    };
+    unknown_fields(ctx, &schema::unknown_fields(crd, &ctx.version, obj)).map(drop)
 }
 
 fn unknown_fields(ctx: &Ctx, unknown: &[String]) -> Result<Vec<String>, ApiError> {
@@ -797,6 +741,7 @@ pub fn create(
             &name,
         ));
     }
+    strict_unknown_fields(st, ctx, &obj)?;
     if ctx.info.status_subresource {
         if let Some(m) = obj.as_object_mut() {
             m.remove("status");
@@ -942,6 +887,7 @@ fn finish_update(
         meta.insert("name".into(), json!(name));
         meta.remove("selfLink");
     }
+    strict_unknown_fields(st, ctx, &new)?;
     if ctx.sub.as_deref() == Some("status") {
         // Status writes change only status (and managedFields).
         let status = new.get("status").cloned();

@@ -79,7 +79,7 @@ fn attributes(kind: &str, user: UserInfo, spec: &Value) -> Result<Attributes, Ap
         (false, false) => Err(invalid(
             kind,
             "spec.resourceAttributes",
-            "Invalid value: \"null\": exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            "Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified",
         )),
         (true, false) => Ok(Attributes {
             user,

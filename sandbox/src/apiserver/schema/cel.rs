@@ -1,6 +1,8 @@
 //! `x-kubernetes-validations` through the `kube-cel` crate, with errors reworded as
-//! apiextensions-apiserver's CEL validator words them (`<path>: Invalid value: "<schema
-//! type>": <message>`; `reason` picks Forbidden/Required/Duplicate).
+//! apiextensions-apiserver's CEL validator words them: a failed rule on a scalar shows its
+//! value (`spec.digits: Invalid value: 7: <message>`), on an object or a list no value
+//! (`spec: Invalid value: <message>`), a rule that could not run the node's type (`Invalid
+//! value: "object": ... evaluating rule: ...`); `reason` picks Forbidden/Required/Duplicate.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -111,8 +113,23 @@ fn rule_index(schema: &Value, out: &mut HashMap<String, (String, Option<String>)
     }
 }
 
+/// What the error of a rule shows as its value (`fieldErrorForReason`'s `value`).
+enum Shown<'a> {
+    /// A rule that ran and failed: since Kubernetes 1.35 the value of the node it sits on, or
+    /// nothing for an object or a list (`field.OmitValueType`).
+    Node(Option<&'a Value>),
+    /// A rule that could not run: the node's type (`sts.Type`), e.g. `"object"`.
+    Type,
+}
+
 /// `fieldErrorForReason`: the rule's `reason` picks the error type.
-fn rule_error(field: String, ty: &str, reason: Option<&str>, message: &str) -> FieldError {
+fn rule_error(
+    field: String,
+    ty: &str,
+    shown: Shown,
+    reason: Option<&str>,
+    message: &str,
+) -> FieldError {
     // kube's root path is nil, printed `<nil>`.
     let field = if field.is_empty() {
         "<nil>".to_string()
@@ -120,12 +137,32 @@ fn rule_error(field: String, ty: &str, reason: Option<&str>, message: &str) -> F
         field
     };
     let type_value = Value::String(ty.to_string());
-    match reason {
-        Some("FieldValueForbidden") => FieldError::forbidden(field, message),
-        Some("FieldValueRequired") => FieldError::required(field, message),
-        Some("FieldValueDuplicate") => FieldError::duplicate(field, &type_value),
-        _ => FieldError::invalid(field, &type_value, message),
+    let value = match shown {
+        Shown::Node(_) if ty == "object" || ty == "array" => None,
+        Shown::Node(Some(v)) => Some(v),
+        Shown::Node(None) | Shown::Type => Some(&type_value),
+    };
+    match (reason, value) {
+        (Some("FieldValueForbidden"), _) => FieldError::forbidden(field, message),
+        (Some("FieldValueRequired"), _) => FieldError::required(field, message),
+        (Some("FieldValueDuplicate"), Some(v)) => FieldError::duplicate(field, v),
+        (Some("FieldValueDuplicate"), None) => FieldError::duplicate_omitted(field),
+        (_, Some(v)) => FieldError::invalid(field, v, message),
+        (_, None) => FieldError::invalid_omitted(field, message),
     }
+}
+
+/// The value at a kube-cel error path (`spec.items[2].name`, map keys joined with dots).
+fn value_at<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut node = obj;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, indices) = part.split_once('[').unwrap_or((part, ""));
+        node = node.get(name)?;
+        for i in indices.split(['[', ']']).filter(|i| !i.is_empty()) {
+            node = node.get(i.parse::<usize>().ok()?)?;
+        }
+    }
+    Some(node)
 }
 
 fn is_optional_old_self(rule: &Value) -> bool {
@@ -260,10 +297,20 @@ pub(crate) fn evaluate(
             let transition = e.rule.contains("oldSelf");
             let field = kube_path(schema, &e.field_path);
             let error = match e.kind {
-                kube_cel::ErrorKind::ValidationFailure => {
-                    rule_error(field, ty, e.reason.as_deref(), &e.message)
-                }
-                _ => rule_error(field, ty, None, &runtime_error_message(&e.message, &e.rule)),
+                kube_cel::ErrorKind::ValidationFailure => rule_error(
+                    field,
+                    ty,
+                    Shown::Node(value_at(obj, &e.field_path)),
+                    e.reason.as_deref(),
+                    &e.message,
+                ),
+                _ => rule_error(
+                    field,
+                    ty,
+                    Shown::Type,
+                    None,
+                    &runtime_error_message(&e.message, &e.rule),
+                ),
             };
             out.push((error, transition));
         }
@@ -284,7 +331,7 @@ mod optional_old_self {
     use kube_cel::KubeCelExt;
     use serde_json::Value;
 
-    use super::{is_optional_old_self, rule_error, runtime_error_message};
+    use super::{is_optional_old_self, rule_error, runtime_error_message, Shown};
     use crate::apiserver::schema::FieldError;
 
     fn join(path: &str, name: &str) -> String {
@@ -381,9 +428,15 @@ mod optional_old_self {
                     Outcome::Pass => {}
                     Outcome::Fail(msg) => {
                         let reason = rule.get("reason").and_then(Value::as_str);
-                        out.push(rule_error(field, ty, reason, &msg));
+                        out.push(rule_error(
+                            field,
+                            ty,
+                            Shown::Node(Some(value)),
+                            reason,
+                            &msg,
+                        ));
                     }
-                    Outcome::Error(msg) => out.push(rule_error(field, ty, None, &msg)),
+                    Outcome::Error(msg) => out.push(rule_error(field, ty, Shown::Type, None, &msg)),
                 }
             }
         }

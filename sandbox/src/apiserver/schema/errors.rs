@@ -16,16 +16,106 @@ pub(crate) const FORBIDDEN: &str = "FieldValueForbidden";
 pub(crate) const DUPLICATE: &str = "FieldValueDuplicate";
 
 /// Renders a JSON value the way `field.Error.ErrorBody` prints a `BadValue` taken from an
-/// unstructured object: strings `%q`, numbers and booleans `%v`, null as `"null"`, maps and
-/// slices with Go's `%#v`.
+/// unstructured object (Kubernetes 1.31 and later): strings `%q`, numbers and booleans `%v`,
+/// anything else (null, maps, slices) as `json.Marshal` writes it, so null is `null` and a map
+/// `{"key":"x"}`.
 pub fn go_value(v: &Value) -> String {
     match v {
-        Value::Null => "\"null\"".into(),
         Value::String(s) => go_quote(s),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => go_number(n),
-        Value::Array(_) | Value::Object(_) => go_sharp_v(v),
+        Value::Null | Value::Array(_) | Value::Object(_) => go_json(v),
     }
+}
+
+/// Go's `json.Marshal` of an unstructured value: compact, map keys sorted, `<`, `>` and `&`
+/// escaped as `\u003c`, `\u003e`, `\u0026`, floats without a needless exponent.
+pub(crate) fn go_json(v: &Value) -> String {
+    let mut out = String::new();
+    write_go_json(v, &mut out);
+    out
+}
+
+fn write_go_json(v: &Value, out: &mut String) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&go_json_number(n)),
+        Value::String(s) => write_go_json_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_go_json(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_go_json_string(k, out);
+                out.push(':');
+                write_go_json(&map[k], out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// `encoding/json`'s string escaping with HTML escaping on (the default of `json.Marshal`).
+fn write_go_json_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `encoding/json`'s number: integers as they are; a float64 in `'f'` form, or `'e'` form
+/// below 1e-6 and from 1e21 on with a one-digit exponent kept short (`1e-7`, `1e+21`).
+fn go_json_number(n: &serde_json::Number) -> String {
+    if let Some(i) = n.as_i64() {
+        return i.to_string();
+    }
+    if let Some(u) = n.as_u64() {
+        return u.to_string();
+    }
+    let f = n.as_f64().unwrap_or(0.0);
+    let abs = f.abs();
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+        let s = format!("{:e}", f);
+        if let Some((m, e)) = s.split_once('e') {
+            return match e.strip_prefix('-') {
+                Some(d) => format!("{m}e-{d}"),
+                None => format!("{m}e+{e}"),
+            };
+        }
+        return s;
+    }
+    if f == f.trunc() {
+        return format!("{}", f as i128);
+    }
+    format!("{}", f)
 }
 
 /// Go's `%v` of an int64 / float64 (shortest representation, `e+XX` exponents past 1e21).
@@ -64,27 +154,6 @@ pub(crate) fn go_float(f: f64) -> String {
         return s;
     }
     format!("{}", f)
-}
-
-/// Go's `%#v` of `map[string]interface{}` / `[]interface{}` values.
-fn go_sharp_v(v: &Value) -> String {
-    match v {
-        Value::Null => "interface {}(nil)".into(),
-        Value::String(s) => go_quote(s),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => go_number(n),
-        Value::Array(a) => {
-            let items: Vec<String> = a.iter().map(go_sharp_v).collect();
-            format!("[]interface {{}}{{{}}}", items.join(", "))
-        }
-        Value::Object(m) => {
-            let items: Vec<String> = m
-                .iter()
-                .map(|(k, v)| format!("{}:{}", go_quote(k), go_sharp_v(v)))
-                .collect();
-            format!("map[string]interface {{}}{{{}}}", items.join(", "))
-        }
-    }
 }
 
 /// Go's `%q` / `strconv.Quote`.
@@ -136,6 +205,16 @@ impl FieldError {
             field: field.into(),
             reason: INVALID,
             message: with_detail(format!("Invalid value: {}", go_value(value)), detail),
+        }
+    }
+
+    /// `field.Invalid(path, field.OmitValueType{}, detail)`: no value printed (a failed CEL rule
+    /// on an object or a list, since Kubernetes 1.35).
+    pub fn invalid_omitted(field: impl Into<String>, detail: &str) -> Self {
+        Self {
+            field: field.into(),
+            reason: INVALID,
+            message: with_detail("Invalid value".into(), detail),
         }
     }
 
@@ -220,6 +299,15 @@ impl FieldError {
         }
     }
 
+    /// `field.Duplicate(path, field.OmitValueType{})`.
+    pub fn duplicate_omitted(field: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            reason: DUPLICATE,
+            message: "Duplicate value".into(),
+        }
+    }
+
     /// `field.Error.Error()`: `<field>: <body>`.
     pub fn to_error_string(&self) -> String {
         format!("{}: {}", self.field, self.message)
@@ -290,4 +378,22 @@ pub fn invalid_status(kind: &str, group: &str, name: &str, errors: &[FieldError]
         "details": Value::Object(details),
         "code": 422
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_value;
+    use serde_json::json;
+
+    #[test]
+    fn a_bad_value_that_is_not_a_scalar_prints_as_go_marshals_it() {
+        assert_eq!(go_value(&json!(null)), "null");
+        assert_eq!(
+            go_value(&json!({"b": 1, "a": "<x&y>"})),
+            r#"{"a":"\u003cx\u0026y\u003e","b":1}"#
+        );
+        assert_eq!(go_value(&json!(["a", 1.5, true])), r#"["a",1.5,true]"#);
+        assert_eq!(go_value(&json!([1e-7, 1e21, 2.0])), "[1e-7,1e+21,2]");
+        assert_eq!(go_value(&json!("tab\there")), r#""tab\there""#);
+    }
 }

@@ -4,8 +4,11 @@
 //!
 //! Pure functions over JSON values; the server (`apiserver::mod`) calls them. The signatures
 //! are the contract between the server and this module. Wording of errors follows
-//! kube-apiserver v1.33 (apimachinery `field.Error`, kube-openapi `validate`,
-//! apiextensions-apiserver's CEL validator).
+//! kube-apiserver v1.35 and v1.36 (apimachinery `field.Error`, kube-openapi `validate`,
+//! apiextensions-apiserver's CEL validator): a value other than a string, number or boolean is
+//! printed as JSON (`null`, `{"name":"x"}`), a failed CEL rule shows the value of a scalar and
+//! no value for an object or a list, a string reports only the first of its maxLength,
+//! minLength and pattern errors, and a repeated list element only where it first repeats.
 //!
 //! What is implemented, in kube-apiserver's order, for a custom resource:
 //! 1. pruning of fields the structural schema does not declare (kept: root and embedded
@@ -13,6 +16,7 @@
 //!    `metadata` pruned to `ObjectMeta`), reported as `spec.foo` paths;
 //! 2. dropping `null`s of non-nullable fields, then `default`s (also inside defaulted values);
 //! 3. `metadata.name`/`generateName` (DNS subdomain, plus the CRD schema's own constraints),
+//!    label keys and values, annotation keys and their 256 KiB total, finalizer names,
 //!    `apiVersion`/`kind`, OpenAPI validation (type incl. integer/number and int-or-string,
 //!    nullable, required, enum, pattern, min/max(+exclusive), multipleOf, min/maxLength,
 //!    min/maxItems, uniqueItems, min/maxProperties, allOf/anyOf/oneOf/not, the formats kube
@@ -60,7 +64,7 @@ pub use cel_cost::{
     crd_rule_costs, format_rule_costs, RuleCost, SchemaCosts, PER_RULE_LIMIT, SCHEMA_LIMIT,
 };
 pub use errors::{go_quote, go_value};
-pub use metadata::dns1123_subdomain_errors;
+pub use metadata::{dns1123_subdomain_errors, label_key_errors, meta_map_errors};
 pub use table::{human_duration, table_at};
 
 /// One invalid field, worded like kube-apiserver's `field.Error`.

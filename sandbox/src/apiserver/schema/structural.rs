@@ -374,11 +374,14 @@ fn validate_type(schema: &Value, value: &Value, path: &str, errs: &mut Vec<Field
     }
 }
 
+/// kube-openapi's string validator reports the first of maxLength, minLength and pattern
+/// that fails, not all of them.
 fn validate_string(schema: &Value, s: &str, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let len = s.chars().count() as i64;
     if let Some(max) = schema.get("maxLength").and_then(Value::as_i64) {
         if len > max {
             errs.push(FieldError::too_long(field_path(path), max));
+            return;
         }
     }
     if let Some(min) = schema.get("minLength").and_then(Value::as_i64) {
@@ -388,6 +391,7 @@ fn validate_string(schema: &Value, s: &str, value: &Value, path: &str, errs: &mu
                 value,
                 &format!("{path} in body should be at least {min} chars long"),
             ));
+            return;
         }
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
@@ -686,7 +690,8 @@ fn validate_composition(schema: &Value, value: &Value, path: &str, errs: &mut Ve
 // ------------------------------------------------------------------------------------------
 
 /// `structurallisttype.ValidateListSetsAndMaps`: duplicates in `set` lists and duplicate keys
-/// in `map` lists are `Duplicate value` errors on the later element.
+/// in `map` lists are `Duplicate value` errors on the element that first repeats a value (a
+/// third copy is not reported again).
 pub(crate) fn validate_list_types(
     schema: &Value,
     value: &Value,
@@ -709,10 +714,8 @@ pub(crate) fn validate_list_types(
         Value::Array(items) => {
             match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
                 Some("set") => {
-                    for (i, item) in items.iter().enumerate() {
-                        if items[..i].iter().any(|p| json_eq(p, item)) {
-                            errs.push(FieldError::duplicate(index(path, i), item));
-                        }
+                    for i in first_repeats(items) {
+                        errs.push(FieldError::duplicate(index(path, i), &items[i]));
                     }
                 }
                 Some("map") => {
@@ -731,10 +734,8 @@ pub(crate) fn validate_list_types(
                         Value::Object(m)
                     };
                     let all_keys: Vec<Value> = items.iter().map(key_of).collect();
-                    for i in 0..items.len() {
-                        if all_keys[..i].iter().any(|p| json_eq(p, &all_keys[i])) {
-                            errs.push(FieldError::duplicate(index(path, i), &all_keys[i]));
-                        }
+                    for i in first_repeats(&all_keys) {
+                        errs.push(FieldError::duplicate(index(path, i), &all_keys[i]));
                     }
                 }
                 _ => {}
@@ -747,6 +748,14 @@ pub(crate) fn validate_list_types(
         }
         _ => {}
     }
+}
+
+/// The indices of the elements that repeat an earlier one for the first time (`validateListSet`
+/// counts each value and reports it when it is seen the second time).
+fn first_repeats(items: &[Value]) -> Vec<usize> {
+    (0..items.len())
+        .filter(|&i| items[..i].iter().filter(|p| json_eq(p, &items[i])).count() == 1)
+        .collect()
 }
 
 // ------------------------------------------------------------------------------------------
