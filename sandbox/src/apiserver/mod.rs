@@ -99,7 +99,8 @@
 //!   this repository on Quartet's CRDs and about 8,700 valid and invalid variants of the
 //!   examples' manifests (creates and updates): the same verdicts and the same messages (the
 //!   order of errors aside: kube lists a map's errors in Go's random map order). Every rule
-//!   cost of the CRDs matched too.
+//!   cost of the CRDs matched too, and so did the verdicts and messages on 1,386 variants of
+//!   the CRDs with one `maxLength`, `maxItems` or `maxProperties` removed or raised 1000-fold.
 //! * RBAC without `aggregationRule`, without the escalation check on writing Roles and bindings,
 //!   and with only the bootstrap roles `cluster-admin`, `system:discovery`, `system:basic-user`,
 //!   `system:public-info-viewer` and `system:service-account-issuer-discovery` (no `admin`,
