@@ -165,7 +165,7 @@ fn legacy(event: &Value) -> Vec<FieldError> {
         if controller.is_empty() {
             errs.push(required("reportingController"));
         }
-        for msg in super::ops::qualified_name_errors(controller) {
+        for msg in super::schema::label_key_errors(controller) {
             errs.push(invalid("reportingController", &controller.into(), &msg));
         }
         for (k, path, limit) in [

@@ -198,11 +198,6 @@ fn validate_name(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
     ))
 }
 
-/// `IsQualifiedName`'s messages (finalizers, Event controllers, label and annotation keys).
-pub(super) fn qualified_name_errors(value: &str) -> Vec<String> {
-    schema::label_key_errors(value)
-}
-
 /// `ValidateLabels`, `ValidateAnnotations` and `ValidateFinalizers` for the built-in kinds
 /// (custom resources get the same checks from the schema module); a value that is not a
 /// string fails decoding first.

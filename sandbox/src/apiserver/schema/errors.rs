@@ -30,7 +30,7 @@ pub fn go_value(v: &Value) -> String {
 
 /// Go's `json.Marshal` of an unstructured value: compact, map keys sorted, `<`, `>` and `&`
 /// escaped as `\u003c`, `\u003e`, `\u0026`, floats without a needless exponent.
-fn go_json(v: &Value) -> String {
+pub(crate) fn go_json(v: &Value) -> String {
     let mut out = String::new();
     write_go_json(v, &mut out);
     out

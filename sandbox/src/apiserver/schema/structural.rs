@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::errors::{go_float, go_number, go_quote};
+use super::errors::{go_float, go_json, go_number, go_quote};
 use super::formats;
 use super::FieldError;
 
@@ -750,11 +750,17 @@ pub(crate) fn validate_list_types(
     }
 }
 
-/// The indices of the elements that repeat an earlier one for the first time (`validateListSet`
-/// counts each value and reports it when it is seen the second time).
+/// The indices of the elements that repeat an earlier one for the first time. Like
+/// `validateListSet`, values are counted by their JSON encoding (one pass, however long the
+/// list) and reported when seen the second time.
 fn first_repeats(items: &[Value]) -> Vec<usize> {
+    let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     (0..items.len())
-        .filter(|&i| items[..i].iter().filter(|p| json_eq(p, &items[i])).count() == 1)
+        .filter(|&i| {
+            let times = seen.entry(go_json(&items[i])).or_insert(0);
+            *times += 1;
+            *times == 2
+        })
         .collect()
 }
 
