@@ -23,37 +23,243 @@ const WIDGETS: &str = "/apis/test.quartet.dev/v1alpha1/namespaces/default/widget
 const SECRETS: &str = "/api/v1/namespaces/default/secrets";
 
 #[tokio::test]
-async fn missing_or_wrong_token_is_401_unauthorized_status() {
+async fn a_wrong_token_is_401_and_a_request_without_one_is_the_anonymous_user() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let anonymous = |method, path: &str| h.client.request(method, format!("{}{path}", h.base));
+    // No token: `system:anonymous`, which the bootstrap policy allows the public info only.
+    let (c, b) = h
+        .send(anonymous(reqwest::Method::GET, "/api/v1/namespaces"))
+        .await;
+    assert_eq!(c, 403, "{b}");
+    assert_eq!(
+        b,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": "namespaces is forbidden: User \"system:anonymous\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope",
+               "reason": "Forbidden", "details": {"kind": "namespaces"}, "code": 403})
+    );
+    let (c, b) = h.send(anonymous(reqwest::Method::GET, "/api")).await;
+    assert_eq!(
+        (c, b["message"].as_str()),
+        (
+            403,
+            Some("forbidden: User \"system:anonymous\" cannot get path \"/api\"")
+        ),
+        "discovery is for authenticated users"
+    );
+    for path in ["/version", "/healthz", "/livez", "/readyz"] {
+        let (c, b) = h.send(anonymous(reqwest::Method::GET, path)).await;
+        assert_eq!(c, 200, "{path}: {b}");
+    }
+    // Issuer discovery is for ServiceAccounts (and the admin), not for anonymous callers.
+    let (c, _) = h
+        .send(anonymous(
+            reqwest::Method::GET,
+            "/.well-known/openid-configuration",
+        ))
+        .await;
+    assert_eq!(c, 403);
+    // Public means `get`: another verb on a public path is refused like any other.
+    let (c, b) = h
+        .send(anonymous(reqwest::Method::POST, "/healthz").body("{}"))
+        .await;
+    assert_eq!(
+        (c, b["message"].as_str()),
+        (
+            403,
+            Some("forbidden: User \"system:anonymous\" cannot post path \"/healthz\"")
+        )
+    );
+    // Another scheme or an empty bearer token is no token at all, as kube's bearer-token
+    // authenticator reads the header.
+    let (c, _) = h
+        .send(anonymous(reqwest::Method::GET, "/healthz").header("authorization", "Basic eDp5"))
+        .await;
+    assert_eq!(c, 200);
+    // A token that is not valid is 401, whatever the path.
+    for path in ["/api/v1/namespaces", "/healthz", "/version"] {
+        let (c, b) = h
+            .send(anonymous(reqwest::Method::GET, path).bearer_auth("nope"))
+            .await;
+        assert_eq!(c, 401, "{path}: {b}");
+        assert_eq!(
+            b,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_watch_or_proxy_verb_naming_nothing_is_the_request_info_error_before_authentication() {
     let s = server().await;
     let h = Http::new(&s);
     let r = h
         .client
-        .get(format!("{}/api/v1/namespaces", h.base))
+        .get(format!("{}/api/v1/watch?a=1&b=2", h.base))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 401);
-    let body: Value = r.json().await.unwrap();
+    assert_eq!(r.status(), 500);
     assert_eq!(
-        body,
-        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+        r.headers()["content-type"],
+        "text/plain; charset=utf-8",
+        "{:?}",
+        r.headers()
     );
+    assert_eq!(
+        r.text().await.unwrap(),
+        "Internal Server Error: \"/api/v1/watch?a=1&amp;b=2\": failed to create RequestInfo: unable to determine kind and namespace from url, /api/v1/watch?a=1&amp;b=2\n"
+    );
+    let (c, _) = h.get("/apis/coordination.k8s.io/v1/proxy").await;
+    assert_eq!(c, 500);
+}
+
+#[tokio::test]
+async fn the_watch_parameter_is_read_as_kube_reads_it() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (c, b) = h.post(SECRETS, secret("w")).await;
+    assert_eq!(c, 201, "{b}");
+    // Anything but `0` and `false` (in any case) watches, a bare `watch=` too; a repeated
+    // parameter counts by its first value.
+    for q in ["watch=yes", "watch=", "watch=TRUE", "watch=1&watch=false"] {
+        let r = h
+            .req(
+                reqwest::Method::GET,
+                &format!("{SECRETS}?{q}&timeoutSeconds=1"),
+            )
+            .send()
+            .await
+            .unwrap();
+        let body = tokio::time::timeout(Duration::from_secs(10), r.text())
+            .await
+            .expect("the watch ends at its timeout")
+            .unwrap();
+        let first: Value = serde_json::from_str(body.lines().next().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{q}: {e}: {body}"));
+        assert_eq!(first["type"], "ADDED", "{q}: {body}");
+    }
+    for q in ["watch=false", "watch=FALSE", "watch=0", "watch=0&watch=1"] {
+        let (c, b) = h.get(&format!("{SECRETS}?{q}")).await;
+        assert_eq!(
+            (c, b["kind"].as_str()),
+            (200, Some("SecretList")),
+            "{q}: {b}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn one_object_is_watched_by_the_watch_path_only_and_its_selector_may_only_repeat_its_name() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (c, b) = h.post(SECRETS, secret("one")).await;
+    assert_eq!(c, 201, "{b}");
+    // A named GET is a get, whatever `watch` says.
+    let (c, b) = h.get(&format!("{SECRETS}/one?watch=true")).await;
+    assert_eq!((c, b["kind"].as_str()), (200, Some("Secret")), "{b}");
+    let path = "/api/v1/watch/namespaces/default/secrets/one";
+    for q in [
+        "fieldSelector=metadata.name%3Dother",
+        "fieldSelector=type%3DOpaque",
+    ] {
+        let (c, b) = h.get(&format!("{path}?{q}")).await;
+        assert_eq!(
+            (c, b["message"].as_str()),
+            (
+                400,
+                Some("fieldSelector metadata.name doesn't match requested name")
+            ),
+            "{q}"
+        );
+    }
     let r = h
-        .client
-        .get(format!("{}/api/v1/namespaces", h.base))
-        .bearer_auth("nope")
+        .req(
+            reqwest::Method::GET,
+            &format!("{path}?fieldSelector=metadata.name%3Done&timeoutSeconds=1"),
+        )
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 401);
-    // /version is public, as on a real cluster.
-    let r = h
-        .client
-        .get(format!("{}/version", h.base))
-        .send()
+    let body = tokio::time::timeout(Duration::from_secs(10), r.text())
         .await
+        .expect("the watch ends at its timeout")
         .unwrap();
-    assert_eq!(r.status(), 200);
+    let first: Value = serde_json::from_str(body.lines().next().unwrap_or_default()).unwrap();
+    assert_eq!(
+        (
+            first["type"].as_str(),
+            first["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("one")),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn list_parameters_kube_cannot_decode_are_400_with_its_message() {
+    let s = server().await;
+    let h = Http::new(&s);
+    for (q, message) in [
+        (
+            "limit=abc",
+            "strconv.ParseInt: parsing \"abc\": invalid syntax",
+        ),
+        (
+            "timeoutSeconds=",
+            "strconv.ParseInt: parsing \"\": invalid syntax",
+        ),
+        (
+            "limit=99999999999999999999",
+            "strconv.ParseInt: parsing \"99999999999999999999\": value out of range",
+        ),
+        (
+            "fieldSelector=metadata.name%3Da%5Cx",
+            "invalid field selector: invalid escape sequence: \\x",
+        ),
+        (
+            "fieldSelector=metadata.name%3Da%3Db",
+            "invalid field selector: unescaped character in value: 61",
+        ),
+        (
+            "fieldSelector=metadata.name",
+            "invalid selector: 'metadata.name'; can't understand 'metadata.name'",
+        ),
+        // Nothing is trimmed: the field is ` metadata.name `.
+        (
+            "fieldSelector=%20metadata.name%20%3D%20x",
+            "field label not supported:  metadata.name ",
+        ),
+    ] {
+        let (c, b) = h.get(&format!("{SECRETS}?{q}")).await;
+        assert_eq!(
+            (c, b["reason"].as_str()),
+            (400, Some("BadRequest")),
+            "{q}: {b}"
+        );
+        assert_eq!(b["message"], message, "{q}");
+    }
+    // Escaped commas and equals signs are a value's own characters, and terms split at the
+    // first operator.
+    let (c, b) = h.post(SECRETS, secret("x")).await;
+    assert_eq!(c, 201, "{b}");
+    for (q, names) in [
+        ("fieldSelector=metadata.name%3Dx", vec!["x"]),
+        ("fieldSelector=metadata.name%3D%3Dx", vec!["x"]),
+        ("fieldSelector=metadata.name!%3Dx", vec![]),
+        ("fieldSelector=metadata.name%3Dx%5C,y", vec![]),
+        ("fieldSelector=metadata.name%3D%3D%5C%3Dx", vec![]),
+    ] {
+        let (c, b) = h.get(&format!("{SECRETS}?{q}")).await;
+        assert_eq!(c, 200, "{q}: {b}");
+        let got: Vec<&str> = b["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|i| i["metadata"]["name"].as_str())
+            .collect();
+        assert_eq!(got, names, "{q}");
+    }
 }
 
 #[tokio::test]

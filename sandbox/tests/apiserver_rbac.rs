@@ -307,6 +307,64 @@ async fn subresources_resource_names_and_wildcards_match_as_on_a_real_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_is_authorized_with_the_verb_and_name_kube_reads_from_its_query() {
+    let s = server().await;
+    let admin = Http::new(&s);
+    let sa = service_account(&admin, &s).await;
+    grant(
+        &admin,
+        "named",
+        None,
+        json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"], "resourceNames": ["named"]}]),
+    )
+    .await;
+    let (c, b) = admin
+        .post("/api/v1/namespaces/default/secrets", secret("named"))
+        .await;
+    assert_eq!(c, 201, "{b}");
+    let base = "/api/v1/namespaces/default/secrets";
+    let (c, b) = sa
+        .get(&format!("{base}?fieldSelector=metadata.name%3Dnamed"))
+        .await;
+    assert_eq!(c, 200, "{b}");
+    // The name is the first `metadata.name` term of the sorted terms: authorized, then refused
+    // for the field secrets cannot be selected by.
+    let (c, b) = sa
+        .get(&format!(
+            "{base}?fieldSelector=spec.x%3Dy,metadata.name%3D%3Dnamed"
+        ))
+        .await;
+    assert_eq!(
+        (c, b["message"].as_str()),
+        (400, Some("field label not supported: spec.x"))
+    );
+    // `watch=yes` watches, so the verb is `watch`.
+    let (c, b) = sa
+        .get(&format!(
+            "{base}?fieldSelector=metadata.name%3Dnamed&watch=yes"
+        ))
+        .await;
+    assert_forbidden(c, &b, &format!("secrets \"named\" is forbidden: User \"{USER}\" cannot watch resource \"secrets\" in API group \"\" in the namespace \"default\""));
+    // A query kube cannot decode is authorized without the name; so is a `!=` term.
+    for q in [
+        "fieldSelector=metadata.name%3Dnamed&limit=abc",
+        "fieldSelector=metadata.name!%3Dother",
+    ] {
+        let (c, b) = sa.get(&format!("{base}?{q}")).await;
+        assert_forbidden(c, &b, &format!("secrets is forbidden: User \"{USER}\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""));
+    }
+    // Public paths are public for `get` only; issuer discovery is for ServiceAccounts.
+    let (c, b) = sa.post("/healthz", json!({})).await;
+    assert_forbidden(
+        c,
+        &b,
+        &format!("forbidden: User \"{USER}\" cannot post path \"/healthz\""),
+    );
+    let (c, b) = sa.get("/.well-known/openid-configuration").await;
+    assert_eq!(c, 200, "{b}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_binding_to_a_missing_role_is_named_in_the_denial() {
     let s = server().await;
     let admin = Http::new(&s);

@@ -37,15 +37,17 @@ async fn verify_with_jwks(h: &Http, jwt: &str) -> serde_json::Map<String, Value>
         .split_once("/openid/")
         .map(|(_, p)| format!("/openid/{p}"))
         .unwrap();
-    // Discovery is public: no bearer token.
+    // Issuer discovery is for ServiceAccounts (the bootstrap binding's group) and the admin,
+    // not for anonymous callers, as on a real cluster.
     let r = h
         .client
         .get(format!("{}{jwks_path}", h.base))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    let jwks: Value = r.json().await.unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    let (c, jwks) = h.get(&jwks_path).await;
+    assert_eq!(c, 200, "{jwks}");
     let kid = header_of(jwt)["kid"].as_str().unwrap().to_string();
     let jwk = jwks["keys"]
         .as_array()

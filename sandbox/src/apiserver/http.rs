@@ -20,6 +20,7 @@ use super::protobuf;
 use super::rbac::{self, Attributes, UserInfo};
 use super::registry::ResourceInfo;
 use super::schema;
+use super::selector::FieldSelector;
 use super::store::State;
 use super::watch::{self, Render};
 
@@ -59,6 +60,8 @@ impl Shared {
 
 const BODY_LIMIT: usize = 16 * 1024 * 1024;
 
+/// The query's parameters; a repeated one keeps its first value, the one kube's parameter
+/// conversions read.
 pub fn parse_query(q: Option<&str>) -> HashMap<String, String> {
     let mut out = HashMap::new();
     for pair in q.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
@@ -68,7 +71,7 @@ pub fn parse_query(q: Option<&str>) -> HashMap<String, String> {
                 .decode_utf8_lossy()
                 .to_string()
         };
-        out.insert(dec(k), dec(v));
+        out.entry(dec(k)).or_insert_with(|| dec(v));
     }
     out
 }
@@ -217,15 +220,25 @@ pub async fn handle(AxState(sh): AxState<Arc<Shared>>, req: Request) -> Response
     }
 }
 
-/// Who the bearer token is: the admin token is `system:masters`; a service-account token this
-/// server signed is its ServiceAccount; anything else (or nothing) is refused with 401.
+/// Who sent the request, as kube-apiserver's authenticators decide: the admin token is
+/// `system:masters`; a service-account token this server signed is its ServiceAccount; a
+/// request without a bearer token (no `Authorization` header, another scheme, an empty token)
+/// is `system:anonymous`, which RBAC then allows only the public paths. `None`: a token that is
+/// not valid, refused with 401 whatever the path.
 fn authenticate(sh: &Shared, headers: &HeaderMap) -> Option<UserInfo> {
-    let v = headers.get("authorization").and_then(|v| v.to_str().ok())?;
-    let (scheme, tok) = v.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
+    let anonymous = Some(UserInfo::anonymous());
+    let Some(v) = headers.get("authorization") else {
+        return anonymous;
+    };
+    // As the bearer-token authenticator reads it: `Bearer <token>[ ...]`.
+    let v = v.to_str().unwrap_or_default().trim();
+    let mut parts = v.splitn(3, ' ');
+    let (Some(scheme), Some(tok)) = (parts.next(), parts.next()) else {
+        return anonymous;
+    };
+    if !scheme.eq_ignore_ascii_case("bearer") || tok.is_empty() {
+        return anonymous;
     }
-    let tok = tok.trim();
     if tok == sh.token {
         return Some(UserInfo::admin());
     }
@@ -242,6 +255,11 @@ fn authenticate(sh: &Shared, headers: &HeaderMap) -> Option<UserInfo> {
 async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiError> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let uri = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| path.clone());
     let query = parse_query(req.uri().query());
     let headers = req.headers().clone();
     let segs: Vec<String> = path
@@ -251,7 +269,26 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
         .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
 
-    // Public info, as with the real server's system:public-info-viewer role.
+    let decoded_path = percent_decode_str(&path).decode_utf8_lossy().to_string();
+    if let Some(text) = rbac::request_info_error(&decoded_path, &uri) {
+        return Ok((
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [
+                ("content-type", "text/plain; charset=utf-8"),
+                ("x-content-type-options", "nosniff"),
+            ],
+            format!("{text}\n"),
+        )
+            .into_response());
+    }
+    let Some(requester) = authenticate(sh, &headers) else {
+        return Err(ApiError::unauthorized());
+    };
+    let user = rbac::impersonate(&*lock(sh)?, requester, &headers)?;
+    let attrs = Attributes::from_request(user, method.as_str(), &decoded_path, &query);
+    rbac::check(&*lock(sh)?, &attrs)?;
+    // Public info, which the bootstrap policy grants everyone (`system:public-info-viewer`)
+    // and ServiceAccounts (`system:service-account-issuer-discovery`).
     match segs.as_slice() {
         ["version"] => return Ok(json_response(StatusCode::OK, &version())),
         ["healthz"] | ["livez"] | ["readyz"] => return Ok((StatusCode::OK, "ok").into_response()),
@@ -260,13 +297,6 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
     if let Some(r) = super::tokens::public_route(&sh.signer, &sh.addr, &segs) {
         return Ok(r);
     }
-    let Some(requester) = authenticate(sh, &headers) else {
-        return Err(ApiError::unauthorized());
-    };
-    let user = rbac::impersonate(&*lock(sh)?, requester, &headers)?;
-    let decoded_path = percent_decode_str(&path).decode_utf8_lossy().to_string();
-    let attrs = Attributes::from_request(user, method.as_str(), &decoded_path, &query);
-    rbac::check(&*lock(sh)?, &attrs)?;
     let content_type = headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
@@ -537,7 +567,7 @@ fn resource(
             }
         }
     };
-    let is_watch = t.watch || query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let is_watch = t.watch || ops::watch_requested(&query);
 
     let out: Result<Response, ApiError> = match (method.as_str(), &t.name) {
         ("GET", None) if is_watch => {
@@ -545,13 +575,24 @@ fn resource(
             let render: Render = Arc::new(render_one);
             return watch::watch(&sh.state, &sh.lags, ctx, sh.stop.subscribe(), render);
         }
-        ("GET", Some(name)) if is_watch => {
+        // Only the `/watch/` path watches one object: a named GET with `?watch=true` is a
+        // plain get on a real server. Its field selector may only repeat the name.
+        ("GET", Some(name)) if t.watch => {
             let mut ctx = ctx;
-            let fs = match ctx.query.get("fieldSelector").filter(|f| !f.is_empty()) {
-                Some(f) => format!("{f},metadata.name={name}"),
-                None => format!("metadata.name={name}"),
-            };
-            ctx.query.insert("fieldSelector".into(), fs);
+            let given = ctx
+                .query
+                .get("fieldSelector")
+                .map(|f| FieldSelector::parse_terms(f).map_err(ApiError::bad_request));
+            if let Some(given) = given.transpose()?.filter(|f| !f.is_empty()) {
+                if given.exact_match("metadata.name") != Some(name.as_str()) {
+                    return Err(ApiError::bad_request(
+                        "fieldSelector metadata.name doesn't match requested name",
+                    ));
+                }
+            } else {
+                ctx.query
+                    .insert("fieldSelector".into(), format!("metadata.name={name}"));
+            }
             drop(st);
             let render: Render = Arc::new(render_one);
             return watch::watch(&sh.state, &sh.lags, ctx, sh.stop.subscribe(), render);

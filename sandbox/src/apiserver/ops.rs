@@ -1331,8 +1331,46 @@ pub struct Filter {
     pub fields: FieldSelector,
 }
 
+/// Whether a list asks to watch, as kube decodes the `watch` parameter: its first value, false
+/// only when `0` or `false` in any case (so `watch=yes` and a bare `watch=` watch).
+pub fn watch_requested(q: &HashMap<String, String>) -> bool {
+    q.get("watch")
+        .is_some_and(|w| w != "0" && !w.eq_ignore_ascii_case("false"))
+}
+
+/// The first error kube's `ParameterCodec` gives a list or watch's query, in its order: the
+/// integers (`timeoutSeconds`, `limit`) as Go's `strconv.ParseInt` words them, then the label
+/// and field selectors. A real server answers such a request 400 and authorizes it without a
+/// name from its field selector.
+pub fn list_options_error(q: &HashMap<String, String>) -> Option<String> {
+    for key in ["timeoutSeconds", "limit"] {
+        if let Some(Err(e)) = q.get(key).map(|v| v.parse::<i64>().map_err(|e| (v, e))) {
+            let why = match e.1.kind() {
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                    "value out of range"
+                }
+                _ => "invalid syntax",
+            };
+            return Some(format!("strconv.ParseInt: parsing {:?}: {why}", e.0));
+        }
+    }
+    if let Some(Err(e)) = q.get("labelSelector").map(|s| LabelSelector::parse(s)) {
+        return Some(e.message);
+    }
+    q.get("fieldSelector")
+        .and_then(|s| FieldSelector::parse_terms(s).err())
+}
+
 impl Filter {
     pub fn parse(info: &ResourceInfo, q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        if let Some(e) = list_options_error(q) {
+            return Err(ApiError::bad_request(e));
+        }
+        let labels = LabelSelector::parse(
+            q.get("labelSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+        )?;
         let mut allowed: Vec<&str> = allowed_fields(&info.group, &info.plural).to_vec();
         allowed.extend(info.selectable.iter().map(String::as_str));
         let mut fields = FieldSelector::parse(
@@ -1344,14 +1382,7 @@ impl Filter {
         if info.is_new_event() {
             fields.rename(super::events::field_to_core);
         }
-        Ok(Self {
-            labels: LabelSelector::parse(
-                q.get("labelSelector")
-                    .map(String::as_str)
-                    .unwrap_or_default(),
-            )?,
-            fields,
-        })
+        Ok(Self { labels, fields })
     }
 
     pub fn matches(&self, obj: &Value) -> bool {

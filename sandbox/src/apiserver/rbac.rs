@@ -32,6 +32,7 @@ use axum::http::HeaderMap;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
+use super::selector::FieldSelector;
 use super::store::State;
 
 /// Members may do everything, with or without rules.
@@ -57,6 +58,16 @@ impl UserInfo {
         Self {
             name: "kubernetes-admin".into(),
             groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+            ..Self::default()
+        }
+    }
+
+    /// A request without credentials, as kube-apiserver's anonymous authenticator (on by
+    /// default) names it.
+    pub fn anonymous() -> Self {
+        Self {
+            name: ANONYMOUS.into(),
+            groups: vec![UNAUTHENTICATED.into()],
             ..Self::default()
         }
     }
@@ -102,6 +113,40 @@ pub fn split_service_account(username: &str) -> Option<(&str, &str)> {
     (!ns.is_empty() && !name.is_empty() && !name.contains(':')).then_some((ns, name))
 }
 
+/// The path's segments as kube's `splitPath` cuts them: slashes trimmed at both ends, empty
+/// segments inside kept.
+fn split_path(path: &str) -> Vec<&str> {
+    path.trim_matches('/').split('/').collect()
+}
+
+/// The segments after `/api` or `/apis/{group}` (version first) of a resource request, `None`
+/// for a non-resource path.
+fn api_parts<'a, 'b>(parts: &'a [&'b str]) -> Option<&'a [&'b str]> {
+    match parts {
+        ["api", rest @ ..] if rest.len() >= 2 => Some(rest),
+        ["apis", _, rest @ ..] if rest.len() >= 2 => Some(rest),
+        _ => None,
+    }
+}
+
+/// The error kube-apiserver's request-info filter gives before anything else (authentication
+/// included) when a `watch` or `proxy` verb names nothing after it (`/api/v1/watch`): a plain
+/// text 500 of `InternalError`'s wording. `uri` is the request's path and query as sent.
+pub fn request_info_error(path: &str, uri: &str) -> Option<String> {
+    let parts = split_path(path);
+    let rest = api_parts(&parts)?;
+    (matches!(rest[1], "watch" | "proxy") && rest.len() < 3).then(|| {
+        let quoted = format!("{uri:?}");
+        let text = format!(
+            "Internal Server Error: {quoted}: failed to create RequestInfo: unable to determine kind and namespace from url, {uri}"
+        );
+        // kube's sanitizer.
+        text.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    })
+}
+
 /// What a request asks, in the authorizer's terms.
 #[derive(Clone, Debug, Default)]
 pub struct Attributes {
@@ -115,23 +160,6 @@ pub struct Attributes {
     pub subresource: String,
     pub namespace: String,
     pub name: String,
-}
-
-/// Go's `strconv.ParseBool` truths, as the `watch` parameter is decoded.
-fn truthy(v: &str) -> bool {
-    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
-}
-
-/// The name a field selector pins with `metadata.name=x` (or `==`), as
-/// `RequiresExactMatch("metadata.name")` finds it.
-fn selector_name(fs: &str) -> Option<String> {
-    fs.split(',').find_map(|term| {
-        let (k, v) = term
-            .split_once("==")
-            .or_else(|| term.split_once('='))
-            .filter(|(k, _)| !k.ends_with('!'))?;
-        (k.trim() == "metadata.name").then(|| v.trim().to_string())
-    })
 }
 
 impl Attributes {
@@ -151,15 +179,13 @@ impl Attributes {
             path: path.to_string(),
             ..Default::default()
         };
-        let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-        let mut rest: &[&str] = match parts.as_slice() {
-            ["api", rest @ ..] if rest.len() >= 2 => rest,
-            ["apis", g, rest @ ..] if rest.len() >= 2 => {
-                a.group = g.to_string();
-                rest
-            }
-            _ => return a,
+        let parts = split_path(path);
+        let Some(mut rest) = api_parts(&parts) else {
+            return a;
         };
+        if parts[0] == "apis" {
+            a.group = parts[1].to_string();
+        }
         a.resource_request = true;
         a.version = rest[0].to_string();
         rest = &rest[1..];
@@ -196,17 +222,21 @@ impl Attributes {
             a.resource = r.to_string();
         }
         if a.name.is_empty() && a.verb == "get" {
-            a.verb = if query.get("watch").is_some_and(|w| truthy(w)) {
+            a.verb = if super::ops::watch_requested(query) {
                 "watch".into()
             } else {
                 "list".into()
             };
-            if let Some(n) = query
-                .get("fieldSelector")
-                .and_then(|f| selector_name(f))
-                .filter(|n| !n.is_empty() && n != "." && n != ".." && !n.contains(['/', '%']))
-            {
-                a.name = n;
+            // A query kube cannot decode is authorized without the name.
+            if super::ops::list_options_error(query).is_none() {
+                if let Some(n) = query
+                    .get("fieldSelector")
+                    .and_then(|f| FieldSelector::parse_terms(f).ok())
+                    .and_then(|f| f.exact_match("metadata.name").map(str::to_string))
+                    .filter(|n| n != "." && n != ".." && !n.contains(['/', '%']))
+                {
+                    a.name = n;
+                }
             }
         }
         if a.name.is_empty() && a.verb == "delete" {

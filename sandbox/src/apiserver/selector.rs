@@ -1,137 +1,129 @@
-//! Label selectors (`a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`) and field selectors
-//! (`metadata.name=x`, `metadata.namespace!=y`, plus a few per-kind fields).
+//! Field selectors (`metadata.name=x`, `metadata.namespace!=y`, plus a few per-kind fields),
+//! read as kube's `fields.ParseSelector` reads them; label selectors are in
+//! [`label_selector`](super::label_selector).
 
 use serde_json::Value;
 
 use super::error::ApiError;
 
-#[derive(Clone, Debug)]
-enum Req {
-    Eq(String, String),
-    Ne(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    NotExists(String),
-}
-
-/// A parsed label selector; the empty selector matches everything.
-#[derive(Clone, Debug, Default)]
-pub struct LabelSelector(Vec<Req>);
-
-/// Split on commas that are not inside parentheses.
-fn split_top(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut depth = 0;
-    let mut cur = String::new();
-    for c in s.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(std::mem::take(&mut cur));
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    out.push(cur);
-    out.into_iter()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
-fn set_values(s: &str) -> Option<Vec<String>> {
-    let inner = s.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(
-        inner
-            .split(',')
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-            .collect(),
-    )
-}
-
-impl LabelSelector {
-    pub fn parse(s: &str) -> Result<Self, ApiError> {
-        let bad = || {
-            ApiError::bad_request(format!(
-                "unable to parse requirement: found '{s}', expected: valid label selector"
-            ))
-        };
-        let mut reqs = Vec::new();
-        for part in split_top(s) {
-            if let Some(k) = part.strip_prefix('!') {
-                reqs.push(Req::NotExists(k.trim().to_string()));
-            } else if let Some((k, v)) = part.split_once("!=") {
-                reqs.push(Req::Ne(k.trim().into(), v.trim().into()));
-            } else if let Some((k, v)) = part.split_once("==") {
-                reqs.push(Req::Eq(k.trim().into(), v.trim().into()));
-            } else if let Some((k, v)) = part.split_once('=') {
-                reqs.push(Req::Eq(k.trim().into(), v.trim().into()));
-            } else if let Some(i) = part.find(" notin ") {
-                reqs.push(Req::NotIn(
-                    part[..i].trim().into(),
-                    set_values(&part[i + 7..]).ok_or_else(bad)?,
-                ));
-            } else if let Some(i) = part.find(" in ") {
-                reqs.push(Req::In(
-                    part[..i].trim().into(),
-                    set_values(&part[i + 4..]).ok_or_else(bad)?,
-                ));
-            } else if part.contains(char::is_whitespace) || part.contains('(') {
-                return Err(bad());
-            } else {
-                reqs.push(Req::Exists(part));
-            }
-        }
-        Ok(Self(reqs))
-    }
-
-    pub fn matches(&self, labels: &Value) -> bool {
-        let get = |k: &str| labels.get(k).and_then(Value::as_str);
-        self.0.iter().all(|r| match r {
-            Req::Eq(k, v) => get(k) == Some(v.as_str()),
-            Req::Ne(k, v) => get(k) != Some(v.as_str()),
-            Req::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
-            Req::NotIn(k, vs) => get(k).is_none_or(|x| !vs.iter().any(|v| v == x)),
-            Req::Exists(k) => get(k).is_some(),
-            Req::NotExists(k) => get(k).is_none(),
-        })
-    }
-}
+pub use super::label_selector::LabelSelector;
 
 /// A parsed field selector: `(path, negated, value)` terms.
 #[derive(Clone, Debug, Default)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
-impl FieldSelector {
-    /// `allowed` lists the extra fields this resource supports besides metadata.name/namespace.
-    pub fn parse(s: &str, allowed: &[&str]) -> Result<Self, ApiError> {
-        let mut terms = Vec::new();
-        for part in split_top(s) {
-            let (k, neg, v) = if let Some((k, v)) = part.split_once("!=") {
-                (k, true, v)
-            } else if let Some((k, v)) = part.split_once("==") {
-                (k, false, v)
-            } else if let Some((k, v)) = part.split_once('=') {
-                (k, false, v)
-            } else {
-                return Err(ApiError::bad_request(format!(
-                    "invalid selector: '{s}'; can't understand '{part}'"
-                )));
-            };
-            let k = k.trim();
-            if k != "metadata.name" && k != "metadata.namespace" && !allowed.contains(&k) {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {k}"
-                )));
+/// Splits at the commas a backslash does not escape, as kube's `splitTerms`.
+fn split_field_terms(s: &str) -> Vec<&str> {
+    if s.is_empty() {
+        return Vec::new();
+    }
+    let mut terms = Vec::new();
+    let (mut start, mut escaped) = (0, false);
+    for (i, c) in s.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            ',' => {
+                terms.push(&s[start..i]);
+                start = i + 1;
             }
-            terms.push((k.to_string(), neg, v.trim().to_string()));
+            _ => {}
+        }
+    }
+    terms.push(&s[start..]);
+    terms
+}
+
+/// A field selector value with its `\\`, `\,` and `\=` escapes resolved; any other escape, a
+/// lone trailing backslash, or a bare `,` or `=` is an error worded as kube's `UnescapeValue`
+/// words it (the character as Go's `%v` prints a rune: its code point).
+fn unescape_field_value(s: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut escaped = false;
+    for c in s.chars() {
+        if escaped {
+            if !matches!(c, '\\' | ',' | '=') {
+                return Err(format!(
+                    "invalid field selector: invalid escape sequence: \\{c}"
+                ));
+            }
+            out.push(c);
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            ',' | '=' => {
+                return Err(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    c as u32
+                ))
+            }
+            _ => out.push(c),
+        }
+    }
+    if escaped {
+        return Err("invalid field selector: invalid escape sequence: \\".into());
+    }
+    Ok(out)
+}
+
+impl FieldSelector {
+    /// Parses as kube's `fields.ParseSelector`: terms split at unescaped commas and sorted,
+    /// each split at its first operator (`!=`, `==` or `=`, tried in that order at each
+    /// position), values unescaped, nothing trimmed, a term without field and value (`=`)
+    /// dropped. The error is kube's message.
+    pub fn parse_terms(s: &str) -> Result<Self, String> {
+        let mut parts = split_field_terms(s);
+        parts.sort_unstable();
+        let mut terms = Vec::new();
+        for part in parts.into_iter().filter(|p| !p.is_empty()) {
+            let split = part.char_indices().find_map(|(i, _)| {
+                ["!=", "==", "="]
+                    .into_iter()
+                    .find(|op| part[i..].starts_with(op))
+                    .map(|op| (&part[..i], op, &part[i + op.len()..]))
+            });
+            let Some((field, op, value)) = split else {
+                return Err(format!(
+                    "invalid selector: '{s}'; can't understand '{part}'"
+                ));
+            };
+            let value = unescape_field_value(value)?;
+            // A term with neither field nor value selects everything: kube drops it.
+            if !field.is_empty() || !value.is_empty() {
+                terms.push((field.to_string(), op == "!=", value));
+            }
         }
         Ok(Self(terms))
+    }
+
+    /// Parses, then refuses a field the resource cannot be selected by (`allowed` lists the
+    /// extra fields this resource supports besides metadata.name/namespace).
+    pub fn parse(s: &str, allowed: &[&str]) -> Result<Self, ApiError> {
+        let parsed = Self::parse_terms(s).map_err(ApiError::bad_request)?;
+        if let Some((k, _, _)) = parsed.0.iter().find(|(k, _, _)| {
+            k != "metadata.name" && k != "metadata.namespace" && !allowed.contains(&k.as_str())
+        }) {
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {k}"
+            )));
+        }
+        Ok(parsed)
+    }
+
+    /// Whether the selector has no terms (it selects everything).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value the selector requires `field` to equal, as `RequiresExactMatch` finds it
+    /// (the first `=`/`==` term on it, in the sorted order).
+    pub fn exact_match(&self, field: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, neg, _)| k == field && !neg)
+            .map(|(_, _, v)| v.as_str())
     }
 
     /// Map field paths to where they are stored.

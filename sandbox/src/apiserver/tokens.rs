@@ -150,7 +150,8 @@ fn write_private(path: &std::path::Path, pem: &[u8]) -> std::io::Result<()> {
     o.open(path)?.write_all(pem)
 }
 
-/// Requests this module answers without a bearer token (issuer discovery).
+/// The issuer discovery documents, answered once RBAC has allowed the request (the bootstrap
+/// policy grants them to ServiceAccounts, not to anonymous callers).
 pub fn public_route(signer: &Signer, addr: &str, segs: &[&str]) -> Option<Response> {
     match segs {
         [".well-known", "openid-configuration"] => Some(json_response(
