@@ -200,13 +200,20 @@ fn a_kind_runs_no_controller_until_its_first_resource_which_then_converges_at_on
     wait_for("/readyz ready with no resource", WAIT, || {
         (get_text(&format!("http://{addr}/readyz")).0 == 200).then_some(())
     });
-    let log = op.log();
-    for kind in ["Connection", "SecretsPolicy", "Workspace", "TotpMethod"] {
-        assert!(
-            log.contains(&format!("no {kind} to serve yet")),
-            "{kind} waits for its first resource:\n{log}"
-        );
-    }
+    // The log is read from the operator's stderr by a thread of the test, which may lag
+    // behind /readyz on a busy machine: wait for the lines rather than expect them at once.
+    let kinds = ["Connection", "SecretsPolicy", "Workspace", "TotpMethod"];
+    let log = wait_for(
+        "every kind logged as waiting for its first resource",
+        WAIT,
+        || {
+            let log = op.log();
+            kinds
+                .iter()
+                .all(|kind| log.contains(&format!("no {kind} to serve yet")))
+                .then_some(log)
+        },
+    );
     assert!(
         !log.contains("controller started"),
         "no controller without a resource:\n{log}"
