@@ -197,6 +197,74 @@ async fn one_object_is_watched_by_the_watch_path_only_and_its_selector_may_only_
 }
 
 #[tokio::test]
+async fn a_write_with_options_a_real_server_refuses_is_422_and_writes_nothing() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (c, b) = h.post(&format!("{SECRETS}?dryRun=true"), secret("d")).await;
+    assert_eq!(
+        (c, b["message"].as_str()),
+        (
+            422,
+            Some("CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"true\"]: supported values: \"All\"")
+        ),
+        "{b}"
+    );
+    assert_eq!(
+        b["details"],
+        json!({"group": "meta.k8s.io", "kind": "CreateOptions", "causes": [
+            {"reason": "FieldValueNotSupported", "message": "Unsupported value: [\"true\"]: supported values: \"All\"", "field": "dryRun"}]})
+    );
+    let (c, _) = h.get(&format!("{SECRETS}/d")).await;
+    assert_eq!(c, 404, "nothing was written");
+    let (c, b) = h.post(SECRETS, secret("d")).await;
+    assert_eq!(c, 201, "{b}");
+    let (c, b) = h
+        .put(&format!("{SECRETS}/d?fieldValidation=strict"), secret("d"))
+        .await;
+    assert_eq!(
+        (c, b["message"].as_str()),
+        (422, Some("UpdateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"strict\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"")),
+        "{b}"
+    );
+    // `force` belongs to apply: on any other patch it is refused, whatever its value.
+    let (c, b) = h
+        .patch(
+            &format!("{SECRETS}/d?force=false"),
+            MERGE,
+            json!({"metadata": {"labels": {"a": "b"}}}),
+        )
+        .await;
+    assert_eq!(
+        (c, b["message"].as_str()),
+        (422, Some("PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch")),
+        "{b}"
+    );
+    let (c, b) = h
+        .patch(
+            &format!("{SECRETS}/d?fieldManager={}", "m".repeat(129)),
+            MERGE,
+            json!({"metadata": {"labels": {"a": "b"}}}),
+        )
+        .await;
+    assert_eq!(
+        (c, b["message"].as_str()),
+        (422, Some("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Too long: may not be more than 128 bytes")),
+        "{b}"
+    );
+    let (c, b) = h.get(&format!("{SECRETS}/d")).await;
+    assert_eq!((c, &b["metadata"]["labels"]), (200, &Value::Null), "{b}");
+    // Apply takes `force` in kube's spelling of a boolean.
+    let (c, b) = h
+        .patch(
+            &format!("{SECRETS}/d?fieldManager=other&force=1"),
+            APPLY,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "d"}, "stringData": {"k": "w"}}),
+        )
+        .await;
+    assert_eq!(c, 200, "{b}");
+}
+
+#[tokio::test]
 async fn list_parameters_kube_cannot_decode_are_400_with_its_message() {
     let s = server().await;
     let h = Http::new(&s);

@@ -445,6 +445,58 @@ async fn events_recorded_through_events_k8s_io_show_as_core_events() {
     s.shutdown().await;
 }
 
+/// Every field a real server lets Events be selected by, through both APIs: `source` is the
+/// reporting controller when the deprecated source is empty (kube's `ToSelectableFields`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_selected_by_every_field_a_real_server_offers() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    use kube::api::ListParams;
+    use kube::runtime::events::{Event, EventType};
+    use kube::Resource;
+
+    let (s, client, w, recorder) = widget_with_recorder().await;
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Synced".into(),
+        note: Some("in sync".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &w.object_ref(&())).await.unwrap();
+    let new: Api<NewEvent> = Api::namespaced(client.clone(), "default");
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    for selector in [
+        "source=quartet-test",
+        "reportingController=quartet-test",
+        "regarding.apiVersion=test.quartet.dev/v1alpha1",
+        "regarding.fieldPath=",
+        "regarding.kind=Widget,regarding.name=w1,type=Normal,reason=Synced",
+    ] {
+        let list = new
+            .list(&ListParams::default().fields(selector))
+            .await
+            .unwrap_or_else(|e| panic!("{selector}: {e}"));
+        assert_eq!(list.items.len(), 1, "{selector}");
+    }
+    for selector in [
+        "source=quartet-test",
+        "involvedObject.apiVersion=test.quartet.dev/v1alpha1",
+    ] {
+        let list = core
+            .list(&ListParams::default().fields(selector))
+            .await
+            .unwrap_or_else(|e| panic!("{selector}: {e}"));
+        assert_eq!(list.items.len(), 1, "{selector}");
+    }
+    let none = new
+        .list(&ListParams::default().fields("source=someone-else"))
+        .await
+        .unwrap();
+    assert!(none.items.is_empty());
+    s.shutdown().await;
+}
+
 /// kube-apiserver's Event validation (`pkg/apis/core/validation/events.go`): what a real
 /// cluster refuses, the dev API server refuses with the same field and message, so an operator's
 /// Events that would be lost on a real cluster fail here first.

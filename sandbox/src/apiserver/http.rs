@@ -23,6 +23,7 @@ use super::schema;
 use super::selector::FieldSelector;
 use super::store::State;
 use super::watch::{self, Render};
+use super::write_options::{self, Write};
 
 /// What every request handler shares.
 pub struct Shared {
@@ -260,7 +261,8 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| path.clone());
-    let query = parse_query(req.uri().query());
+    let raw_query = req.uri().query().map(str::to_string);
+    let query = parse_query(raw_query.as_deref());
     let headers = req.headers().clone();
     let segs: Vec<String> = path
         .split('/')
@@ -409,7 +411,8 @@ async fn handle_inner(sh: &Arc<Shared>, req: Request) -> Result<Response, ApiErr
                     return r;
                 }
             }
-            resource(sh, &method, g, v, rest, query, &headers, &body, &attrs)
+            let q = (query, raw_query.as_deref());
+            resource(sh, &method, g, v, rest, q, &headers, &body, &attrs)
         }
         _ => Err(ApiError::no_route()),
     }
@@ -509,7 +512,7 @@ fn resource(
     group: &str,
     version: &str,
     rest: &[&str],
-    query: HashMap<String, String>,
+    (query, raw_query): (HashMap<String, String>, Option<&str>),
     headers: &HeaderMap,
     body: &[u8],
     attrs: &Attributes,
@@ -519,12 +522,8 @@ fn resource(
     let validation = match query.get("fieldValidation").map(String::as_str) {
         Some("Strict") => FieldValidation::Strict,
         Some("Ignore") => FieldValidation::Ignore,
-        Some("Warn") | Some("") | None => FieldValidation::Warn,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-            "fieldValidation parameter unsupported: {other}. Valid values are Strict, Warn, Ignore"
-        )))
-        }
+        // Anything else is refused by the write's options check; reads ignore it.
+        _ => FieldValidation::Warn,
     };
     let ctx = Ctx {
         info: t.info.clone(),
@@ -651,12 +650,14 @@ fn resource(
             if info.namespaced && ctx.ns.is_empty() {
                 return Err(ApiError::no_route());
             }
+            write_options::check(Write::Create, raw_query)?;
             let obj = parse_body(body)?;
             let o = ops::create(&mut st, &ctx, obj, false)?;
             gc::sweep(&mut st);
             Ok(outcome(rendered(o, &as_, render_one)))
         }
         ("PUT", Some(name)) => {
+            write_options::check(Write::Update, raw_query)?;
             let obj = parse_body(body)?;
             let o = ops::update(&mut st, &ctx, name, obj)?;
             gc::sweep(&mut st);
@@ -669,6 +670,7 @@ fn resource(
                 .unwrap_or_default();
             let ptype = PatchType::from_content_type(ct)
                 .ok_or_else(|| patch::unsupported(info.is_custom()))?;
+            write_options::check(Write::Patch(ptype), raw_query)?;
             // An apply that creates the object is a create too (the real server authorizes it
             // when the update turns out to be a create): `patch` alone is not enough.
             if ptype == PatchType::Apply

@@ -161,6 +161,7 @@ mod store;
 pub mod tls;
 mod tokens;
 mod watch;
+mod write_options;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1121,7 +1121,7 @@ pub fn apply(st: &mut State, ctx: &Ctx, name: &str, body: &[u8]) -> Result<Outco
     let mut actx = ctx.clone();
     actx.apply = true;
     let ctx = &actx;
-    let force = ctx.query.get("force").is_some_and(|f| f == "true");
+    let force = flag(&ctx.query, "force");
     let shape = ctx.shape(st);
     let av = ctx.api_version();
     let t = now();
@@ -1334,7 +1334,13 @@ pub struct Filter {
 /// Whether a list asks to watch, as kube decodes the `watch` parameter: its first value, false
 /// only when `0` or `false` in any case (so `watch=yes` and a bare `watch=` watch).
 pub fn watch_requested(q: &HashMap<String, String>) -> bool {
-    q.get("watch")
+    flag(q, "watch")
+}
+
+/// A boolean query parameter as kube's conversion reads it: present and not `0` or `false` (in
+/// any case).
+pub fn flag(q: &HashMap<String, String>, key: &str) -> bool {
+    q.get(key)
         .is_some_and(|w| w != "0" && !w.eq_ignore_ascii_case("false"))
 }
 

@@ -134,18 +134,34 @@ impl FieldSelector {
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(path, neg, want)| {
-            let mut cur = obj;
-            for seg in path.split('.') {
-                cur = &cur[seg];
-            }
-            let got = match cur {
-                Value::String(s) => s.clone(),
-                Value::Null => String::new(),
-                other => other.to_string(),
-            };
-            (got == *want) != *neg
-        })
+        self.0
+            .iter()
+            .all(|(path, neg, want)| (selectable_value(obj, path) == *want) != *neg)
+    }
+}
+
+/// The value a field selector compares: the scalar at the path, except an Event's `source`,
+/// which is its `source.component`, or its `reportingComponent` when that is empty (kube's
+/// `ToSelectableFields` for events).
+fn selectable_value(obj: &Value, path: &str) -> String {
+    if path == "source" && obj["kind"] == "Event" {
+        let component = obj["source"]["component"].as_str().unwrap_or_default();
+        let reporting = obj["reportingComponent"].as_str().unwrap_or_default();
+        return if component.is_empty() {
+            reporting
+        } else {
+            component
+        }
+        .to_string();
+    }
+    let mut cur = obj;
+    for seg in path.split('.') {
+        cur = &cur[seg];
+    }
+    match cur {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }
 
@@ -172,8 +188,12 @@ pub fn allowed_fields(group: &str, plural: &str) -> &'static [&'static str] {
             "regarding.namespace",
             "regarding.name",
             "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
             "reason",
             "reportingController",
+            "source",
             "type",
         ],
         _ => &[],
