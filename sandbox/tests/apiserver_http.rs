@@ -1066,7 +1066,10 @@ async fn server_side_apply_removes_fields_a_manager_stops_applying() {
             .body("apiVersion: v1\nkind: ConfigMap\n"),
         )
         .await;
-    assert_eq!(code, 400);
+    assert_eq!(
+        code, 422,
+        "the options are refused as kube's ValidatePatchOptions does"
+    );
 }
 
 #[tokio::test]

@@ -1092,11 +1092,6 @@ pub fn apply(st: &mut State, ctx: &Ctx, name: &str, body: &[u8]) -> Result<Outco
             "error decoding YAML: the body must be an object",
         ));
     }
-    if ctx.query.get("fieldManager").is_none_or(|m| m.is_empty()) {
-        return Err(ApiError::bad_request(
-            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-        ));
-    }
     if applied["apiVersion"].as_str().is_none_or(str::is_empty)
         || applied["kind"].as_str().is_none_or(str::is_empty)
     {

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::patch::PatchType;
-use super::schema::{self, FieldError};
+use super::schema::{self, go_printable as printable, FieldError};
 
 /// `FieldManagerMaxLength`.
 const FIELD_MANAGER_MAX: usize = 128;
@@ -35,15 +35,6 @@ fn values(raw: Option<&str>, key: &str) -> Vec<String> {
         .filter(|(k, _)| decode(k) == key)
         .map(|(_, v)| decode(v))
         .collect()
-}
-
-/// Whether Go's `unicode.IsPrint` holds: not a control or format character, and no space but
-/// U+0020. (Format characters are those of category Cf that occur in practice: soft hyphen,
-/// zero-width and bidirectional marks, word joiners, the byte order mark.)
-fn printable(c: char) -> bool {
-    let format =
-        matches!(c as u32, 0xAD | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0xFEFF);
-    !c.is_control() && !format && (c == ' ' || !c.is_whitespace())
 }
 
 /// Go's `%#U`: `U+0041 'A'`, without the character when it is not printable.

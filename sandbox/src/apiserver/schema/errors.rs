@@ -156,6 +156,17 @@ pub(crate) fn go_float(f: f64) -> String {
     format!("{}", f)
 }
 
+/// Whether Go's `unicode.IsPrint` (and `strconv.IsPrint`) holds: not a control, format or
+/// private-use character, and no space but U+0020. Format characters are the category Cf ones
+/// that occur in practice (soft hyphen, zero-width and bidirectional marks, word joiners, the
+/// byte order mark); Rust's standard library has no category tables to tell the rest.
+pub fn go_printable(c: char) -> bool {
+    let format =
+        matches!(c as u32, 0xAD | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0xFEFF);
+    let private = matches!(c as u32, 0xE000..=0xF8FF | 0xF0000..=0x10FFFF);
+    !c.is_control() && !format && !private && (c == ' ' || !c.is_whitespace())
+}
+
 /// Go's `%q` / `strconv.Quote`.
 pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -174,6 +185,10 @@ pub fn go_quote(s: &str) -> String {
             c if (c as u32) < 0x20 || c as u32 == 0x7f => {
                 out.push_str(&format!("\\x{:02x}", c as u32))
             }
+            c if !go_printable(c) && (c as u32) < 0x10000 => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
+            c if !go_printable(c) => out.push_str(&format!("\\U{:08x}", c as u32)),
             c => out.push(c),
         }
     }
@@ -382,8 +397,19 @@ pub fn invalid_status(kind: &str, group: &str, name: &str, errors: &[FieldError]
 
 #[cfg(test)]
 mod tests {
-    use super::go_value;
+    use super::{go_quote, go_value};
     use serde_json::json;
+
+    #[test]
+    fn a_string_is_quoted_as_go_quotes_it() {
+        assert_eq!(go_quote("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(go_quote("\u{1}\t\u{7f}"), r#""\x01\t\x7f""#);
+        // Printable letters stay; other spaces, format and private-use characters are escaped.
+        assert_eq!(
+            go_quote("é \u{a0}\u{200b}\u{f0000}"),
+            r#""é \u00a0\u200b\U000f0000""#
+        );
+    }
 
     #[test]
     fn a_bad_value_that_is_not_a_scalar_prints_as_go_marshals_it() {

@@ -63,7 +63,7 @@ use serde_json::Value;
 pub use cel_cost::{
     crd_rule_costs, format_rule_costs, RuleCost, SchemaCosts, PER_RULE_LIMIT, SCHEMA_LIMIT,
 };
-pub use errors::{go_quote, go_value};
+pub use errors::{go_printable, go_quote, go_value};
 pub use metadata::{
     dns1123_subdomain_errors, label_key_errors, label_value_errors, meta_map_errors,
 };
