@@ -265,6 +265,59 @@ async fn a_write_with_options_a_real_server_refuses_is_422_and_writes_nothing() 
 }
 
 #[tokio::test]
+async fn a_lease_a_real_server_refuses_is_refused_with_its_field_and_message() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = |name: &str, spec: Value| json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": spec});
+    for (spec, message) in [
+        (
+            json!({"holderIdentity": "a", "leaseDurationSeconds": 0}),
+            "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0",
+        ),
+        (
+            json!({"leaseTransitions": -1}),
+            "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0",
+        ),
+        (
+            json!({"preferredHolder": "a"}),
+            "spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined",
+        ),
+        (
+            json!({"strategy": "Newest"}),
+            "spec.strategy: Unsupported value: \"Newest\": supported values: \"OldestEmulationVersion\"",
+        ),
+    ] {
+        let (c, b) = h.post(leases, lease("l", spec.clone())).await;
+        assert_eq!(
+            (c, b["message"].as_str()),
+            (422, Some(format!("Lease.coordination.k8s.io \"l\" is invalid: {message}").as_str())),
+            "{spec}"
+        );
+    }
+    let (c, b) = h
+        .post(
+            leases,
+            lease(
+                "l",
+                json!({"holderIdentity": "a", "leaseDurationSeconds": 15, "leaseTransitions": 0,
+                              "strategy": "OldestEmulationVersion", "preferredHolder": "a"}),
+            ),
+        )
+        .await;
+    assert_eq!(c, 201, "{b}");
+    // The same checks on an update.
+    let (c, b) = h
+        .patch(
+            &format!("{leases}/l"),
+            MERGE,
+            json!({"spec": {"leaseDurationSeconds": -5}}),
+        )
+        .await;
+    assert_eq!(c, 422, "{b}");
+}
+
+#[tokio::test]
 async fn list_parameters_kube_cannot_decode_are_400_with_its_message() {
     let s = server().await;
     let h = Http::new(&s);

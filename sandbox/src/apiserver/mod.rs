@@ -45,7 +45,9 @@
 //!   `Recorder` show in `kubectl describe`; validated as kube-apiserver validates them: a note
 //!   of at most 1,024 bytes, reportingController, reportingInstance, action and reason required
 //!   and bounded, and through events.k8s.io/v1 eventTime required and the report immutable but
-//!   for its series), serviceaccounts, leases,
+//!   for its series), serviceaccounts, leases (their spec validated as kube's
+//!   `ValidateLeaseSpec` does: a positive duration, no negative transitions, a preferred holder
+//!   only with a strategy),
 //!   customresourcedefinitions, and the kinds an operator's Helm chart creates, stored and
 //!   served with discovery and OpenAPI but with no controller behind them: services,
 //!   apps/v1 deployments, rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles and
