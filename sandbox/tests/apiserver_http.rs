@@ -265,6 +265,50 @@ async fn a_write_with_options_a_real_server_refuses_is_422_and_writes_nothing() 
 }
 
 #[tokio::test]
+async fn a_secret_a_real_server_refuses_is_refused_with_its_field_and_message() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let key_msg = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+    for (body, message) in [
+        (
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"user name": "x"}}),
+            format!("Secret \"s\" is invalid: data[user name]: Invalid value: \"user name\": {key_msg}"),
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "x".repeat(1024 * 1024 + 1)}}),
+            "Secret \"s\" is invalid: data: Too long: may not be more than 1048576 bytes".to_string(),
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "type": "kubernetes.io/tls", "stringData": {"tls.crt": "c"}}),
+            "Secret \"s\" is invalid: data[tls.key]: Required value".to_string(),
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "type": "kubernetes.io/basic-auth"}),
+            "Secret \"s\" is invalid: [data[%s][username]: Required value, data[%s][password]: Required value]".to_string(),
+        ),
+    ] {
+        let (c, b) = h.post(SECRETS, body).await;
+        assert_eq!((c, b["message"].as_str()), (422, Some(message.as_str())), "{b}");
+    }
+    let (c, b) = h
+        .post(
+            SECRETS,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "type": "kubernetes.io/basic-auth", "stringData": {"username": "u"}}),
+        )
+        .await;
+    assert_eq!(c, 201, "{b}");
+    // An update is checked the same way.
+    let (c, b) = h
+        .patch(
+            &format!("{SECRETS}/s"),
+            MERGE,
+            json!({"stringData": {"a/b": "x"}}),
+        )
+        .await;
+    assert_eq!(c, 422, "{b}");
+}
+
+#[tokio::test]
 async fn a_lease_a_real_server_refuses_is_refused_with_its_field_and_message() {
     let s = server().await;
     let h = Http::new(&s);

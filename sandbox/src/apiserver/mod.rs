@@ -40,15 +40,17 @@
 //!   unrecognized format "uint64"` header for formats Kubernetes does not know.
 //! * Built-in kinds: namespaces (`default`, `kube-system`, `kube-public`, `kube-node-lease`
 //!   exist at start; each namespace gets a `default` ServiceAccount), secrets (`stringData`
-//!   folded into `data`, `type` defaults to `Opaque`), configmaps, events (core/v1 and
+//!   folded into `data`, `type` defaults to `Opaque`; validated as kube's `ValidateSecret`
+//!   does: config keys, at most 1 MiB, each well-known type's required keys; see
+//!   [`validation`]), configmaps, events (core/v1 and
 //!   events.k8s.io/v1 share storage and are converted, so events recorded with kube-rs'
 //!   `Recorder` show in `kubectl describe`; validated as kube-apiserver validates them: a note
 //!   of at most 1,024 bytes, reportingController, reportingInstance, action and reason required
 //!   and bounded, and through events.k8s.io/v1 eventTime required and the report immutable but
 //!   for its series), serviceaccounts, leases (their spec validated as kube's
 //!   `ValidateLeaseSpec` does: a positive duration, no negative transitions, a preferred holder
-//!   only with a strategy),
-//!   customresourcedefinitions, and the kinds an operator's Helm chart creates, stored and
+//!   only with a strategy), customresourcedefinitions, and the kinds an operator's Helm chart
+//!   creates, stored and
 //!   served with discovery and OpenAPI but with no controller behind them: services,
 //!   apps/v1 deployments, rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles and
 //!   clusterrolebindings, policy/v1 poddisruptionbudgets. Empty `labels`, `annotations`,
@@ -165,6 +167,7 @@ mod selector;
 mod store;
 pub mod tls;
 mod tokens;
+mod validation;
 mod watch;
 mod write_options;
 

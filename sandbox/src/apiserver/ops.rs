@@ -225,46 +225,6 @@ fn validate_meta_maps(ctx: &Ctx, obj: &Value) -> Result<(), ApiError> {
     ))
 }
 
-/// kube's `ValidateLeaseSpec` (a leader election's writes): a positive duration, no negative
-/// transition count, a known strategy (a `prefix/name` one is taken as written), and a
-/// preferred holder only with a strategy.
-fn lease_errors(spec: &Value) -> Vec<schema::FieldError> {
-    let mut errs = Vec::new();
-    if let Some(d) = spec["leaseDurationSeconds"].as_i64().filter(|d| *d <= 0) {
-        errs.push(schema::FieldError::invalid(
-            "spec.leaseDurationSeconds",
-            &json!(d),
-            "must be greater than 0",
-        ));
-    }
-    if let Some(t) = spec["leaseTransitions"].as_i64().filter(|t| *t < 0) {
-        errs.push(schema::FieldError::invalid(
-            "spec.leaseTransitions",
-            &json!(t),
-            "must be greater than or equal to 0",
-        ));
-    }
-    let strategy = spec["strategy"].as_str();
-    if let Some(s) = strategy.filter(|s| !s.contains('/') && *s != "OldestEmulationVersion") {
-        errs.push(schema::FieldError::not_supported(
-            "spec.strategy",
-            &json!(s),
-            &["OldestEmulationVersion".to_string()],
-        ));
-    }
-    if spec["preferredHolder"]
-        .as_str()
-        .is_some_and(|h| !h.is_empty())
-        && strategy.is_none_or(str::is_empty)
-    {
-        errs.push(schema::FieldError::forbidden(
-            "spec.preferredHolder",
-            "may only be specified if `strategy` is defined",
-        ));
-    }
-    errs
-}
-
 const GENERATE_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 fn generate_suffix() -> String {
@@ -352,6 +312,13 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
                     ));
                 }
             }
+            let errors = super::validation::secret_errors(obj);
+            if !errors.is_empty() {
+                return Err(ApiError::from_body(
+                    422,
+                    schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), &errors),
+                ));
+            }
         }
         ("", "events") | ("events.k8s.io", "events") => {
             let errors = super::events::validate(obj, old, ctx.info.is_new_event());
@@ -363,7 +330,7 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
             }
         }
         ("coordination.k8s.io", "leases") => {
-            let errors = lease_errors(&obj["spec"]);
+            let errors = super::validation::lease_errors(&obj["spec"]);
             if !errors.is_empty() {
                 return Err(ApiError::from_body(
                     422,
