@@ -114,6 +114,21 @@ async fn a_watch_or_proxy_verb_naming_nothing_is_the_request_info_error_before_a
     assert_eq!(c, 500);
 }
 
+/// The first event of a watch (`path` has a query) that the server ends after a second.
+async fn first_watch_event(h: &Http, path: &str) -> Value {
+    let r = h
+        .req(reqwest::Method::GET, &format!("{path}&timeoutSeconds=1"))
+        .send()
+        .await
+        .unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(10), r.text())
+        .await
+        .expect("the watch ends at its timeout")
+        .unwrap();
+    serde_json::from_str(body.lines().next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
 #[tokio::test]
 async fn the_watch_parameter_is_read_as_kube_reads_it() {
     let s = server().await;
@@ -123,21 +138,8 @@ async fn the_watch_parameter_is_read_as_kube_reads_it() {
     // Anything but `0` and `false` (in any case) watches, a bare `watch=` too; a repeated
     // parameter counts by its first value.
     for q in ["watch=yes", "watch=", "watch=TRUE", "watch=1&watch=false"] {
-        let r = h
-            .req(
-                reqwest::Method::GET,
-                &format!("{SECRETS}?{q}&timeoutSeconds=1"),
-            )
-            .send()
-            .await
-            .unwrap();
-        let body = tokio::time::timeout(Duration::from_secs(10), r.text())
-            .await
-            .expect("the watch ends at its timeout")
-            .unwrap();
-        let first: Value = serde_json::from_str(body.lines().next().unwrap_or_default())
-            .unwrap_or_else(|e| panic!("{q}: {e}: {body}"));
-        assert_eq!(first["type"], "ADDED", "{q}: {body}");
+        let first = first_watch_event(&h, &format!("{SECRETS}?{q}")).await;
+        assert_eq!(first["type"], "ADDED", "{q}: {first}");
     }
     for q in ["watch=false", "watch=FALSE", "watch=0", "watch=0&watch=1"] {
         let (c, b) = h.get(&format!("{SECRETS}?{q}")).await;
@@ -173,26 +175,14 @@ async fn one_object_is_watched_by_the_watch_path_only_and_its_selector_may_only_
             "{q}"
         );
     }
-    let r = h
-        .req(
-            reqwest::Method::GET,
-            &format!("{path}?fieldSelector=metadata.name%3Done&timeoutSeconds=1"),
-        )
-        .send()
-        .await
-        .unwrap();
-    let body = tokio::time::timeout(Duration::from_secs(10), r.text())
-        .await
-        .expect("the watch ends at its timeout")
-        .unwrap();
-    let first: Value = serde_json::from_str(body.lines().next().unwrap_or_default()).unwrap();
+    let first = first_watch_event(&h, &format!("{path}?fieldSelector=metadata.name%3Done")).await;
     assert_eq!(
         (
             first["type"].as_str(),
             first["object"]["metadata"]["name"].as_str()
         ),
         (Some("ADDED"), Some("one")),
-        "{body}"
+        "{first}"
     );
 }
 
