@@ -158,7 +158,10 @@ async fn one_object_is_watched_by_the_watch_path_only_and_its_selector_may_only_
     let (c, b) = h.post(SECRETS, secret("one")).await;
     assert_eq!(c, 201, "{b}");
     // A named GET is a get, whatever `watch` says.
-    let (c, b) = h.get(&format!("{SECRETS}/one?watch=true")).await;
+    // (With a timeout, so that a server that wrongly watches here ends the stream.)
+    let (c, b) = h
+        .get(&format!("{SECRETS}/one?watch=true&timeoutSeconds=1"))
+        .await;
     assert_eq!((c, b["kind"].as_str()), (200, Some("Secret")), "{b}");
     let path = "/api/v1/watch/namespaces/default/secrets/one";
     for q in [
@@ -243,15 +246,25 @@ async fn a_write_with_options_a_real_server_refuses_is_422_and_writes_nothing() 
     );
     let (c, b) = h.get(&format!("{SECRETS}/d")).await;
     assert_eq!((c, &b["metadata"]["labels"]), (200, &Value::Null), "{b}");
-    // Apply takes `force` in kube's spelling of a boolean.
+    // Apply takes `force` in kube's spelling of a boolean: taking over the creator's field
+    // conflicts with `force=0` and succeeds with `force=1`.
+    let apply = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "d"}, "data": {"k": "dw=="}});
+    let (c, b) = h
+        .patch(
+            &format!("{SECRETS}/d?fieldManager=other&force=0"),
+            APPLY,
+            apply.clone(),
+        )
+        .await;
+    assert_eq!(c, 409, "{b}");
     let (c, b) = h
         .patch(
             &format!("{SECRETS}/d?fieldManager=other&force=1"),
             APPLY,
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "d"}, "stringData": {"k": "w"}}),
+            apply,
         )
         .await;
-    assert_eq!(c, 200, "{b}");
+    assert_eq!((c, &b["data"]["k"]), (200, &json!("dw==")), "{b}");
 }
 
 #[tokio::test]
