@@ -686,6 +686,25 @@ fn helm_template_with_two_shards_renders_a_deployment_and_a_budget_per_shard_sha
     // A shard name that is no label value is refused, naming the value.
     let err = helm.fails(&["template", "quartet", &chart(), "--set", "shards={a/b}"]);
     assert!(err.contains("shards"), "{err}");
+    // So is a label value that cannot name the shard's Deployment and Lease, which a real API
+    // server would refuse halfway through the install.
+    for name in ["EU", "eu_west", "eu.-west"] {
+        let err = helm.fails(&[
+            "template",
+            "quartet",
+            &chart(),
+            "--set",
+            &format!("shards={{{name}}}"),
+        ]);
+        assert!(err.contains("shards"), "{name}: {err}");
+    }
+    helm.ok(&[
+        "template",
+        "quartet",
+        &chart(),
+        "--set",
+        "shards={eu-west.2}",
+    ]);
 }
 
 /// The notes `helm install` prints, rendered without a cluster (`--dry-run=client`).

@@ -13,7 +13,7 @@ use crate::metrics::Metrics;
 use crate::reconcile::Settings;
 use crate::runtime::controllers;
 use crate::runtime::kube_client::{client_from, hash_key};
-use crate::runtime::leader::{LeaderElector, LeaseConfig};
+use crate::runtime::leader::{lease_name_error, LeaderElector, LeaseConfig};
 use crate::runtime::server::{Health, Role};
 use crate::shard::Shard;
 
@@ -121,6 +121,18 @@ const RELEASE_SHARE: f64 = 0.15;
 /// cluster or the settings cannot be used.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let shard = Shard::new(args.shard.clone(), args.shard_count)?;
+    let lease_name = args
+        .lease_name
+        .clone()
+        .unwrap_or_else(|| shard.lease_name());
+    if let Some(why) = lease_name_error(&lease_name).filter(|_| args.leader_elect) {
+        let fix = if args.lease_name.is_some() {
+            "give another --lease-name"
+        } else {
+            "use a lowercase --shard name or give --lease-name"
+        };
+        anyhow::bail!("leader election cannot use a Lease named {lease_name:?}: {why}; {fix}");
+    }
     let metrics = Arc::new(Metrics::default());
     metrics.shard_info(shard.label_value(), &shard.selector());
     let health = Arc::new(Health::default());
@@ -157,10 +169,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         LeaderElector::new(
             client.clone(),
             LeaseConfig {
-                name: args
-                    .lease_name
-                    .clone()
-                    .unwrap_or_else(|| shard.lease_name()),
+                name: lease_name,
                 namespace: args.operator.operator_namespace.clone(),
                 identity,
                 duration: std::time::Duration::from_secs(15),

@@ -29,6 +29,31 @@ pub struct LeaseConfig {
     pub renew_every: Duration,
 }
 
+/// Why Kubernetes would refuse `name` as a Lease's name, if it would: like most objects' names, a
+/// DNS-1123 subdomain (at most 253 characters, dot-separated parts of lowercase letters, digits
+/// and `-`, each beginning and ending with a letter or digit). Checked before the first call, as
+/// a refused create would otherwise keep the instance a standby for ever, retrying each second.
+pub fn lease_name_error(name: &str) -> Option<&'static str> {
+    let part_ok = |p: &str| {
+        let alnum =
+            |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        alnum(p.chars().next())
+            && alnum(p.chars().last())
+            && p.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    if name.len() > 253 {
+        return Some("a Lease's name is at most 253 characters");
+    }
+    if !name.split('.').all(part_ok) {
+        return Some(
+            "a Lease's name is lowercase letters, digits, '-' and '.', beginning and ending with \
+             a letter or digit (a DNS-1123 subdomain)",
+        );
+    }
+    None
+}
+
 /// Acquires and renews a leader-election Lease, so only one replica runs the controllers.
 pub struct LeaderElector {
     api: Api<Lease>,
@@ -169,6 +194,34 @@ impl LeaderElector {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lease_name_error;
+
+    #[test]
+    fn a_lease_name_is_refused_where_kubernetes_refuses_it() {
+        for ok in [
+            "quartet-leader",
+            "quartet-leader-eu-west",
+            "quartet-leader-eu.west-2",
+            "a",
+        ] {
+            assert_eq!(lease_name_error(ok), None, "{ok}");
+        }
+        let long = format!("quartet-leader-{}", "a".repeat(240));
+        for bad in [
+            "quartet-leader-EU",
+            "quartet-leader-eu_west",
+            "quartet-leader-eu.-west",
+            "quartet-leader-",
+            "",
+            long.as_str(),
+        ] {
+            assert!(lease_name_error(bad).is_some(), "{bad}");
         }
     }
 }
