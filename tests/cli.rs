@@ -241,3 +241,74 @@ fn every_subcommand_help_shows_an_example() {
         );
     }
 }
+
+#[test]
+fn a_shard_whose_lease_name_kubernetes_would_refuse_stops_before_any_call() {
+    // No cluster is configured: the process stops on its flags, before it looks for one.
+    let out = quartet(&["run", "--leader-elect", "--shard", "EU_West"]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(r#"Lease named "quartet-leader-EU_West""#) && said.contains("--lease-name"),
+        "{said}"
+    );
+    let out = quartet(&[
+        "run",
+        "--leader-elect",
+        "--shard",
+        "eu",
+        "--lease-name",
+        "Leader",
+    ]);
+    assert!(
+        text(&out).contains(r#"Lease named "Leader""#),
+        "{}",
+        text(&out)
+    );
+    // Without leader election no Lease is made, and the label value alone is checked.
+    let out = quartet(&[
+        "run",
+        "--shard",
+        "EU_West",
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+    ]);
+    assert!(!text(&out).contains("Lease"), "{}", text(&out));
+}
+
+#[test]
+fn a_missing_kubeconfig_is_one_sentence_naming_the_file_and_what_to_give() {
+    let out = quartet(&["run", "--kubeconfig", "/nonexistent/kubeconfig"]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert_eq!(
+        said.trim(),
+        "error: could not read the kubeconfig /nonexistent/kubeconfig: No such file or directory (os error 2)"
+    );
+    // Outside a pod and without a kubeconfig: where it looked, and how to give one.
+    let home = std::env::temp_dir().join(format!("quartet-cli-home-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_quartet"))
+        .args(["run"])
+        .env("HOME", &home)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("the quartet binary runs");
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("found no cluster to connect to"), "{said}");
+    assert!(
+        said.contains(".kube/config") && said.contains("--kubeconfig"),
+        "{said}"
+    );
+    assert_eq!(
+        said.matches("No such file").count(),
+        1,
+        "the cause is said once: {said}"
+    );
+    assert!(
+        !said.contains("in-cluster") && !said.contains("'\""),
+        "{said}"
+    );
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ObjectMeta, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Api, Client, Config};
 use rand::Rng;
 
@@ -21,17 +21,43 @@ pub async fn client_from(
 ) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
-            Config::from_custom_kubeconfig(
-                Kubeconfig::read_from(path)?,
-                &KubeConfigOptions::default(),
-            )
-            .await?
+            let read = Kubeconfig::read_from(path).map_err(|e| unreadable(path, e))?;
+            Config::from_custom_kubeconfig(read, &KubeConfigOptions::default()).await?
         }
-        None => Config::infer().await?,
+        None => Config::infer().await.map_err(no_cluster)?,
     };
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&CountCalls(metrics))
         .build())
+}
+
+/// A kubeconfig that cannot be read, in a sentence naming the file as the user gave it (kube's
+/// own message quotes the path in Rust's debug form and repeats its cause).
+fn unreadable(path: &std::path::Path, e: KubeconfigError) -> anyhow::Error {
+    match e {
+        KubeconfigError::ReadConfig(io, _) => {
+            anyhow::anyhow!("could not read the kubeconfig {}: {io}", path.display())
+        }
+        other => anyhow::anyhow!("could not use the kubeconfig {}: {other}", path.display()),
+    }
+}
+
+/// No cluster found by `Config::infer`. Outside a pod (no `KUBERNETES_SERVICE_HOST`), the
+/// in-cluster half of kube's message is noise: say what was looked for and how to give it.
+fn no_cluster(e: kube::config::InferConfigError) -> anyhow::Error {
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        return anyhow::anyhow!("could not use the pod's service account or a kubeconfig: {e}");
+    }
+    let why = match std::error::Error::source(&e).and_then(|s| s.downcast_ref::<KubeconfigError>())
+    {
+        Some(KubeconfigError::ReadConfig(io, path)) => format!("{} ({io})", path.display()),
+        Some(other) => other.to_string(),
+        None => e.to_string(),
+    };
+    anyhow::anyhow!(
+        "found no cluster to connect to: not in a pod, and no usable kubeconfig: {why}; give \
+         --kubeconfig or set KUBECONFIG"
+    )
 }
 
 /// The RBAC verb and resource (`resource.group[/subresource]`, core group empty) of a request,

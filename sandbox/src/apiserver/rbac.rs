@@ -11,7 +11,7 @@
 //!   watch names one object only through a `metadata.name=` field selector);
 //! * a RoleBinding grants in its namespace only, a ClusterRoleBinding everywhere, so a list or
 //!   watch across all namespaces needs a ClusterRoleBinding;
-//! * `nonResourceURLs` with a trailing `*` as a prefix;
+//! * `nonResourceURLs` ending in `*` as a prefix (every trailing `*` trimmed, as kube does);
 //! * the members of `system:masters` may do everything (the admin token is one, as a
 //!   cluster-admin kubeconfig is on a real cluster) without any rule;
 //! * the bootstrap policy every cluster starts with ([`bootstrap`]): `cluster-admin`,
@@ -275,10 +275,10 @@ fn rule_allows(a: &Attributes, rule: &Value) -> bool {
     }
     if !a.resource_request {
         return strs(&rule["nonResourceURLs"]).any(|u| {
+            // kube trims every trailing `*` (`strings.TrimRight`), not just one.
             u == "*"
                 || u == a.path
-                || u.strip_suffix('*')
-                    .is_some_and(|prefix| a.path.starts_with(prefix))
+                || (u.ends_with('*') && a.path.starts_with(u.trim_end_matches('*')))
         });
     }
     let combined = a.combined_resource();
@@ -801,6 +801,10 @@ mod tests {
         assert!(rule_allows(&a, &rule));
         let rule = json!({"nonResourceURLs": ["/openapi"], "verbs": ["get"]});
         assert!(!rule_allows(&a, &rule));
+        let rule = json!({"nonResourceURLs": ["/openapi/v3/apis/apps/v1**"], "verbs": ["get"]});
+        assert!(rule_allows(&a, &rule), "every trailing * is a wildcard");
+        let rule = json!({"nonResourceURLs": ["/openapi/v3/apis/apps/v**"], "verbs": ["get"]});
+        assert!(rule_allows(&a, &rule));
     }
 
     #[test]
