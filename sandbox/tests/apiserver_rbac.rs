@@ -652,3 +652,132 @@ async fn the_review_apis_and_the_bootstrap_policy_are_served_like_a_real_cluster
         .await;
     assert_eq!(c, 405, "{b}");
 }
+
+const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_and_bindings_a_real_server_refuses_are_refused_with_its_messages() {
+    let s = server().await;
+    let admin = Http::new(&s);
+    let (c, b) = admin
+        .post(
+            &format!("{RBAC}/namespaces/default/roles"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"},
+                   "rules": [{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}, {"verbs": ["get"], "resources": ["secrets"]}]}),
+        )
+        .await;
+    assert_eq!(c, 422, "{b}");
+    assert_eq!(
+        b["message"],
+        "Role.rbac.authorization.k8s.io \"r\" is invalid: [rules[0].nonResourceURLs: Invalid value: [\"/metrics\"]: namespaced rules cannot apply to non-resource URLs, rules[1].apiGroups: Required value: resource rules must supply at least one api group]"
+    );
+    // RBAC names need only be a path segment; a Service's name must be a DNS-1035 label.
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "quartet:viewer"}, "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]}]});
+    let (c, b) = admin.post(&format!("{RBAC}/clusterroles"), role).await;
+    assert_eq!(c, 201, "{b}");
+    let (c, b) = admin
+        .post(
+            "/api/v1/namespaces/default/services",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "1-metrics"}, "spec": {"ports": [{"port": 80}]}}),
+        )
+        .await;
+    assert_eq!(c, 422, "{b}");
+    assert!(
+        b["message"].as_str().unwrap().contains("metadata.name: Invalid value: \"1-metrics\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character"),
+        "{b}"
+    );
+    // A binding's roleRef group and a User's group are defaulted; the roleRef never changes.
+    let (c, b) = admin
+        .post(
+            &format!("{RBAC}/clusterrolebindings"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "viewers"},
+                   "roleRef": {"kind": "ClusterRole", "name": "quartet:viewer"}, "subjects": [{"kind": "User", "name": "alice"}]}),
+        )
+        .await;
+    assert_eq!(c, 201, "{b}");
+    assert_eq!(b["roleRef"]["apiGroup"], "rbac.authorization.k8s.io");
+    assert_eq!(b["subjects"][0]["apiGroup"], "rbac.authorization.k8s.io");
+    let (c, b) = admin
+        .patch(
+            &format!("{RBAC}/clusterrolebindings/viewers"),
+            "application/merge-patch+json",
+            json!({"roleRef": {"name": "edit"}}),
+        )
+        .await;
+    assert_eq!(c, 422, "{b}");
+    assert_eq!(
+        b["message"],
+        "ClusterRoleBinding.rbac.authorization.k8s.io \"viewers\" is invalid: roleRef: Invalid value: {\"APIGroup\":\"rbac.authorization.k8s.io\",\"Kind\":\"ClusterRole\",\"Name\":\"edit\"}: cannot change roleRef"
+    );
+    let (c, b) = admin
+        .post(
+            &format!("{RBAC}/clusterrolebindings"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sa"},
+                   "roleRef": {"kind": "Role", "name": "r"}, "subjects": [{"kind": "ServiceAccount", "name": "quartet"}]}),
+        )
+        .await;
+    assert_eq!(c, 422, "{b}");
+    assert_eq!(
+        b["message"],
+        "ClusterRoleBinding.rbac.authorization.k8s.io \"sa\" is invalid: [roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\", subjects[0].namespace: Required value]"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_role_labelled_for_edit_lends_its_rules_to_edit_and_admin_until_it_goes() {
+    let s = server().await;
+    let admin = Http::new(&s);
+    let sa = service_account(&admin, &s).await;
+    let (c, b) = admin
+        .post(
+            &format!("{RBAC}/namespaces/default/rolebindings"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "team-edit"},
+                   "roleRef": {"kind": "ClusterRole", "name": "edit"},
+                   "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": NS}]}),
+        )
+        .await;
+    assert_eq!(c, 201, "{b}");
+    let (c, b) = sa
+        .post("/api/v1/namespaces/default/secrets", secret("x"))
+        .await;
+    assert_forbidden(c, &b, &format!("secrets is forbidden: User \"{USER}\" cannot create resource \"secrets\" in API group \"\" in the namespace \"default\""));
+
+    let labels = json!({"rbac.authorization.k8s.io/aggregate-to-edit": "true"});
+    let rule = json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]});
+    create(
+        &admin,
+        &format!("{RBAC}/clusterroles"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "secrets-edit", "labels": labels}, "rules": [rule]}),
+    )
+    .await;
+    let (c, b) = sa
+        .post("/api/v1/namespaces/default/secrets", secret("x"))
+        .await;
+    assert_eq!(c, 201, "{b}");
+    // Only in the namespace of the binding.
+    let (c, _) = sa
+        .post("/api/v1/namespaces/quartet-system/secrets", secret("x"))
+        .await;
+    assert_eq!(c, 403);
+    // `edit` feeds `admin`; `view` gets nothing of it.
+    for (role, has) in [("edit", true), ("admin", true), ("view", false)] {
+        let (c, b) = admin.get(&format!("{RBAC}/clusterroles/{role}")).await;
+        assert_eq!(c, 200, "{b}");
+        let rules = b["rules"].as_array().cloned().unwrap_or_default();
+        assert_eq!(rules.contains(&rule), has, "{role}: {b}");
+    }
+
+    // Removed with the role that lent it.
+    let (c, _) = admin
+        .delete(&format!("{RBAC}/clusterroles/secrets-edit"))
+        .await;
+    assert_eq!(c, 200);
+    let (c, b) = sa
+        .post("/api/v1/namespaces/default/secrets", secret("y"))
+        .await;
+    assert_eq!(c, 403, "{b}");
+    let (_, b) = admin.get(&format!("{RBAC}/clusterroles/admin")).await;
+    assert_eq!(b["rules"], json!([]), "{b}");
+}

@@ -248,4 +248,5 @@ pub fn sweep(st: &mut State) {
             break;
         }
     }
+    super::rbac_objects::aggregate(st);
 }

@@ -110,10 +110,14 @@
 //!   order of errors aside: kube lists a map's errors in Go's random map order). Every rule
 //!   cost of the CRDs matched too, and so did the verdicts and messages on 1,386 variants of
 //!   the CRDs with one `maxLength`, `maxItems` or `maxProperties` removed or raised 1000-fold.
-//! * RBAC without `aggregationRule`, without the escalation check on writing Roles and bindings,
-//!   and with only the bootstrap roles `cluster-admin`, `system:discovery`, `system:basic-user`,
-//!   `system:public-info-viewer` and `system:service-account-issuer-discovery` (no `admin`,
-//!   `edit`, `view` or controller roles); only the admin token and ServiceAccount tokens
+//! * RBAC without the escalation check on writing Roles and bindings, and with only the
+//!   bootstrap roles `cluster-admin`, `system:discovery`, `system:basic-user`,
+//!   `system:public-info-viewer`, `system:service-account-issuer-discovery` and the aggregated
+//!   `admin`, `edit` and `view` (fed only by ClusterRoles labelled for them: Kubernetes' own
+//!   `system:aggregate-to-*` rules and the controller roles are not here). Roles and bindings
+//!   are defaulted and validated from kube's `pkg/apis/rbac` (read, not run: see
+//!   [`rbac_objects`]), and aggregation runs after every write that touches a ClusterRole, as
+//!   kube-controller-manager's would; only the admin token and ServiceAccount tokens
 //!   authenticate, besides anonymous requests (no client certificates). The attributes a
 //!   request is authorized with (verb, resource, subresource, namespace, name, the name a
 //!   list's field selector pins) and the 403 and request-info 500 answers were checked
@@ -160,6 +164,7 @@ mod ops;
 mod patch;
 mod protobuf;
 mod rbac;
+mod rbac_objects;
 mod registry;
 mod reviews;
 pub mod schema;

@@ -163,38 +163,54 @@ fn check_type(ctx: &Ctx, obj: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
-fn is_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
+/// `IsDNS1123Label`, or with `dns1035` `IsDNS1035Label` (the first character a letter).
+fn dns_label_errors(s: &str, dns1035: bool) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    let first_ok = |c: char| c.is_ascii_lowercase() || (!dns1035 && c.is_ascii_digit());
+    let ok = s.chars().next().is_some_and(first_ok)
         && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+            .last()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !ok {
+        errs.push(
+            if dns1035 {
+                DNS1035_LABEL_MSG
+            } else {
+                DNS1123_LABEL_MSG
+            }
+            .to_string(),
+        );
+    }
+    errs
 }
 
-fn is_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_label)
-}
-
+/// The name check of each kind's `ValidateObjectMeta`: a DNS label for Namespaces, a DNS-1035
+/// label for Services, a path segment for the RBAC kinds, a DNS subdomain for the others.
 fn validate_name(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
-    let label_only = ctx.info.key() == ("".to_string(), "namespaces".to_string());
-    let ok = if label_only {
-        is_label(name)
-    } else {
-        is_subdomain(name)
+    let msgs = match (ctx.info.group.as_str(), ctx.info.plural.as_str()) {
+        ("", "namespaces") => dns_label_errors(name, false),
+        ("", "services") => dns_label_errors(name, true),
+        (super::rbac_objects::GROUP, _) => super::rbac_objects::name_errors(name),
+        _ => schema::dns1123_subdomain_errors(name),
     };
-    if ok {
+    if msgs.is_empty() {
         return Ok(());
     }
-    let msg = if label_only { LABEL_MSG } else { SUBDOMAIN_MSG };
-    Err(ctx.invalid(
-        name,
-        "metadata.name",
-        "FieldValueInvalid",
-        &format!("Invalid value: \"{name}\": {msg}"),
+    let errors: Vec<schema::FieldError> = msgs
+        .iter()
+        .map(|m| schema::FieldError::invalid("metadata.name", &json!(name), m))
+        .collect();
+    Err(ApiError::from_body(
+        422,
+        schema::invalid_status(&ctx.info.kind, &ctx.info.group, name, &errors),
     ))
 }
 
@@ -322,6 +338,22 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
         }
         ("", "events") | ("events.k8s.io", "events") => {
             let errors = super::events::validate(obj, old, ctx.info.is_new_event());
+            if !errors.is_empty() {
+                return Err(ApiError::from_body(
+                    422,
+                    schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), &errors),
+                ));
+            }
+        }
+        (super::rbac_objects::GROUP, plural) => {
+            let errors = match plural {
+                "roles" => super::rbac_objects::role_errors(obj, true),
+                "clusterroles" => super::rbac_objects::role_errors(obj, false),
+                _ => {
+                    super::rbac_objects::default_binding(obj);
+                    super::rbac_objects::binding_errors(obj, old, plural == "rolebindings")
+                }
+            };
             if !errors.is_empty() {
                 return Err(ApiError::from_body(
                     422,

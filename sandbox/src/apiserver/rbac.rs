@@ -726,6 +726,31 @@ pub fn bootstrap(st: &mut State) {
             );
         }
     }
+    // The user-facing roles, bound by cluster admins in namespaces: aggregated from every
+    // ClusterRole labelled for them (`view` feeds `edit`, which feeds `admin`), as in kube's
+    // bootstrap policy. Kubernetes' own rules for its built-in kinds (the
+    // `system:aggregate-to-*` roles) are not here: this server serves few of those kinds.
+    let aggregated = [
+        ("admin", "aggregate-to-admin", None),
+        ("edit", "aggregate-to-edit", Some("aggregate-to-admin")),
+        ("view", "aggregate-to-view", Some("aggregate-to-edit")),
+    ];
+    for (name, selects, feeds) in aggregated {
+        if st.get(&rbac_key("clusterroles"), "", name).is_some() {
+            continue;
+        }
+        let mut m = meta(name);
+        if let Some(label) = feeds {
+            m["labels"][format!("{RBAC_GROUP}/{label}")] = json!("true");
+        }
+        let selector = json!({"matchLabels": {format!("{RBAC_GROUP}/{selects}"): "true"}});
+        st.put(
+            &rbac_key("clusterroles"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": m, "aggregationRule": {"clusterRoleSelectors": [selector]},
+                   "rules": []}),
+        );
+    }
 }
 
 #[cfg(test)]

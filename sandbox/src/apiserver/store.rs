@@ -54,6 +54,8 @@ pub struct State {
     /// so filling the server took quadratic time (the converge benchmark at N = 1,000).
     pub gc_candidates: BTreeSet<(ResKey, ObjKey)>,
     pub uids: HashMap<String, u32>,
+    /// A ClusterRole was written since the last aggregation ([`super::rbac_objects::aggregate`]).
+    pub cluster_roles_changed: bool,
 }
 
 fn gc_candidate(obj: &Value) -> bool {
@@ -98,6 +100,7 @@ impl State {
             expired_watches: 0,
             gc_candidates: BTreeSet::new(),
             uids: HashMap::new(),
+            cluster_roles_changed: true,
         }
     }
 
@@ -154,6 +157,9 @@ impl State {
     }
 
     fn emit(&mut self, ev: Event) {
+        if ev.key.1 == "clusterroles" && ev.key.0 == "rbac.authorization.k8s.io" {
+            self.cluster_roles_changed = true;
+        }
         let ev = Arc::new(ev);
         self.history.push_back(ev.clone());
         while self.history.len() > HISTORY {
