@@ -390,3 +390,204 @@ fn the_chart_installed_by_helm_runs_every_kind_to_ready_as_its_service_account()
             .join("\n")
     );
 }
+
+/// A kubeconfig with a token of ServiceAccount `ns/name` (made here), as a person bound to a
+/// role would have.
+fn person(sb: &Sandbox, ns: &str, name: &str) -> std::path::PathBuf {
+    sb.kubectl_ok(&["create", "serviceaccount", name, "-n", ns]);
+    let token = sb.kubectl_ok(&["create", "token", name, "-n", ns]);
+    let path = sb.dir.path().join(format!("{name}.kubeconfig"));
+    kubeconfig_with_token(&sb.kubeconfig, token.trim(), &path);
+    path
+}
+
+#[test]
+fn a_team_bound_to_edit_manages_quartet_resources_in_its_namespace_and_view_only_reads_them() {
+    let sb = Sandbox::start(&[]);
+    let helm = helm::Helm::new(sb.kubeconfig.clone());
+    let chart = repo_root().join("charts/quartet");
+    helm.ok(&[
+        "install",
+        "quartet",
+        chart.to_str().unwrap(),
+        "--namespace",
+        RELEASE_NS,
+        "--create-namespace",
+    ]);
+    sb.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd",
+        "--all",
+    ]);
+    sb.kubectl_ok(&["create", "namespace", "team-a"]);
+    // What a cluster admin does for a team: Kubernetes' own roles, nothing about Quartet.
+    sb.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "devs",
+        "--clusterrole=edit",
+        "--serviceaccount=team-a:dev",
+        "-n",
+        "team-a",
+    ]);
+    sb.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "auditors",
+        "--clusterrole=view",
+        "--serviceaccount=team-a:auditor",
+        "-n",
+        "team-a",
+    ]);
+    let dev = person(&sb, "team-a", "dev");
+    let auditor = person(&sb, "team-a", "auditor");
+    let policy = "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\n\
+        metadata: {name: team-a-read, namespace: NS}\n\
+        spec:\n  type: acl\n  policy: |\n    path \"secret/data/team-a/*\" {\n      capabilities = [\"read\"]\n    }\n";
+    let as_user = |kc: &Path, args: &[&str], stdin: Option<&str>| {
+        let out = support::kubectl(kc, args, stdin);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+
+    let (ok, out) = as_user(
+        &dev,
+        &["apply", "-f", "-"],
+        Some(&policy.replace("NS", "team-a")),
+    );
+    assert!(
+        ok,
+        "edit may create a SecretsPolicy in its namespace: {out}"
+    );
+    let (ok, out) = as_user(
+        &dev,
+        &[
+            "delete",
+            "secretspolicy",
+            "team-a-read",
+            "-n",
+            "team-a",
+            "--wait=false",
+        ],
+        None,
+    );
+    assert!(ok, "edit may delete it: {out}");
+    let (ok, out) = as_user(
+        &dev,
+        &["apply", "-f", "-"],
+        Some(&policy.replace("NS", "team-a")),
+    );
+    assert!(ok, "{out}");
+    // Not elsewhere, not the status (the operator's), not the platform's ClusterConnections.
+    let (ok, out) = as_user(
+        &dev,
+        &["apply", "-f", "-"],
+        Some(&policy.replace("NS", "default")),
+    );
+    assert!(!ok && out.contains("forbidden"), "{out}");
+    let (ok, out) = as_user(
+        &dev,
+        &[
+            "patch",
+            "secretspolicy",
+            "team-a-read",
+            "-n",
+            "team-a",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"remoteId":"x"}}"#,
+        ],
+        None,
+    );
+    assert!(!ok && out.contains("forbidden"), "{out}");
+    let (ok, out) = as_user(&dev, &["get", "clusterconnections"], None);
+    assert!(!ok && out.contains("forbidden"), "{out}");
+
+    // view reads every namespaced kind and writes none.
+    let (ok, out) = as_user(
+        &auditor,
+        &[
+            "get",
+            "secretspolicies,workspaces,connections",
+            "-n",
+            "team-a",
+        ],
+        None,
+    );
+    assert!(ok && out.contains("team-a-read"), "{out}");
+    let (ok, out) = as_user(
+        &auditor,
+        &["delete", "secretspolicy", "team-a-read", "-n", "team-a"],
+        None,
+    );
+    assert!(!ok && out.contains("forbidden"), "{out}");
+    for (verb, resource, want) in [
+        ("create", "workspaces.workspaces.quartet.dev", "yes"),
+        ("deletecollection", "connections.quartet.dev", "yes"),
+        ("update", "deploymentgates.scheduler.quartet.dev", "yes"),
+        ("patch", "catalogacltokens.catalog.quartet.dev", "yes"),
+    ] {
+        let (_, out) = as_user(
+            &dev,
+            &["auth", "can-i", verb, resource, "-n", "team-a"],
+            None,
+        );
+        assert_eq!(out.trim(), want, "edit: {verb} {resource}");
+    }
+    let (_, out) = as_user(
+        &dev,
+        &["auth", "can-i", "create", "clusterconnections.quartet.dev"],
+        None,
+    );
+    // kubectl adds a warning: a cluster-scoped resource asked about in a namespace.
+    assert_eq!(
+        out.lines().next(),
+        Some("no"),
+        "edit: create clusterconnections: {out}"
+    );
+    let (_, out) = as_user(
+        &auditor,
+        &[
+            "auth",
+            "can-i",
+            "watch",
+            "totpenrollments.secrets.quartet.dev",
+            "-n",
+            "team-a",
+        ],
+        None,
+    );
+    assert_eq!(out.trim(), "yes");
+
+    // Without the value, Kubernetes' roles know nothing of Quartet's kinds.
+    helm.ok(&[
+        "upgrade",
+        "quartet",
+        chart.to_str().unwrap(),
+        "--namespace",
+        RELEASE_NS,
+        "--reuse-values",
+        "--set",
+        "aggregateClusterRoles=false",
+    ]);
+    let (_, out) = as_user(
+        &dev,
+        &[
+            "auth",
+            "can-i",
+            "create",
+            "secretspolicies.secrets.quartet.dev",
+            "-n",
+            "team-a",
+        ],
+        None,
+    );
+    assert_eq!(out.trim(), "no");
+}

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use helm_support::helm_bin;
-use serde_json::Value;
+use serde_json::{json, Value};
 use support::*;
 
 fn chart() -> String {
@@ -130,6 +130,8 @@ fn helm_template_with_default_values_renders_the_operator_and_its_least_privileg
     let d = docs(&out);
     let mut want: Vec<String> = [
         "ClusterRole",
+        "ClusterRole",
+        "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
         "PodDisruptionBudget",
@@ -201,6 +203,70 @@ fn helm_template_with_default_values_renders_the_operator_and_its_least_privileg
         pdb["spec"]["selector"]["matchLabels"],
         deploy["spec"]["selector"]["matchLabels"]
     );
+}
+
+#[test]
+fn the_roles_for_people_cover_every_namespaced_kind_and_aggregate_into_view_edit_and_admin() {
+    let helm = Helm::new(None);
+    let d = docs(&helm.ok(&["template", "quartet", &chart()]));
+    let role = |name: &str| {
+        d.iter()
+            .find(|x| x["kind"] == "ClusterRole" && x["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("ClusterRole {name}"))
+            .clone()
+    };
+    // (group, plural) of every namespaced kind the operator serves.
+    let mut namespaced: Vec<(String, String)> = quartet::cmd::crd::crds()
+        .iter()
+        .filter(|c| c.spec.scope == "Namespaced")
+        .map(|c| (c.spec.group.clone(), c.spec.names.plural.clone()))
+        .collect();
+    namespaced.sort();
+    for (name, verbs, aggregates_to) in [
+        (
+            "quartet-view",
+            vec!["get", "list", "watch"],
+            vec!["view", "edit", "admin"],
+        ),
+        (
+            "quartet-edit",
+            vec!["create", "update", "patch", "delete", "deletecollection"],
+            vec!["edit", "admin"],
+        ),
+    ] {
+        let r = role(name);
+        let mut granted = Vec::new();
+        for rule in r["rules"].as_array().unwrap() {
+            assert_eq!(rule["verbs"], json!(verbs), "{name}: {rule}");
+            let group = rule["apiGroups"][0].as_str().unwrap().to_string();
+            for plural in rule["resources"].as_array().unwrap() {
+                granted.push((group.clone(), plural.as_str().unwrap().to_string()));
+            }
+        }
+        granted.sort();
+        assert_eq!(
+            granted, namespaced,
+            "{name}: every namespaced kind, no status, no ClusterConnection"
+        );
+        let labels = r["metadata"]["labels"].as_object().unwrap();
+        let mut got: Vec<&str> = labels
+            .keys()
+            .filter_map(|k| k.strip_prefix("rbac.authorization.k8s.io/aggregate-to-"))
+            .collect();
+        got.sort();
+        let mut want = aggregates_to.clone();
+        want.sort();
+        assert_eq!(got, want, "{name}");
+    }
+    let d = docs(&helm.ok(&[
+        "template",
+        "quartet",
+        &chart(),
+        "--set",
+        "aggregateClusterRoles=false",
+    ]));
+    let roles: Vec<&Value> = d.iter().filter(|x| x["kind"] == "ClusterRole").collect();
+    assert_eq!(roles.len(), 1, "only the operator's own");
 }
 
 #[test]
@@ -618,7 +684,10 @@ fn helm_template_with_two_shards_renders_a_deployment_and_a_budget_per_shard_sha
     );
     // One ServiceAccount and one set of RBAC objects for every instance.
     assert_eq!(names("ServiceAccount"), ["quartet"]);
-    assert_eq!(names("ClusterRole").len(), 1);
+    assert_eq!(
+        names("ClusterRole"),
+        ["quartet", "quartet-view", "quartet-edit"]
+    );
     assert_eq!(names("Role"), ["quartet"]);
     let args = |deploy: &Value| -> Vec<String> {
         deploy["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -36,6 +36,17 @@ fn chart_rules(set: &[&str]) -> BTreeSet<(String, String, String)> {
         if !matches!(v["kind"].as_str(), Some("ClusterRole" | "Role")) {
             continue;
         }
+        // The roles for people (aggregated into view, edit and admin) are not the operator's.
+        let labels = v["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        if labels
+            .keys()
+            .any(|k| k.starts_with("rbac.authorization.k8s.io/aggregate-to-"))
+        {
+            continue;
+        }
         for rule in v["rules"].as_array().cloned().unwrap_or_default() {
             for g in rule["apiGroups"].as_array().unwrap() {
                 for r in rule["resources"].as_array().unwrap() {
