@@ -390,6 +390,9 @@ fn helm_refuses_bad_values_with_a_message_naming_the_value() {
         ),
         ("replicas=3", "additional properties 'replicas' not allowed"),
         ("shutdownTimeoutSeconds=0", "/shutdownTimeoutSeconds"),
+        // A real API server would refuse these only halfway through the install.
+        ("resources.limits.memory=lots", "/resources/limits/memory"),
+        ("resources.request.cpu=1", "additional properties 'request' not allowed"),
     ] {
         let err = helm.fails(&["template", "quartet", &chart(), "--set", set]);
         assert!(
