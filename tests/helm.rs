@@ -392,7 +392,10 @@ fn helm_refuses_bad_values_with_a_message_naming_the_value() {
         ("shutdownTimeoutSeconds=0", "/shutdownTimeoutSeconds"),
         // A real API server would refuse these only halfway through the install.
         ("resources.limits.memory=lots", "/resources/limits/memory"),
-        ("resources.request.cpu=1", "additional properties 'request' not allowed"),
+        (
+            "resources.request.cpu=1",
+            "additional properties 'request' not allowed",
+        ),
     ] {
         let err = helm.fails(&["template", "quartet", &chart(), "--set", set]);
         assert!(
@@ -832,5 +835,17 @@ fn helm_install_notes_name_every_shard_and_the_namespaces_watched() {
         ],
     );
     assert!(!notes.contains("shard"), "{notes}");
-    says("logLevel=info", &["The operator watches every namespace."]);
+    let notes = says(
+        "logLevel=info",
+        &[
+            "The operator watches every namespace.",
+            "kubectl create rolebinding team-a-devs --clusterrole=edit --group=team-a -n team-a",
+        ],
+    );
+    assert!(
+        notes.contains("ClusterRoles quartet-edit and quartet-view"),
+        "{notes}"
+    );
+    let notes = install_notes(&helm, "aggregateClusterRoles=false");
+    assert!(!notes.contains("--clusterrole=edit"), "{notes}");
 }
