@@ -455,6 +455,13 @@ fn a_team_bound_to_edit_manages_quartet_resources_in_its_namespace_and_view_only
         );
         (out.status.success(), text)
     };
+    let refused = |kc: &Path, args: &[&str], stdin: Option<&str>| {
+        let (ok, out) = as_user(kc, args, stdin);
+        assert!(
+            !ok && out.contains("forbidden"),
+            "{args:?} should be forbidden: {out}"
+        );
+    };
 
     let (ok, out) = as_user(
         &dev,
@@ -485,13 +492,12 @@ fn a_team_bound_to_edit_manages_quartet_resources_in_its_namespace_and_view_only
     );
     assert!(ok, "{out}");
     // Not elsewhere, not the status (the operator's), not the platform's ClusterConnections.
-    let (ok, out) = as_user(
+    refused(
         &dev,
         &["apply", "-f", "-"],
         Some(&policy.replace("NS", "default")),
     );
-    assert!(!ok && out.contains("forbidden"), "{out}");
-    let (ok, out) = as_user(
+    refused(
         &dev,
         &[
             "patch",
@@ -506,9 +512,7 @@ fn a_team_bound_to_edit_manages_quartet_resources_in_its_namespace_and_view_only
         ],
         None,
     );
-    assert!(!ok && out.contains("forbidden"), "{out}");
-    let (ok, out) = as_user(&dev, &["get", "clusterconnections"], None);
-    assert!(!ok && out.contains("forbidden"), "{out}");
+    refused(&dev, &["get", "clusterconnections"], None);
 
     // view reads every namespaced kind and writes none.
     let (ok, out) = as_user(
@@ -522,12 +526,11 @@ fn a_team_bound_to_edit_manages_quartet_resources_in_its_namespace_and_view_only
         None,
     );
     assert!(ok && out.contains("team-a-read"), "{out}");
-    let (ok, out) = as_user(
+    refused(
         &auditor,
         &["delete", "secretspolicy", "team-a-read", "-n", "team-a"],
         None,
     );
-    assert!(!ok && out.contains("forbidden"), "{out}");
     for (verb, resource, want) in [
         ("create", "workspaces.workspaces.quartet.dev", "yes"),
         ("deletecollection", "connections.quartet.dev", "yes"),
