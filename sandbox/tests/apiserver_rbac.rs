@@ -671,6 +671,21 @@ async fn roles_and_bindings_a_real_server_refuses_are_refused_with_its_messages(
         b["message"],
         "Role.rbac.authorization.k8s.io \"r\" is invalid: [rules[0].nonResourceURLs: Invalid value: [\"/metrics\"]: namespaced rules cannot apply to non-resource URLs, rules[1].apiGroups: Required value: resource rules must supply at least one api group]"
     );
+    // The metadata's errors and the kind's come in one answer, as kube's validation gives them.
+    let (c, b) = admin
+        .post(
+            &format!("{RBAC}/clusterroles"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": "a/b", "labels": {"team": "a b"}}, "rules": [{"apiGroups": [""], "resources": ["secrets"]}]}),
+        )
+        .await;
+    assert_eq!(c, 422, "{b}");
+    let message = b["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("ClusterRole.rbac.authorization.k8s.io \"a/b\" is invalid: [metadata.name: Invalid value: \"a/b\": may not contain '/', metadata.labels: Invalid value: \"a b\": ")
+            && message.ends_with(", rules[0].verbs: Required value: verbs must contain at least one value]"),
+        "{b}"
+    );
     // RBAC names need only be a path segment; a Service's name must be a DNS-1035 label.
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "quartet:viewer"}, "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]}]});

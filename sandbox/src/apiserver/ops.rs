@@ -194,30 +194,22 @@ fn dns_label_errors(s: &str, dns1035: bool) -> Vec<String> {
 
 /// The name check of each kind's `ValidateObjectMeta`: a DNS label for Namespaces, a DNS-1035
 /// label for Services, a path segment for the RBAC kinds, a DNS subdomain for the others.
-fn validate_name(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
+fn name_errors(ctx: &Ctx, name: &str) -> Vec<schema::FieldError> {
     let msgs = match (ctx.info.group.as_str(), ctx.info.plural.as_str()) {
         ("", "namespaces") => dns_label_errors(name, false),
         ("", "services") => dns_label_errors(name, true),
         (super::rbac_objects::GROUP, _) => super::rbac_objects::name_errors(name),
         _ => schema::dns1123_subdomain_errors(name),
     };
-    if msgs.is_empty() {
-        return Ok(());
-    }
-    let errors: Vec<schema::FieldError> = msgs
-        .iter()
+    msgs.iter()
         .map(|m| schema::FieldError::invalid("metadata.name", &json!(name), m))
-        .collect();
-    Err(ApiError::from_body(
-        422,
-        schema::invalid_status(&ctx.info.kind, &ctx.info.group, name, &errors),
-    ))
+        .collect()
 }
 
 /// `ValidateLabels`, `ValidateAnnotations` and `ValidateFinalizers` for the built-in kinds
 /// (custom resources get the same checks from the schema module); a value that is not a
 /// string fails decoding first.
-fn validate_meta_maps(ctx: &Ctx, obj: &Value) -> Result<(), ApiError> {
+fn validate_meta_maps(ctx: &Ctx, obj: &Value) -> Result<Vec<schema::FieldError>, ApiError> {
     for field in ["labels", "annotations"] {
         let Some(m) = obj["metadata"][field].as_object() else {
             continue;
@@ -231,14 +223,7 @@ fn validate_meta_maps(ctx: &Ctx, obj: &Value) -> Result<(), ApiError> {
             )));
         }
     }
-    let errs = schema::meta_map_errors(&obj["metadata"]);
-    if errs.is_empty() {
-        return Ok(());
-    }
-    Err(ApiError::from_body(
-        422,
-        schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), &errs),
-    ))
+    Ok(schema::meta_map_errors(&obj["metadata"]))
 }
 
 const GENERATE_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -272,9 +257,34 @@ fn check_namespace(st: &State, ctx: &Ctx, name: &str) -> Result<(), ApiError> {
 }
 
 /// Per-kind preparation of a new or updated object (the registry "strategies").
-fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+///
+/// `errors` are the metadata errors found so far (a new object's name): like kube's
+/// `ValidateObjectMeta`, they are answered in one 422 with the kind's own errors, for the kinds
+/// whose validation is here (Secrets, Events, Leases, RBAC); other kinds answer them at once.
+fn prepare(
+    ctx: &Ctx,
+    obj: &mut Value,
+    old: Option<&Value>,
+    mut errors: Vec<schema::FieldError>,
+) -> Result<(), ApiError> {
     if !ctx.info.is_custom() {
-        validate_meta_maps(ctx, obj)?;
+        errors.extend(validate_meta_maps(ctx, obj)?);
+    }
+    let invalid = |obj: &Value, errors: &[schema::FieldError]| {
+        ApiError::from_body(
+            422,
+            schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), errors),
+        )
+    };
+    let validated_here = matches!(
+        (ctx.info.group.as_str(), ctx.info.plural.as_str()),
+        ("", "secrets" | "events")
+            | ("events.k8s.io", "events")
+            | ("coordination.k8s.io", "leases")
+            | (super::rbac_objects::GROUP, _)
+    );
+    if !errors.is_empty() && !validated_here {
+        return Err(invalid(obj, &errors));
     }
     match (ctx.info.group.as_str(), ctx.info.plural.as_str()) {
         ("", "secrets") => {
@@ -328,47 +338,23 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
                     ));
                 }
             }
-            let errors = super::validation::secret_errors(obj);
-            if !errors.is_empty() {
-                return Err(ApiError::from_body(
-                    422,
-                    schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), &errors),
-                ));
-            }
+            errors.extend(super::validation::secret_errors(obj));
         }
         ("", "events") | ("events.k8s.io", "events") => {
-            let errors = super::events::validate(obj, old, ctx.info.is_new_event());
-            if !errors.is_empty() {
-                return Err(ApiError::from_body(
-                    422,
-                    schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), &errors),
-                ));
-            }
+            errors.extend(super::events::validate(obj, old, ctx.info.is_new_event()));
         }
         (super::rbac_objects::GROUP, plural) => {
-            let errors = match plural {
+            errors.extend(match plural {
                 "roles" => super::rbac_objects::role_errors(obj, true),
                 "clusterroles" => super::rbac_objects::role_errors(obj, false),
                 _ => {
                     super::rbac_objects::default_binding(obj);
                     super::rbac_objects::binding_errors(obj, old, plural == "rolebindings")
                 }
-            };
-            if !errors.is_empty() {
-                return Err(ApiError::from_body(
-                    422,
-                    schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), &errors),
-                ));
-            }
+            });
         }
         ("coordination.k8s.io", "leases") => {
-            let errors = super::validation::lease_errors(&obj["spec"]);
-            if !errors.is_empty() {
-                return Err(ApiError::from_body(
-                    422,
-                    schema::invalid_status(&ctx.info.kind, &ctx.info.group, &name_of(obj), &errors),
-                ));
-            }
+            errors.extend(super::validation::lease_errors(&obj["spec"]));
         }
         ("", "namespaces") if old.is_none() => {
             if !obj["spec"].is_object() {
@@ -479,6 +465,9 @@ fn prepare(ctx: &Ctx, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiErr
             }
         }
         _ => {}
+    }
+    if !errors.is_empty() {
+        return Err(invalid(obj, &errors));
     }
     Ok(())
 }
@@ -763,10 +752,14 @@ pub fn create(
         }
     }
     let name = name_of(&obj);
-    // Custom resources get their metadata errors (all of them) from the schema module.
-    if !ctx.info.is_custom() {
-        validate_name(ctx, &name)?;
-    }
+    // Custom resources get their metadata errors (all of them) from the schema module; the
+    // others' are answered with the kind's own errors, after the namespace is checked (kube's
+    // admission comes before validation).
+    let name_errs = if ctx.info.is_custom() {
+        Vec::new()
+    } else {
+        name_errors(ctx, &name)
+    };
     check_namespace(st, ctx, &name)?;
     if let Some(crd) = ctx.crd(st) {
         if !crd["metadata"]["deletionTimestamp"].is_null() {
@@ -792,7 +785,7 @@ pub fn create(
     }
     warnings.extend(metadata_unknown(ctx, &mut obj)?);
     warnings.extend(builtin_unknown(ctx, &mut obj)?);
-    prepare(ctx, &mut obj, None)?;
+    prepare(ctx, &mut obj, None, name_errs)?;
     warnings.extend(crd_warnings(ctx, &obj, None));
     warnings.extend(admit(st, ctx, &mut obj, None)?);
     let t = now();
@@ -965,7 +958,7 @@ fn finish_update(
     }
     warnings.extend(metadata_unknown(ctx, &mut new)?);
     warnings.extend(builtin_unknown(ctx, &mut new)?);
-    prepare(ctx, &mut new, Some(old))?;
+    prepare(ctx, &mut new, Some(old), Vec::new())?;
     warnings.extend(crd_warnings(ctx, &new, Some(old)));
     if !old["metadata"]["deletionTimestamp"].is_null() {
         let before = finalizers(old);
