@@ -246,27 +246,9 @@ fn not_ready(sb: &Sandbox) -> (BTreeMap<String, String>, BTreeSet<String>) {
 fn the_chart_installed_by_helm_runs_every_kind_to_ready_as_its_service_account() {
     let sb = Sandbox::start(&["--secrets-clusters", "3"]);
     let helm = helm::Helm::new(sb.kubeconfig.clone());
-    let chart = repo_root().join("charts/quartet");
     // One replica that never runs (the dev API server has no kubelet); the operator is started
     // below with the Deployment's arguments.
-    let out = helm.ok(&[
-        "install",
-        "quartet",
-        chart.to_str().unwrap(),
-        "--namespace",
-        RELEASE_NS,
-        "--create-namespace",
-        "--set",
-        "replicaCount=1",
-    ]);
-    assert!(out.contains("STATUS: deployed"), "{out}");
-    sb.kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd",
-        "--all",
-    ]);
+    helm.install_quartet(RELEASE_NS, &["replicaCount=1"]);
     seed(&sb);
 
     // The chart's ServiceAccount, as the dev API server authorizes it.
@@ -406,21 +388,7 @@ fn a_team_bound_to_edit_manages_quartet_resources_in_its_namespace_and_view_only
     let sb = Sandbox::start(&[]);
     let helm = helm::Helm::new(sb.kubeconfig.clone());
     let chart = repo_root().join("charts/quartet");
-    helm.ok(&[
-        "install",
-        "quartet",
-        chart.to_str().unwrap(),
-        "--namespace",
-        RELEASE_NS,
-        "--create-namespace",
-    ]);
-    sb.kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd",
-        "--all",
-    ]);
+    helm.install_quartet(RELEASE_NS, &[]);
     sb.kubectl_ok(&["create", "namespace", "team-a"]);
     // What a cluster admin does for a team: Kubernetes' own roles, nothing about Quartet.
     sb.kubectl_ok(&[

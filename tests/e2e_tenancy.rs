@@ -425,26 +425,7 @@ fn the_chart_watching_team_a_grants_no_secret_elsewhere_and_its_operator_is_refu
 
     // The tenants' namespaces exist before the chart gives the operator a Role in one.
     namespaces(&sb, "tenancy: allowed");
-    let out = helm.ok(&[
-        "install",
-        "quartet",
-        chart,
-        "--namespace",
-        RELEASE_NS,
-        "--create-namespace",
-        "--set",
-        "replicaCount=1",
-        "--set",
-        "watchNamespaces={team-a}",
-    ]);
-    assert!(out.contains("STATUS: deployed"), "{out}");
-    sb.kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd",
-        "--all",
-    ]);
+    helm.install_quartet(RELEASE_NS, &["replicaCount=1", "watchNamespaces={team-a}"]);
     cluster_connection(&sb, RELEASE_NS, "");
     sb.apply_ok("apiVersion: v1\nkind: Secret\nmetadata: {name: team-b-secret, namespace: team-b}\nstringData: {password: hunter2}\n");
 

@@ -73,4 +73,37 @@ impl Helm {
         );
         String::from_utf8_lossy(&out.stdout).to_string()
     }
+
+    /// `helm install quartet` from this repository's chart into `namespace` (created), with
+    /// `--set` values `sets`, as the README installs it; returns once every CRD is Established.
+    pub fn install_quartet(&self, namespace: &str, sets: &[&str]) -> String {
+        let chart = super::repo_root().join("charts/quartet");
+        let mut args = vec![
+            "install",
+            "quartet",
+            chart.to_str().unwrap(),
+            "--namespace",
+            namespace,
+            "--create-namespace",
+        ];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let out = self.ok(&args);
+        assert!(out.contains("STATUS: deployed"), "{out}");
+        let wait = [
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd",
+            "--all",
+        ];
+        let waited = super::kubectl(&self.kubeconfig, &wait, None);
+        assert!(
+            waited.status.success(),
+            "{}",
+            String::from_utf8_lossy(&waited.stderr)
+        );
+        out
+    }
 }
