@@ -796,3 +796,42 @@ async fn a_cluster_role_labelled_for_edit_lends_its_rules_to_edit_and_admin_unti
     let (_, b) = admin.get(&format!("{RBAC}/clusterroles/admin")).await;
     assert_eq!(b["rules"], json!([]), "{b}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggregated_role_takes_its_rules_selector_by_selector_each_rule_once() {
+    let s = server().await;
+    let admin = Http::new(&s);
+    let role = |name: &str, label: &str, rules: Value| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name, "labels": {label: "true"}}, "rules": rules})
+    };
+    let pods = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]});
+    let secrets = json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]});
+    // `a-...` sorts first but is selected by the second selector; `b-...` lends the pods rule
+    // again, with an empty `resourceNames` that is the same rule to kube.
+    let pods_again =
+        json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": []});
+    let clusterroles = format!("{RBAC}/clusterroles");
+    create(
+        &admin,
+        &clusterroles,
+        role("a-secrets", "y", json!([secrets])),
+    )
+    .await;
+    create(
+        &admin,
+        &clusterroles,
+        role("b-pods", "x", json!([pods, pods_again])),
+    )
+    .await;
+    create(
+        &admin,
+        &clusterroles,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "both"},
+               "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "true"}}, {"matchLabels": {"y": "true"}}]}}),
+    )
+    .await;
+    let (c, b) = admin.get(&format!("{clusterroles}/both")).await;
+    assert_eq!(c, 200, "{b}");
+    assert_eq!(b["rules"], json!([pods, secrets]), "{b}");
+}

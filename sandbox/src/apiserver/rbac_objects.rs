@@ -334,9 +334,25 @@ fn selects(selector: &Value, labels: &Value) -> bool {
     by_labels && by_exprs
 }
 
+/// `equality.Semantic.DeepEqual` on two policy rules: an empty list is the same as none.
+fn same_rule(a: &Value, b: &Value) -> bool {
+    let lists = |r: &Value| {
+        [
+            "verbs",
+            "apiGroups",
+            "resources",
+            "resourceNames",
+            "nonResourceURLs",
+        ]
+        .map(|f| r[f].as_array().cloned().unwrap_or_default())
+    };
+    lists(a) == lists(b)
+}
+
 /// What kube-controller-manager's ClusterRole aggregation does, run after every write that
 /// touched a ClusterRole: each ClusterRole with an `aggregationRule` gets the rules of every
-/// other ClusterRole its selectors match (in name order, each rule once), until nothing changes
+/// other ClusterRole its selectors match (selector by selector, each selector's roles in name
+/// order, each rule once), until nothing changes
 /// (aggregated roles may feed each other: `view` into `edit` into `admin`).
 pub fn aggregate(st: &mut State) {
     if !std::mem::take(&mut st.cluster_roles_changed) {
@@ -354,20 +370,25 @@ pub fn aggregate(st: &mut State) {
             let Some(selectors) = role["aggregationRule"]["clusterRoleSelectors"].as_array() else {
                 continue;
             };
+            // Selector by selector, as the controller lists them: the rules of the roles the
+            // first selects come before those of the second's.
             let mut rules: Vec<Value> = Vec::new();
-            for (other, source) in &roles {
-                let labels = &source["metadata"]["labels"];
-                if other == name || !selectors.iter().any(|s| selects(s, labels)) {
-                    continue;
-                }
-                for rule in source["rules"].as_array().into_iter().flatten() {
-                    if !rules.contains(rule) {
-                        rules.push(rule.clone());
+            for selector in selectors {
+                for (other, source) in &roles {
+                    if other == name || !selects(selector, &source["metadata"]["labels"]) {
+                        continue;
+                    }
+                    for rule in source["rules"].as_array().into_iter().flatten() {
+                        if !rules.iter().any(|r| same_rule(r, rule)) {
+                            rules.push(rule.clone());
+                        }
                     }
                 }
             }
             let current = role["rules"].as_array().cloned().unwrap_or_default();
-            if current != rules {
+            let unchanged = current.len() == rules.len()
+                && current.iter().zip(&rules).all(|(a, b)| same_rule(a, b));
+            if !unchanged {
                 let mut updated = role.clone();
                 updated["rules"] = Value::Array(rules);
                 st.put(&k, updated);
