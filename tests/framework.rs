@@ -93,7 +93,7 @@ fn context(client: &Client) -> Context {
 }
 
 #[tokio::test]
-async fn result_secrets_are_owned_by_the_resource_and_collected_with_it() {
+async fn result_secrets_are_owned_by_the_resource_drop_the_keys_no_longer_written_and_go_with_it() {
     let (_server, client) = cluster().await;
     let policies: Api<SecretsPolicy> = Api::namespaced(client.clone(), "default");
     let p: SecretsPolicy = serde_json::from_value(serde_json::json!({
@@ -112,12 +112,36 @@ async fn result_secrets_are_owned_by_the_resource_and_collected_with_it() {
     let owner = &s.owner_references()[0];
     assert_eq!(owner.uid, p.uid().unwrap());
     assert_eq!(owner.controller, Some(true));
-    assert_eq!(s.data.unwrap()["url"].0, b"otpauth://totp/x");
+    assert_eq!(s.data.as_ref().unwrap()["url"].0, b"otpauth://totp/x");
     // Applying again is idempotent.
     let data = BTreeMap::from([("url".to_string(), SecretString::new("otpauth://totp/x"))]);
     ctx.apply_owned_secret(&p, "owner-result", data)
         .await
         .unwrap();
+    let again = secrets.get("owner-result").await.unwrap();
+    assert_eq!(again.resource_version(), s.resource_version());
+    // A key no longer written disappears (written through `stringData`, it would stay: the
+    // dev API server, like kube-apiserver, tracks such a key as `stringData`'s).
+    let two = BTreeMap::from([
+        ("url".to_string(), SecretString::new("otpauth://totp/x")),
+        ("issuer".to_string(), SecretString::new("quartet")),
+    ]);
+    ctx.apply_owned_secret(&p, "owner-result", two)
+        .await
+        .unwrap();
+    let data = BTreeMap::from([("url".to_string(), SecretString::new("otpauth://totp/y"))]);
+    ctx.apply_owned_secret(&p, "owner-result", data)
+        .await
+        .unwrap();
+    let keys: Vec<String> = secrets
+        .get("owner-result")
+        .await
+        .unwrap()
+        .data
+        .unwrap()
+        .into_keys()
+        .collect();
+    assert_eq!(keys, ["url"]);
 
     policies
         .delete("owner", &DeleteParams::background())

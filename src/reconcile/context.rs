@@ -19,7 +19,6 @@ use crate::clients::http::{Auth, Http, HttpConfig, SecretString};
 use crate::clients::secrets::login::{IdpCredentials, Session};
 use crate::metrics::Metrics;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Patch, PatchParams};
 use kube::Resource;
 use std::collections::BTreeMap;
 
@@ -1049,9 +1048,9 @@ impl Context {
         Ok(SecretString::new(text.trim_end_matches(['\n', '\r'])))
     }
 
-    /// Write a result (an enrollment's QR code, checked-out credentials, a bootstrap token) to a
-    /// Secret owned by `owner`, so it is garbage-collected with it. Server-side apply with the
-    /// owner kind's field manager: idempotent, and a key the kind stops writing disappears.
+    /// Write a result (checked-out credentials) to a Secret owned by `owner`
+    /// ([`super::owned_secret::QuartetSecret`]): garbage-collected with it, and a key the kind
+    /// stops writing disappears.
     pub async fn apply_owned_secret<K>(
         &self,
         owner: &K,
@@ -1061,33 +1060,9 @@ impl Context {
     where
         K: Resource<DynamicType = ()>,
     {
-        let ns = owner.namespace().unwrap_or_default();
-        let owner_ref = owner
-            .controller_owner_ref(&())
-            .ok_or_else(|| Error::InvalidSpec("owner has no uid yet".into()))?;
-        let string_data: BTreeMap<String, String> = data
-            .into_iter()
-            .map(|(k, v)| (k, v.expose().to_string()))
-            .collect();
-        let secret = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "labels": {"app.kubernetes.io/managed-by": "quartet"},
-                "ownerReferences": [owner_ref],
-            },
-            "type": "Opaque",
-            "stringData": string_data,
-        });
-        let manager = format!("quartet/{}", K::kind(&()).to_lowercase());
-        Api::<Secret>::namespaced(self.client.clone(), &ns)
-            .patch_metadata(
-                name,
-                &PatchParams::apply(&manager).force(),
-                &Patch::Apply(&secret),
-            )
+        super::owned_secret::QuartetSecret::owned_by(owner, name)?
+            .values(data.iter().map(|(k, v)| (k.clone(), v.expose().as_bytes())))
+            .apply::<K>(&self.client)
             .await?;
         Ok(())
     }

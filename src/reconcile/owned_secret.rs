@@ -1,18 +1,112 @@
-//! Result Secrets with binary values (an enrollment's QR code as a PNG), next to
-//! [`Context::apply_owned_secret`] which takes text.
+//! The Secrets Quartet writes for its resources (an enrollment's QR code, checked-out
+//! credentials, a login or bootstrap token, the DR ceremony's state): one shape for all of them,
+//! [`QuartetSecret`], and what reads them back.
 
 use std::collections::BTreeMap;
 
+use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::ByteString;
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{PartialObjectMeta, Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
 use super::{Context, Error, Result};
 
-/// Write `data` (raw bytes per key) to the Secret `name` in the owner's namespace, owned by
-/// `owner` (garbage-collected with it). Server-side apply with the owner kind's field manager:
-/// idempotent, and a key no longer written disappears. Values never reach logs or errors.
+/// A Secret written by server-side apply with a kind's field manager (`quartet/<kind>`),
+/// labelled `app.kubernetes.io/managed-by: quartet`, type `Opaque`.
+///
+/// Values go under `data`, never `stringData`: apply then owns each `data` key, so a key the
+/// kind stops writing is removed by the next apply. A real API server tracks a `stringData` key
+/// as `stringData`'s, which it never stores, so dropping one from an apply leaves the value
+/// behind (kubernetes/kubernetes#108008; the dev API server does the same).
+pub struct QuartetSecret {
+    namespace: String,
+    name: String,
+    owner: Option<OwnerReference>,
+    annotations: BTreeMap<String, String>,
+    data: BTreeMap<String, Vec<u8>>,
+}
+
+impl QuartetSecret {
+    /// The Secret `name` in `namespace`, owned by nothing (it outlives the resource).
+    pub fn new(namespace: &str, name: &str) -> Self {
+        QuartetSecret {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            owner: None,
+            annotations: BTreeMap::new(),
+            data: BTreeMap::new(),
+        }
+    }
+
+    /// Owned by `owner` as its controller, in the owner's namespace: garbage-collected with it.
+    pub fn owned_by<K: Resource<DynamicType = ()>>(owner: &K, name: &str) -> Result<Self> {
+        let owner_ref = owner
+            .controller_owner_ref(&())
+            .ok_or_else(|| Error::InvalidSpec("the resource has no uid yet".into()))?;
+        let mut secret = Self::new(&owner.namespace().unwrap_or_default(), name);
+        secret.owner = Some(owner_ref);
+        Ok(secret)
+    }
+
+    /// With this annotation.
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.annotations.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// With this key and value.
+    pub fn value(mut self, key: &str, value: impl Into<Vec<u8>>) -> Self {
+        self.data.insert(key.to_string(), value.into());
+        self
+    }
+
+    /// With these keys and values.
+    pub fn values<V: Into<Vec<u8>>>(mut self, data: impl IntoIterator<Item = (String, V)>) -> Self {
+        self.data
+            .extend(data.into_iter().map(|(k, v)| (k, v.into())));
+        self
+    }
+
+    /// Apply it with kind `K`'s field manager. Only the metadata comes back: the whole answer
+    /// would carry the values just written. Values never reach logs or errors.
+    pub async fn apply<K: Resource<DynamicType = ()>>(
+        self,
+        client: &kube::Client,
+    ) -> Result<PartialObjectMeta<Secret>> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let data: BTreeMap<String, String> = self
+            .data
+            .iter()
+            .map(|(k, v)| (k.clone(), b64.encode(v)))
+            .collect();
+        let mut metadata = serde_json::json!({
+            "name": self.name,
+            "namespace": self.namespace,
+            "labels": {"app.kubernetes.io/managed-by": "quartet"},
+        });
+        if !self.annotations.is_empty() {
+            metadata["annotations"] = serde_json::json!(self.annotations);
+        }
+        if let Some(owner) = &self.owner {
+            metadata["ownerReferences"] = serde_json::json!([owner]);
+        }
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": metadata,
+            "type": "Opaque", "data": data,
+        });
+        let manager = format!("quartet/{}", K::kind(&()).to_lowercase());
+        Ok(Api::<Secret>::namespaced(client.clone(), &self.namespace)
+            .patch_metadata(
+                &self.name,
+                &PatchParams::apply(&manager).force(),
+                &Patch::Apply(&secret),
+            )
+            .await?)
+    }
+}
+
+/// Write `data` (raw bytes per key) to the Secret `name` owned by `owner` ([`QuartetSecret`]).
 pub async fn apply_owned_secret_bytes<K>(
     ctx: &Context,
     owner: &K,
@@ -22,32 +116,9 @@ pub async fn apply_owned_secret_bytes<K>(
 where
     K: Resource<DynamicType = ()>,
 {
-    let ns = owner.namespace().unwrap_or_default();
-    let owner_ref = owner
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::InvalidSpec("owner has no uid yet".into()))?;
-    let data: BTreeMap<String, ByteString> =
-        data.into_iter().map(|(k, v)| (k, ByteString(v))).collect();
-    let secret = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": {"app.kubernetes.io/managed-by": "quartet"},
-            "ownerReferences": [owner_ref],
-        },
-        "type": "Opaque",
-        "data": data,
-    });
-    let manager = format!("quartet/{}", K::kind(&()).to_lowercase());
-    // Only the metadata comes back: the whole answer would carry the values just written.
-    Api::<Secret>::namespaced(ctx.client.clone(), &ns)
-        .patch_metadata(
-            name,
-            &PatchParams::apply(&manager).force(),
-            &Patch::Apply(&secret),
-        )
+    QuartetSecret::owned_by(owner, name)?
+        .values(data)
+        .apply::<K>(&ctx.client)
         .await?;
     Ok(())
 }

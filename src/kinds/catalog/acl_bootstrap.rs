@@ -10,11 +10,8 @@
 //! with the spec's warning and an Event, and no further bootstrap attempt for this generation.
 //! Replication status of the listed datacenters is read at every pass.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
-use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{json, Value};
 
@@ -22,7 +19,8 @@ use crate::api::catalog::{CatalogAclBootstrap, ReplicationStatus, SecretPolicy};
 use crate::api::{DeletionPolicy, Service};
 use crate::clients::catalog::{reset_index, CatalogClient};
 use crate::clients::ClientError;
-use crate::reconcile::{managed_fields, Context, Error, Managed, Operated, Result, Step};
+use crate::reconcile::owned_secret::QuartetSecret;
+use crate::reconcile::{managed_fields, Context, Managed, Operated, Result, Step};
 
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 /// The `Ready` reason when the catalog was bootstrapped by someone else: its management token is
@@ -147,9 +145,8 @@ impl CatalogAclBootstrap {
         }))
     }
 
-    /// Write the Secret (server-side apply with this kind's field manager): the token, the
-    /// accessor once known, and whether this resource generated the token. Owned by the
-    /// resource only with `secretPolicy: Owned`.
+    /// Write the Secret ([`QuartetSecret`]): the token, the accessor once known, and whether
+    /// this resource generated the token. Owned by the resource only with `secretPolicy: Owned`.
     async fn write_secret(
         &self,
         ctx: &Context,
@@ -157,37 +154,20 @@ impl CatalogAclBootstrap {
         accessor: Option<&str>,
         ours: bool,
     ) -> Result<()> {
-        let ns = self.namespace().unwrap_or_default();
         let name = self.secret_name();
-        let mut meta = json!({
-            "name": name,
-            "namespace": ns,
-            "labels": {"app.kubernetes.io/managed-by": "quartet"},
-        });
+        let mut secret = if self.spec.secret_policy == SecretPolicy::Owned {
+            QuartetSecret::owned_by(self, &name)?
+        } else {
+            QuartetSecret::new(&self.namespace().unwrap_or_default(), &name)
+        };
         if ours {
-            meta["annotations"] = json!({ GENERATED_BY: self.uid().unwrap_or_default() });
+            secret = secret.annotation(GENERATED_BY, &self.uid().unwrap_or_default());
         }
-        if self.spec.secret_policy == SecretPolicy::Owned {
-            let owner = self
-                .controller_owner_ref(&())
-                .ok_or_else(|| Error::InvalidSpec("resource has no uid yet".into()))?;
-            meta["ownerReferences"] = json!([owner]);
-        }
-        let mut data = BTreeMap::from([("token", token.to_string())]);
+        secret = secret.value("token", token);
         if let Some(a) = accessor.filter(|a| !a.is_empty()) {
-            data.insert("accessorId", a.to_string());
+            secret = secret.value("accessorId", a);
         }
-        let secret = json!({
-            "apiVersion": "v1", "kind": "Secret", "metadata": meta,
-            "type": "Opaque", "stringData": data,
-        });
-        Api::<Secret>::namespaced(ctx.client.clone(), &ns)
-            .patch_metadata(
-                &name,
-                &PatchParams::apply("quartet/catalogaclbootstrap").force(),
-                &Patch::Apply(&secret),
-            )
-            .await?;
+        secret.apply::<Self>(&ctx.client).await?;
         Ok(())
     }
 

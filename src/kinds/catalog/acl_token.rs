@@ -28,7 +28,7 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::ByteString;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::api::catalog::CatalogAclToken;
@@ -36,6 +36,7 @@ use crate::api::scheduler::parse_duration;
 use crate::api::Service;
 use crate::clients::catalog::CatalogClient;
 use crate::clients::http::SecretString;
+use crate::reconcile::owned_secret::QuartetSecret;
 use crate::reconcile::{lost, managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 const DEFAULT_ROTATION: Duration = Duration::from_secs(24 * 3600);
@@ -168,55 +169,27 @@ impl CatalogAclToken {
         })
     }
 
-    /// Write the owned Secret (server-side apply of `data`). A key this kind stops writing
+    /// Write the owned Secret ([`QuartetSecret`]). A key this kind stops writing
     /// (`previousToken` after the logout) is removed with a merge patch when the Secret as read
-    /// (`had`) still has it: keys written through `stringData` are not tracked by apply, so
-    /// dropping them from an apply would not remove them. Without the key, one write: each
+    /// (`had`) still has it: one written through `stringData` (by an earlier Quartet, or by
+    /// hand) is not tracked by apply, so dropping it from an apply would not remove it. Without the key, one write: each
     /// write is a watch event that wakes this resource again.
     /// Returns the Secret's resourceVersion after the last write.
     async fn write(&self, ctx: &Context, stored: &Stored, had: &Stored) -> Result<Option<String>> {
-        let ns = self.namespace().unwrap_or_default();
         let name = self.secret_name();
-        let owner = self
-            .controller_owner_ref(&())
-            .ok_or_else(|| Error::InvalidSpec("resource has no uid yet".into()))?;
-        let mut data = BTreeMap::new();
+        let mut secret = QuartetSecret::owned_by(self, &name)?;
         for (k, v) in [
             ("token", &stored.token),
             ("accessorId", &stored.accessor),
             (PREVIOUS, &stored.previous),
         ] {
             if let Some(v) = v {
-                data.insert(k.to_string(), ByteString(v.clone().into_bytes()));
+                secret = secret.value(k, v.as_str());
             }
         }
-        let secret = Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(ns.clone()),
-                labels: Some(BTreeMap::from([(
-                    "app.kubernetes.io/managed-by".to_string(),
-                    "quartet".to_string(),
-                )])),
-                owner_references: Some(vec![owner]),
-                ..Default::default()
-            },
-            type_: Some("Opaque".into()),
-            data: Some(data),
-            ..Default::default()
-        };
-        let mut secret =
-            serde_json::to_value(&secret).map_err(|e| Error::InvalidSpec(e.to_string()))?;
-        secret["apiVersion"] = json!("v1");
-        secret["kind"] = json!("Secret");
-        let api = Api::<Secret>::namespaced(ctx.client.clone(), &ns);
-        let mut written = api
-            .patch_metadata(
-                &name,
-                &PatchParams::apply("quartet/catalogacltoken").force(),
-                &Patch::Apply(&secret),
-            )
-            .await?;
+        let mut written = secret.apply::<Self>(&ctx.client).await?;
+        let api =
+            Api::<Secret>::namespaced(ctx.client.clone(), &self.namespace().unwrap_or_default());
         if stored.previous.is_none() && had.previous_key {
             written = api
                 .patch_metadata(

@@ -21,7 +21,7 @@ use std::time::Duration;
 use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::events::EventType;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::api::secrets::dr::{
@@ -31,6 +31,7 @@ use crate::api::{ConnectionRef, DeletionPolicy, Service};
 use crate::clients::secrets::dr::DrClient;
 use crate::clients::{ClientError, SecretString};
 use crate::reconcile::driver::publish;
+use crate::reconcile::owned_secret::QuartetSecret;
 use crate::reconcile::{managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 /// How soon the next step of a ceremony or convergence follows.
@@ -229,40 +230,12 @@ impl DrReplication {
             .collect())
     }
 
-    /// Write the ceremony Secret (owned by the resource). By server-side apply of `data`, so a
-    /// key no longer written is removed (a `stringData` apply never removes one).
+    /// Write the ceremony Secret (owned by the resource; a key no longer written is removed:
+    /// [`QuartetSecret`]).
     async fn save_ceremony(&self, ctx: &Context, data: &BTreeMap<String, String>) -> Result<()> {
-        let ns = self.namespace().unwrap_or_default();
-        let owner = self
-            .controller_owner_ref(&())
-            .ok_or_else(|| Error::InvalidSpec("the resource has no uid yet".into()))?;
-        let data: BTreeMap<String, String> = data
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    base64::engine::general_purpose::STANDARD.encode(v.as_bytes()),
-                )
-            })
-            .collect();
-        let secret = json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": self.ceremony_secret(),
-                "namespace": ns,
-                "labels": {"app.kubernetes.io/managed-by": "quartet"},
-                "ownerReferences": [owner],
-            },
-            "type": "Opaque",
-            "data": data,
-        });
-        Api::<Secret>::namespaced(ctx.client.clone(), &ns)
-            .patch_metadata(
-                &self.ceremony_secret(),
-                &kube::api::PatchParams::apply("quartet/drreplication").force(),
-                &kube::api::Patch::Apply(&secret),
-            )
+        QuartetSecret::owned_by(self, &self.ceremony_secret())?
+            .values(data.iter().map(|(k, v)| (k.clone(), v.as_str())))
+            .apply::<Self>(&ctx.client)
             .await?;
         Ok(())
     }

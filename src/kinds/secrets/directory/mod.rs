@@ -1,5 +1,5 @@
 //! The directory secrets engine's kinds (spec C §2.2, §4.2): one file per kind, and what they
-//! share: how the engine's errors are classified, and the owned Secrets they write.
+//! share: how the engine's errors are classified, and whether a Secret exists.
 
 pub mod checkout;
 pub mod engine;
@@ -7,14 +7,11 @@ pub mod library;
 pub mod role;
 pub mod strays;
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Resource, ResourceExt};
+use kube::Api;
 
 use crate::clients::secrets::directory::unmounted;
-use crate::clients::{ClientError, SecretString};
+use crate::clients::ClientError;
 use crate::reconcile::{Error, Result};
 
 /// Plain errors (500) of the directory engine that no retry can fix: they wait for a spec
@@ -69,45 +66,6 @@ pub fn ad_error(mount: &str, e: ClientError) -> Error {
         }
     }
     Error::Remote(e)
-}
-
-/// Write `data` to the Secret `name` owned by `owner` (server-side apply with the owner kind's
-/// field manager, so it is garbage-collected with it).
-pub async fn apply_secret<K: Resource<DynamicType = ()>>(
-    client: &kube::Client,
-    owner: &K,
-    name: &str,
-    data: BTreeMap<String, SecretString>,
-) -> Result<()> {
-    let ns = owner.namespace().unwrap_or_default();
-    let owner_ref = owner
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::InvalidSpec("owner has no uid yet".into()))?;
-    let string_data: BTreeMap<String, String> = data
-        .into_iter()
-        .map(|(k, v)| (k, v.expose().to_string()))
-        .collect();
-    let secret = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": {"app.kubernetes.io/managed-by": "quartet"},
-            "ownerReferences": [owner_ref],
-        },
-        "type": "Opaque",
-        "stringData": string_data,
-    });
-    let manager = format!("quartet/{}", K::kind(&()).to_lowercase());
-    Api::<Secret>::namespaced(client.clone(), &ns)
-        .patch_metadata(
-            name,
-            &PatchParams::apply(&manager).force(),
-            &Patch::Apply(&secret),
-        )
-        .await?;
-    Ok(())
 }
 
 /// Whether the Secret `name` exists in `ns`.

@@ -6,17 +6,16 @@
 //! or the Secret is missing) and written to the owned Secret when the password differs from
 //! the one last written (compared by keyed hash, never stored).
 
-use std::collections::BTreeMap;
-
 use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 
-use super::{ad_error, apply_secret, epoch, secret_exists};
+use super::{ad_error, epoch, secret_exists};
 use crate::api::secrets::directory::{duration_secs, AdRole};
 use crate::api::Service;
 use crate::clients::secrets::directory::{AdClient, RoleRead, Rotation};
 use crate::clients::SecretString;
 use crate::reconcile::hash::keyed_hash;
+use crate::reconcile::owned_secret::QuartetSecret;
 use crate::reconcile::{managed_fields, Context, Created, Managed, Reconciled, Result};
 
 impl Managed for AdRole {
@@ -118,14 +117,13 @@ impl AdRole {
             ],
         );
         if known != Some(hash.as_str()) {
-            let mut data = BTreeMap::new();
-            data.insert("username".to_string(), SecretString::new(creds.username));
-            data.insert("password".to_string(), creds.current_password);
-            data.insert(
-                "lastPassword".to_string(),
-                creds.last_password.unwrap_or_else(|| SecretString::new("")),
-            );
-            apply_secret(&desired.kube, self, name, data).await?;
+            let last = creds.last_password.unwrap_or_else(|| SecretString::new(""));
+            QuartetSecret::owned_by(self, name)?
+                .value("username", creds.username)
+                .value("password", creds.current_password.expose())
+                .value("lastPassword", last.expose())
+                .apply::<Self>(&desired.kube)
+                .await?;
             tracing::info!(secret = %name, "role credentials written");
         }
         Ok(Some(hash))
