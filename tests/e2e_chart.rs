@@ -44,14 +44,6 @@ fn b64url(s: &str) -> Vec<u8> {
         .expect("base64url")
 }
 
-/// A kubeconfig like the admin's, with `token` as its only credential.
-fn kubeconfig_with_token(admin: &Path, token: &str, out: &Path) {
-    let mut kc: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(admin).unwrap()).unwrap();
-    kc["users"][0]["user"] = serde_yaml::to_value(json!({ "token": token })).unwrap();
-    std::fs::write(out, serde_yaml::to_string(&kc).unwrap()).unwrap();
-}
-
 fn post(url: &str, body: Value) -> Value {
     let (s, b) = http("POST", url, None, Some(body));
     assert!((200..300).contains(&s), "POST {url}: {s} {b}");
@@ -269,8 +261,7 @@ fn the_chart_installed_by_helm_runs_every_kind_to_ready_as_its_service_account()
     assert_eq!(can_i(&["update", "leases", "-n", "default"]), "no");
 
     let token = sb.kubectl_ok(&["create", "token", "quartet", "-n", RELEASE_NS]);
-    let sa_kubeconfig = sb.dir.path().join("operator.kubeconfig");
-    kubeconfig_with_token(&sb.kubeconfig, token.trim(), &sa_kubeconfig);
+    let sa_kubeconfig = sb.kubeconfig_with_token(token.trim(), "operator.kubeconfig");
     let log_path = sb.dir.path().join("operator-sa.log");
     let _op = Running(
         Command::new(BIN)
@@ -373,16 +364,6 @@ fn the_chart_installed_by_helm_runs_every_kind_to_ready_as_its_service_account()
     );
 }
 
-/// A kubeconfig with a token of ServiceAccount `ns/name` (made here), as a person bound to a
-/// role would have.
-fn person(sb: &Sandbox, ns: &str, name: &str) -> std::path::PathBuf {
-    sb.kubectl_ok(&["create", "serviceaccount", name, "-n", ns]);
-    let token = sb.kubectl_ok(&["create", "token", name, "-n", ns]);
-    let path = sb.dir.path().join(format!("{name}.kubeconfig"));
-    kubeconfig_with_token(&sb.kubeconfig, token.trim(), &path);
-    path
-}
-
 #[test]
 fn a_team_bound_to_edit_manages_quartet_resources_in_its_namespace_and_view_only_reads_them() {
     let sb = Sandbox::start(&[]);
@@ -409,8 +390,8 @@ fn a_team_bound_to_edit_manages_quartet_resources_in_its_namespace_and_view_only
         "-n",
         "team-a",
     ]);
-    let dev = person(&sb, "team-a", "dev");
-    let auditor = person(&sb, "team-a", "auditor");
+    let dev = sb.service_account_kubeconfig("team-a", "dev");
+    let auditor = sb.service_account_kubeconfig("team-a", "auditor");
     let policy = "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\n\
         metadata: {name: team-a-read, namespace: NS}\n\
         spec:\n  type: acl\n  policy: |\n    path \"secret/data/team-a/*\" {\n      capabilities = [\"read\"]\n    }\n";

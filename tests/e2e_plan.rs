@@ -548,3 +548,33 @@ fn a_plan_of_every_example_on_a_fresh_cluster_creates_each_kind_without_a_write(
         "the dry runs created something"
     );
 }
+
+#[test]
+fn a_plan_run_by_an_identity_that_may_not_read_says_in_one_sentence_who_may_not_read_what() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    let dir = sb.dir.path().join("manifests");
+    write_manifests(&dir, &[("policy.yaml", POLICY)]);
+    // A pull request's job with a token of its own and no role bound yet.
+    let ci = sb.service_account_kubeconfig("default", "ci");
+    let out = Command::new(BIN)
+        .args(["plan", "--kubeconfig"])
+        .arg(&ci)
+        .arg("-f")
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run quartet plan");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("forbidden: ")
+            && stderr.contains("User \"system:serviceaccount:default:ci\" cannot"),
+        "{stderr}"
+    );
+    for dump in ["ErrorResponse", "Status {", "ApiError", "operator's"] {
+        assert!(!stderr.contains(dump), "{dump} in: {stderr}");
+    }
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -373,14 +373,6 @@ impl Drop for Running {
     }
 }
 
-/// A kubeconfig like the admin's, with `token` as its only credential.
-fn kubeconfig_with_token(admin: &Path, token: &str, out: &Path) {
-    let mut kc: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(admin).unwrap()).unwrap();
-    kc["users"][0]["user"] = serde_yaml::to_value(json!({ "token": token })).unwrap();
-    std::fs::write(out, serde_yaml::to_string(&kc).unwrap()).unwrap();
-}
-
 #[test]
 fn the_chart_watching_team_a_grants_no_secret_elsewhere_and_its_operator_is_refused_a_secret_of_team_b(
 ) {
@@ -430,8 +422,7 @@ fn the_chart_watching_team_a_grants_no_secret_elsewhere_and_its_operator_is_refu
     sb.apply_ok("apiVersion: v1\nkind: Secret\nmetadata: {name: team-b-secret, namespace: team-b}\nstringData: {password: hunter2}\n");
 
     let token = sb.kubectl_ok(&["create", "token", "quartet", "-n", RELEASE_NS]);
-    let sa_kubeconfig = sb.dir.path().join("operator.kubeconfig");
-    kubeconfig_with_token(&sb.kubeconfig, token.trim(), &sa_kubeconfig);
+    let sa_kubeconfig = sb.kubeconfig_with_token(token.trim(), "operator.kubeconfig");
     // The chart's ServiceAccount may not read a Secret of team-b: 403 from the API server.
     let refused = kubectl(
         &sa_kubeconfig,

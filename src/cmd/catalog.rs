@@ -303,26 +303,21 @@ async fn write_secret(
             CatalogLoginError::Input(format!("--secret {target:?} is not NAMESPACE/NAME"))
         })?;
     let out = |e: String| CatalogLoginError::Output(e);
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| out(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .map_err(|e| out(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| out(e.to_string()))?,
+    let config = crate::runtime::kube_client::config_from(args.kubeconfig.as_deref(), None)
+        .await
+        .map_err(|e| out(format!("{e:#}")))?;
+    let client = kube::Client::try_from(config)
+        .map_err(|e| out(format!("could not make a Kubernetes client: {e}")))?;
+    // Under `data`, as every Secret Quartet writes (`reconcile::owned_secret::QuartetSecret`).
+    use base64::Engine;
+    let b64 = |v: &Value| {
+        base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or_default())
     };
-    let client = kube::Client::try_from(config).map_err(|e| out(e.to_string()))?;
     let secret = json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": name, "namespace": ns},
         "type": "Opaque",
-        "stringData": {
-            "token": token["SecretID"].as_str().unwrap_or_default(),
-            "accessorId": token["AccessorID"].as_str().unwrap_or_default(),
-        }
+        "data": {"token": b64(&token["SecretID"]), "accessorId": b64(&token["AccessorID"])},
     });
     kube::Api::<Secret>::namespaced(client, ns)
         .patch_metadata(
@@ -331,7 +326,7 @@ async fn write_secret(
             &Patch::Apply(&secret),
         )
         .await
-        .map_err(|e| out(e.to_string()))?;
+        .map_err(|e| out(crate::reconcile::error::kube_cli_sentence(&e)))?;
     Ok(())
 }
 

@@ -20,6 +20,7 @@ use crate::api::{Connection, Service};
 use crate::clients::http::{Auth, Http, HttpConfig, SecretString};
 use crate::clients::ClientError;
 use crate::metrics::Metrics;
+use crate::reconcile::error::kube_cli_sentence;
 
 /// The connection flags are global to `quartet leases`: they go before or after the verb.
 #[derive(Args, Debug)]
@@ -430,9 +431,10 @@ async fn client(args: &LeasesArgs) -> Result<Http, LeasesError> {
                 .get(name)
                 .await
                 .map_err(|e| {
-                    LeasesError::Kube(
-                        crate::reconcile::Error::kube_for::<Connection>(e).to_string(),
-                    )
+                    LeasesError::Kube(match crate::reconcile::Error::kube_for::<Connection>(e) {
+                        crate::reconcile::Error::Kube(e) => kube_cli_sentence(&e),
+                        not_installed => not_installed.to_string(),
+                    })
                 })?;
             if conn.spec.service != Service::Secrets {
                 return Err(LeasesError::Usage(format!(
@@ -444,9 +446,10 @@ async fn client(args: &LeasesArgs) -> Result<Http, LeasesError> {
             let read = |r: crate::api::SecretKeyRef| {
                 let secrets = secrets.clone();
                 async move {
-                    let s = secrets.get(&r.name).await.map_err(|e| {
-                        LeasesError::Kube(crate::reconcile::error::kube_sentence(&e))
-                    })?;
+                    let s = secrets
+                        .get(&r.name)
+                        .await
+                        .map_err(|e| LeasesError::Kube(kube_cli_sentence(&e)))?;
                     s.data
                         .and_then(|d| d.get(&r.key).map(|b| b.0.clone()))
                         .ok_or_else(|| {

@@ -180,15 +180,59 @@ pub fn main() -> ExitCode {
 }
 
 /// An error and its causes in one line, each said once: many errors (kube's among them) already
-/// end with their cause's message, which `{:#}` would print a second time.
+/// end with their cause's message, which `{:#}` would print a second time. A Kubernetes error
+/// is said as a sentence, and what lies under it is not said: kube's own text carries a debug
+/// dump of the API server's answer.
 fn one_line(e: &anyhow::Error) -> String {
-    let mut line = e.to_string();
-    for cause in e.chain().skip(1) {
-        let said = cause.to_string();
-        if !line.contains(&said) {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let kube = cause.downcast_ref::<kube::Error>();
+        let said = kube.map_or_else(
+            || cause.to_string(),
+            crate::reconcile::error::kube_cli_sentence,
+        );
+        if line.is_empty() {
+            line = said;
+        } else if !line.contains(&said) {
             line.push_str(": ");
             line.push_str(&said);
         }
+        if kube.is_some() {
+            break;
+        }
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    fn forbidden() -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            status: Some(kube::core::response::StatusSummary::Failure),
+            code: 403,
+            message: "secrets \"k\" is forbidden: User \"u\" cannot get resource \"secrets\""
+                .into(),
+            metadata: None,
+            reason: "Forbidden".into(),
+            details: None,
+        }))
+    }
+
+    #[test]
+    fn a_kubernetes_error_is_said_once_as_a_sentence_without_kubes_debug_dump() {
+        let direct = anyhow::Error::new(forbidden());
+        assert_eq!(
+            one_line(&direct),
+            "forbidden: secrets \"k\" is forbidden: User \"u\" cannot get resource \"secrets\""
+        );
+        let under_context = anyhow::Error::new(forbidden()).context("could not read the key");
+        assert_eq!(
+            one_line(&under_context),
+            "could not read the key: forbidden: secrets \"k\" is forbidden: User \"u\" cannot get resource \"secrets\""
+        );
+        let io = anyhow::Error::new(std::io::Error::other("disk full")).context("writing");
+        assert_eq!(one_line(&io), "writing: disk full");
+    }
 }

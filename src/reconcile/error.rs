@@ -269,6 +269,22 @@ pub fn kube_sentence(e: &kube::Error) -> String {
     }
 }
 
+/// A Kubernetes API error as a sentence for the person running a command (`quartet plan`,
+/// `quartet catalog login --secret`): as [`kube_sentence`], but a refusal is the API server's
+/// own message, which names the user the command ran as, where `kube_sentence` speaks of the
+/// operator's ServiceAccount.
+pub fn kube_cli_sentence(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 403 && !s.message.trim().is_empty() => {
+            format!("forbidden: {}", s.message.trim())
+        }
+        kube::Error::Auth(inner) => {
+            format!("the Kubernetes credentials could not be used: {inner}")
+        }
+        other => kube_sentence(other),
+    }
+}
+
 /// A reason the API server itself sends (one CamelCase word), not kube's stand-in for a body
 /// that was no Status ("Failed to parse error data").
 fn is_known_reason(reason: &str) -> bool {

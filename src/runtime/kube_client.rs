@@ -19,16 +19,38 @@ pub async fn client_from(
     kubeconfig: Option<&std::path::Path>,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let read = Kubeconfig::read_from(path).map_err(|e| unreadable(path, e))?;
-            Config::from_custom_kubeconfig(read, &KubeConfigOptions::default()).await?
-        }
-        None => Config::infer().await.map_err(no_cluster)?,
-    };
+    let config = config_from(kubeconfig, None).await?;
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&CountCalls(metrics))
         .build())
+}
+
+/// Where every command finds its cluster: the kubeconfig given (its `context`, else its
+/// current one), else kube's inference (`KUBECONFIG`, `~/.kube/config`, then the pod's
+/// ServiceAccount). Errors are one sentence naming the file.
+pub async fn config_from(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> anyhow::Result<Config> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    Ok(match (kubeconfig, context) {
+        (Some(path), _) => {
+            let read = Kubeconfig::read_from(path).map_err(|e| unreadable(path, e))?;
+            Config::from_custom_kubeconfig(read, &options)
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("could not use the kubeconfig {}: {e}", path.display())
+                })?
+        }
+        // A context is a kubeconfig's: no inference from the pod.
+        (None, Some(_)) => Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| anyhow::anyhow!("could not use the kubeconfig: {e}"))?,
+        (None, None) => Config::infer().await.map_err(no_cluster)?,
+    })
 }
 
 /// A kubeconfig that cannot be read, in a sentence naming the file as the user gave it (kube's

@@ -186,6 +186,26 @@ impl Sandbox {
         String::from_utf8_lossy(&out.stdout).to_string()
     }
 
+    /// A kubeconfig like the admin's with `token` as its only credential, written to `file` in
+    /// the sandbox's directory.
+    pub fn kubeconfig_with_token(&self, token: &str, file: &str) -> PathBuf {
+        let mut kc: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&self.kubeconfig).unwrap()).unwrap();
+        kc["users"][0]["user"] =
+            serde_yaml::to_value(serde_json::json!({ "token": token })).unwrap();
+        let path = self.dir.path().join(file);
+        std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
+        path
+    }
+
+    /// A kubeconfig with a token of the ServiceAccount `ns/name`, made here: what a person or a
+    /// CI job bound to a role would have (the dev API server enforces RBAC for it).
+    pub fn service_account_kubeconfig(&self, ns: &str, name: &str) -> PathBuf {
+        self.kubectl_ok(&["create", "serviceaccount", name, "-n", ns]);
+        let token = self.kubectl_ok(&["create", "token", name, "-n", ns]);
+        self.kubeconfig_with_token(token.trim(), &format!("{name}.kubeconfig"))
+    }
+
     /// `kubectl get events -o json` once its output holds every one of `wanted`. A pass
     /// publishes its Events after the status write that a test waits for, so a test that has
     /// just seen that status waits for the Events too rather than reading them once.

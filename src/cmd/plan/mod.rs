@@ -24,7 +24,6 @@ use clap::{Args, ValueEnum};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{reflector, watcher};
 use kube::{Api, Client, Config, Resource, ResourceExt};
 use serde::Serialize;
@@ -124,10 +123,10 @@ pub enum PlanError {
         detail: String,
     },
     /// The kubeconfig could not be read or used: why.
-    #[error("the kubeconfig could not be used: {0}")]
+    #[error("{0}")]
     Kubeconfig(String),
     /// A read from the Kubernetes API failed.
-    #[error("the Kubernetes API server refused a read: {0}")]
+    #[error("a read from Kubernetes failed: {}", crate::reconcile::error::kube_cli_sentence(.0))]
     Kube(#[from] kube::Error),
     /// `--resource` is not `KIND/NAME` of a Quartet kind: what was given.
     #[error("--resource takes KIND/NAME with a Quartet kind, not {0:?}")]
@@ -337,7 +336,9 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<std::process::ExitCode> {
         Some(_) => {
             let url: http::Uri = "http://127.0.0.1:1".parse().expect("a valid URI");
             kube::client::ClientBuilder::try_from(Config::new(url))
-                .map_err(|e| PlanError::Kubeconfig(e.to_string()))?
+                .map_err(|e| {
+                    PlanError::Kubeconfig(format!("could not make a Kubernetes client: {e}"))
+                })?
                 .with_layer(&ReadOnlyKube)
                 .with_layer(&secrets)
                 .build()
@@ -494,23 +495,11 @@ pub async fn client(
     context: Option<&str>,
     secrets: secrets::ManifestSecrets,
 ) -> Result<Client, PlanError> {
-    let options = KubeConfigOptions {
-        context: context.map(str::to_string),
-        ..Default::default()
-    };
-    let config = match kubeconfig {
-        Some(path) => Config::from_custom_kubeconfig(
-            Kubeconfig::read_from(path).map_err(|e| PlanError::Kubeconfig(e.to_string()))?,
-            &options,
-        )
+    let config = crate::runtime::kube_client::config_from(kubeconfig, context)
         .await
-        .map_err(|e| PlanError::Kubeconfig(e.to_string()))?,
-        None => Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| PlanError::Kubeconfig(e.to_string()))?,
-    };
+        .map_err(|e| PlanError::Kubeconfig(format!("{e:#}")))?;
     Ok(kube::client::ClientBuilder::try_from(config)
-        .map_err(|e| PlanError::Kubeconfig(e.to_string()))?
+        .map_err(|e| PlanError::Kubeconfig(format!("could not make a Kubernetes client: {e}")))?
         .with_layer(&ReadOnlyKube)
         .with_layer(&secrets)
         .build())
