@@ -73,9 +73,19 @@ impl Drop for Guard {
 /// gRPC exporter's channel lives there) and drop the guard before the runtime.
 pub fn init(format: &str, otlp_endpoint: Option<&str>) -> Result<Guard, Error> {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
+    let mut filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hyper=warn,tower=warn"))
         .add_directive("quartet::trace=off".parse().expect("a valid directive"));
+    // A watch's failure is said by Quartet, once per run of failures and as a sentence
+    // (`reconcile::watch_failures`); kube's watcher says a 403 again at every retry, with the
+    // API server's answer in debug form. Its lines stay available when RUST_LOG names kube.
+    if !std::env::var("RUST_LOG").is_ok_and(|f| f.contains("kube")) {
+        filter = filter.add_directive(
+            "kube_runtime::watcher=error"
+                .parse()
+                .expect("a valid directive"),
+        );
+    }
     let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);

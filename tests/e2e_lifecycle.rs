@@ -483,13 +483,29 @@ fn a_connection_changed_while_its_watch_was_down_wakes_its_resources_at_the_reli
 /// of a path under the CRDs' collection that starts with `under` ("" for the list and watch,
 /// "/" for a read by name).
 fn refuse_crd_reads(sb: &Sandbox, under: &str, verb: &str) {
+    refuse(
+        sb,
+        &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions{under}*"),
+        verb,
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+    );
+}
+
+/// Every GET of `path` (a glob) answered with the 403 a real API server gives the chart's
+/// ServiceAccount for `verb` on `plural` in `group` at the cluster scope.
+fn refuse(sb: &Sandbox, path: &str, verb: &str, group: &str, plural: &str) {
+    let qualified = if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    };
     let message = format!(
-        "customresourcedefinitions.apiextensions.k8s.io is forbidden: User \"system:serviceaccount:quartet-system:quartet\" cannot {verb} resource \"customresourcedefinitions\" in API group \"apiextensions.k8s.io\" at the cluster scope"
+        "{qualified} is forbidden: User \"system:serviceaccount:quartet-system:quartet\" cannot {verb} resource \"{plural}\" in API group \"{group}\" at the cluster scope"
     );
     kube_fault(
         sb,
-        json!({"method": "GET", "path": format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions{under}*"),
-               "status": 403, "count": 0,
+        json!({"method": "GET", "path": path, "status": 403, "count": 0,
                "body": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                         "reason": "Forbidden", "code": 403, "message": message}}),
     );
@@ -554,4 +570,64 @@ fn with_leave_to_list_crds_but_not_to_get_one_the_served_kinds_are_found_through
         op,
         "served kinds found through discovery after a refused get",
     );
+}
+
+/// Lists of `plural` in `group` (served under `path`) refused to the chart's ServiceAccount.
+fn refuse_list(sb: &Sandbox, path: &str, group: &str, plural: &str) {
+    refuse(sb, &format!("{path}/{plural}*"), "list", group, plural);
+}
+
+#[test]
+fn a_watch_the_api_server_refuses_is_one_warning_in_a_sentence_not_a_dump_nor_silence() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds_named(&[CONNECTIONS, POLICIES]);
+    refuse_list(
+        &sb,
+        "/apis/quartet.dev/v1alpha1",
+        "quartet.dev",
+        "connections",
+    );
+    refuse_list(&sb, "/api/v1", "", "secrets");
+    refuse_list(
+        &sb,
+        "/apis/secrets.quartet.dev/v1alpha1",
+        "secrets.quartet.dev",
+        "secretspolicies",
+    );
+    // At the chart's log level, where kube's own watcher would repeat each 403 in debug form.
+    let op = Operator::start_with_env(&sb, "30s", &[], &[("RUST_LOG", "info")]);
+    let sa = "forbidden: the operator's ServiceAccount quartet-system/quartet may not list";
+    let expected = [
+        (
+            "watching Connections failed",
+            format!("{sa} connections (API group quartet.dev) at the cluster scope"),
+        ),
+        (
+            "watching Secrets failed",
+            format!("{sa} secrets at the cluster scope"),
+        ),
+        // After the wait for a first list of Connections (30 s), which never comes.
+        (
+            "SecretsPolicy failed",
+            format!("{sa} secretspolicies (API group secrets.quartet.dev) at the cluster scope"),
+        ),
+    ];
+    for (what, sentence) in &expected {
+        let line = wait_for(what, WAIT * 2, || {
+            op.log()
+                .lines()
+                .find(|l| l.contains(what))
+                .map(str::to_string)
+        });
+        assert!(line.contains("WARN") && line.contains(sentence), "{line}");
+    }
+    // The watches go on retrying with backoff: a warning per run of failures, not per retry.
+    std::thread::sleep(Duration::from_secs(3));
+    let log = stop_within_bound(op, "watches refused");
+    for (what, _) in &expected {
+        assert_eq!(log.matches(what).count(), 1, "{what}:\n{log}");
+    }
+    for dump in ["Status {", "ApiError", "ErrorResponse"] {
+        assert!(!log.contains(dump), "{dump} in the log:\n{log}");
+    }
 }

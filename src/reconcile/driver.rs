@@ -333,9 +333,15 @@ where
 {
     let shard = ctx.settings.shard.clone();
     let (handed, taken) = (ctx.clone(), ctx.clone());
+    let mut failures = super::watch_failures::WatchFailures::default();
     watcher(api, shard.watcher_config())
         .default_backoff()
         .inspect(move |ev| {
+            // A kind whose resources cannot be listed (a refused RBAC rule) says so at once.
+            if let Some(error) = failures.note(ev) {
+                let kind = K::kind(&());
+                tracing::warn!(%kind, %error, "watching {kind} failed; retrying");
+            }
             if let Ok(watcher::Event::Delete(obj)) = ev {
                 if !shard.serves(obj.labels()) {
                     hand_over(&handed, obj);

@@ -23,6 +23,7 @@ pub mod resync;
 pub mod show;
 pub mod tenancy;
 pub mod tenancy_watch;
+pub mod watch_failures;
 pub mod written;
 
 pub use context::{Context, Settings};

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use super::context::scoped_api;
 use super::tenancy::{concerns_dependents, Wake};
+use super::watch_failures::WatchFailures;
 use super::Context;
 use crate::api::ClusterConnection;
 
@@ -41,36 +42,47 @@ pub async fn cluster_connections(
         }
         let stream = watcher(api.clone(), watcher::Config::default()).default_backoff();
         let mut stream = std::pin::pin!(stream);
+        let mut failures = WatchFailures::default();
         let gone = served.wait_for(|s| !cc_served(s));
         let mut gone = std::pin::pin!(gone);
         loop {
-            tokio::select! {
+            let ev = tokio::select! {
                 _ = &mut gone => break,
-                ev = stream.next() => match ev {
-                    Some(Ok(ev)) => {
-                        let changed = match &ev {
-                            watcher::Event::Apply(cc) => {
-                                let old = ctx.tenancy().cluster_connections.get(&ObjectRef::from_obj(cc));
-                                old.is_none_or(|o| o.spec != cc.spec || concerns_dependents(o.status.as_ref(), cc.status.as_ref()))
-                                    .then(|| cc.clone())
-                            }
-                            watcher::Event::Delete(cc) => Some(cc.clone()),
-                            _ => None,
-                        };
-                        writer.apply_watcher_event(&ev);
-                        if let watcher::Event::InitDone = ev {
-                            listed.send_replace(true);
+                ev = stream.next() => ev,
+            };
+            if let Some(error) = ev.as_ref().and_then(|ev| failures.note(ev)) {
+                tracing::warn!(%error, "watching ClusterConnections failed (the resources using one wait); retrying");
+            }
+            match ev {
+                Some(Ok(ev)) => {
+                    let changed = match &ev {
+                        watcher::Event::Apply(cc) => {
+                            let old = ctx
+                                .tenancy()
+                                .cluster_connections
+                                .get(&ObjectRef::from_obj(cc));
+                            old.is_none_or(|o| {
+                                o.spec != cc.spec
+                                    || concerns_dependents(o.status.as_ref(), cc.status.as_ref())
+                            })
+                            .then(|| cc.clone())
                         }
-                        if let Some(cc) = changed {
-                            ctx.send_wake(Wake::ClusterConnection {
-                                name: cc.name_any(),
-                                service: cc.spec.service,
-                            });
-                        }
+                        watcher::Event::Delete(cc) => Some(cc.clone()),
+                        _ => None,
+                    };
+                    writer.apply_watcher_event(&ev);
+                    if let watcher::Event::InitDone = ev {
+                        listed.send_replace(true);
                     }
-                    Some(Err(e)) => tracing::debug!(error = %e, "ClusterConnection watch failed; retrying"),
-                    None => break,
-                },
+                    if let Some(cc) = changed {
+                        ctx.send_wake(Wake::ClusterConnection {
+                            name: cc.name_any(),
+                            service: cc.spec.service,
+                        });
+                    }
+                }
+                Some(Err(_)) => {}
+                None => break,
             }
         }
     }
@@ -85,7 +97,7 @@ pub async fn namespaces(
     listed: watch::Sender<bool>,
 ) {
     let api: Api<Namespace> = Api::all(ctx.client.clone());
-    let mut failing = false;
+    let mut failures = WatchFailures::default();
     loop {
         if served.wait_for(cc_served).await.is_err() {
             return;
@@ -101,35 +113,33 @@ pub async fn namespaces(
         let gone = served.wait_for(|s| !cc_served(s));
         let mut gone = std::pin::pin!(gone);
         loop {
-            tokio::select! {
+            let ev = tokio::select! {
                 _ = &mut gone => break,
-                ev = stream.next() => match ev {
-                    Some(Ok(ev)) => {
-                        failing = false;
-                        let relabelled = match &ev {
-                            watcher::Event::Apply(n) => {
-                                let old = ctx.tenancy().namespaces.get(&ObjectRef::from_obj(n));
-                                old.is_none_or(|o| o.labels() != n.labels())
-                                    .then(|| n.name_any())
-                            }
-                            _ => None,
-                        };
-                        writer.apply_watcher_event(&ev);
-                        if let watcher::Event::InitDone = ev {
-                            listed.send_replace(true);
+                ev = stream.next() => ev,
+            };
+            if let Some(error) = ev.as_ref().and_then(|ev| failures.note(ev)) {
+                tracing::warn!(%error, "watching namespaces failed (ClusterConnections' namespaceSelector cannot be evaluated; grant list and watch on namespaces); retrying");
+            }
+            match ev {
+                Some(Ok(ev)) => {
+                    let relabelled = match &ev {
+                        watcher::Event::Apply(n) => {
+                            let old = ctx.tenancy().namespaces.get(&ObjectRef::from_obj(n));
+                            old.is_none_or(|o| o.labels() != n.labels())
+                                .then(|| n.name_any())
                         }
-                        if let Some(name) = relabelled {
-                            ctx.send_wake(Wake::Namespace(name));
-                        }
+                        _ => None,
+                    };
+                    writer.apply_watcher_event(&ev);
+                    if let watcher::Event::InitDone = ev {
+                        listed.send_replace(true);
                     }
-                    Some(Err(e)) => {
-                        if !failing {
-                            tracing::warn!(error = %e, "watching namespaces failed (ClusterConnections' namespaceSelector cannot be evaluated; grant list and watch on namespaces); retrying");
-                        }
-                        failing = true;
+                    if let Some(name) = relabelled {
+                        ctx.send_wake(Wake::Namespace(name));
                     }
-                    None => break,
-                },
+                }
+                Some(Err(_)) => {}
+                None => break,
             }
         }
     }
@@ -144,24 +154,19 @@ pub async fn secrets(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<PartialObjectMeta<Secret>> = scoped_api(&ctx.client, namespace.as_deref());
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
-    let (mut listed, mut failing) = (false, false);
+    let (mut listed, mut failures) = (false, WatchFailures::default());
     while let Some(ev) = stream.next().await {
+        if let Some(error) = failures.note(&ev) {
+            tracing::warn!(%error, "watching Secrets failed (a changed Secret then waits for the resync of the resources that read it; grant list and watch on secrets); retrying");
+        }
         let changed = match ev {
             Ok(watcher::Event::InitDone) => {
                 listed = true;
                 None
             }
             Ok(watcher::Event::Apply(s) | watcher::Event::Delete(s)) if listed => Some(s),
-            Ok(_) => None,
-            Err(e) => {
-                if !failing {
-                    tracing::warn!(error = %e, "watching Secrets failed (a changed Secret then waits for the resync of the resources that read it; grant list and watch on secrets); retrying");
-                }
-                failing = true;
-                continue;
-            }
+            Ok(_) | Err(_) => None,
         };
-        failing = false;
         if let Some(s) = changed {
             ctx.send_wake(Wake::Secret {
                 namespace: s.namespace().unwrap_or_default(),

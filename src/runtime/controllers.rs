@@ -48,6 +48,7 @@ use crate::reconcile::operation::{run_operation, Operated};
 use crate::reconcile::references::run_operation_referencing;
 use crate::reconcile::related::run_operation_related;
 use crate::reconcile::tenancy::{concerns_dependents, Tenancy, Wake};
+use crate::reconcile::watch_failures::{self, WatchFailures};
 use crate::reconcile::{Context, Settings};
 use crate::runtime::idle;
 use crate::runtime::server::Health;
@@ -517,40 +518,49 @@ async fn connection_cache(
         }
         let stream = watcher(api.clone(), watcher::Config::default()).default_backoff();
         let mut stream = std::pin::pin!(stream);
+        let mut failures = WatchFailures::default();
         let gone = served.wait_for(|s| !is_served(s));
         let mut gone = std::pin::pin!(gone);
         loop {
-            tokio::select! {
+            let ev = tokio::select! {
                 _ = &mut gone => break,
-                ev = stream.next() => match ev {
-                    Some(Ok(ev)) => {
-                        // A relist (the watch was down) compares each Connection with the cache
-                        // too: the controllers have no Connection watch of their own.
-                        let changed = match &ev {
-                            watcher::Event::Apply(c) | watcher::Event::InitApply(c)
-                                if matches!(ev, watcher::Event::Apply(_)) || *listed.borrow() =>
-                            {
-                                let old = writer.as_reader().get(&ObjectRef::from_obj(c));
-                                old.is_none_or(|o| o.spec != c.spec || concerns_dependents(o.status.as_ref(), c.status.as_ref()))
-                                    .then(|| c.clone())
-                            }
-                            watcher::Event::Delete(c) => Some(c.clone()),
-                            _ => None,
-                        };
-                        writer.apply_watcher_event(&ev);
-                        if let watcher::Event::InitDone = ev {
-                            listed.send_replace(true);
+                ev = stream.next() => ev,
+            };
+            // No kind can use a Connection it does not see: said at once.
+            if let Some(error) = ev.as_ref().and_then(|ev| failures.note(ev)) {
+                tracing::warn!(%error, "watching Connections failed; retrying");
+            }
+            match ev {
+                Some(Ok(ev)) => {
+                    // A relist (the watch was down) compares each Connection with the cache
+                    // too: the controllers have no Connection watch of their own.
+                    let changed = match &ev {
+                        watcher::Event::Apply(c) | watcher::Event::InitApply(c)
+                            if matches!(ev, watcher::Event::Apply(_)) || *listed.borrow() =>
+                        {
+                            let old = writer.as_reader().get(&ObjectRef::from_obj(c));
+                            old.is_none_or(|o| {
+                                o.spec != c.spec
+                                    || concerns_dependents(o.status.as_ref(), c.status.as_ref())
+                            })
+                            .then(|| c.clone())
                         }
-                        if let Some(c) = changed {
-                            ctx.send_wake(Wake::Connection {
-                                namespace: c.namespace().unwrap_or_default(),
-                                name: c.name_any(),
-                            });
-                        }
+                        watcher::Event::Delete(c) => Some(c.clone()),
+                        _ => None,
+                    };
+                    writer.apply_watcher_event(&ev);
+                    if let watcher::Event::InitDone = ev {
+                        listed.send_replace(true);
                     }
-                    Some(Err(e)) => tracing::debug!(error = %e, "Connection watch failed; retrying"),
-                    None => break,
-                },
+                    if let Some(c) = changed {
+                        ctx.send_wake(Wake::Connection {
+                            namespace: c.namespace().unwrap_or_default(),
+                            name: c.name_any(),
+                        });
+                    }
+                }
+                Some(Err(_)) => {}
+                None => break,
             }
         }
     }
@@ -595,7 +605,8 @@ async fn find_served(
             },
             Err(kube::Error::Api(s)) if s.code == 403 => Some(s.message),
             Err(e) => {
-                tracing::warn!(error = %e, retry_in_s = delay.as_secs(), "cannot list CustomResourceDefinitions");
+                let error = crate::reconcile::error::kube_sentence(&e);
+                tracing::warn!(%error, retry_in_s = delay.as_secs(), "cannot list CustomResourceDefinitions");
                 None
             }
         };
@@ -670,24 +681,14 @@ async fn watch_crds(
     let mut seen: BTreeMap<String, bool> = BTreeMap::new();
     let mut listing: Option<BTreeMap<String, bool>> = None;
     let mut known = false;
-    let mut failing = false;
+    let mut failures = WatchFailures::default();
     let stream = watcher(api.clone(), watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
     while let Some(ev) = stream.next().await {
-        let ev = match ev {
-            Ok(ev) => {
-                failing = false;
-                ev
-            }
-            Err(e) => {
-                // One line per run of failures; the watch retries with backoff.
-                if !failing {
-                    tracing::warn!(error = %e, "watching CustomResourceDefinitions failed; retrying");
-                }
-                failing = true;
-                continue;
-            }
-        };
+        if let Some(error) = failures.note(&ev) {
+            tracing::warn!(%error, "watching CustomResourceDefinitions failed; retrying");
+        }
+        let Ok(ev) = ev else { continue };
         let changed = match &ev {
             watcher::Event::InitApply(m) | watcher::Event::Apply(m) => {
                 let name = m.name_any();
@@ -746,7 +747,8 @@ async fn read_served(
                 return Err(CrdWatchEnd::Forbidden(s.message))
             }
             Err(e) if attempt == 5 => {
-                tracing::warn!(error = %e, crd = name, "cannot read CustomResourceDefinition; watching them again");
+                let error = crate::reconcile::error::kube_sentence(&e);
+                tracing::warn!(%error, crd = name, "cannot read CustomResourceDefinition; watching them again");
             }
             Err(_) => {
                 tokio::time::sleep(delay).await;
@@ -787,7 +789,8 @@ async fn discover(client: Client, wanted: &[Wanted], tx: &watch::Sender<Served>,
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, group_version = %format!("{group}/{version}"), "API discovery failed; retrying")
+                    let error = crate::reconcile::error::kube_sentence(&e);
+                    tracing::warn!(%error, group_version = %format!("{group}/{version}"), "API discovery failed; retrying")
                 }
             }
         }
@@ -806,6 +809,7 @@ async fn discover(client: Client, wanted: &[Wanted], tx: &watch::Sender<Served>,
 pub async fn cancel_on_signal(token: CancellationToken) {
     stop_signal().await;
     tracing::info!("shutting down");
+    watch_failures::process_stopping();
     token.cancel();
 }
 
@@ -824,6 +828,7 @@ pub async fn shutdown_on_signal(
         "shutting down (a second signal exits at once)"
     );
     on_signal();
+    watch_failures::process_stopping();
     token.cancel();
     // A thread, not a task: it must fire even if the runtime is stuck or shutting down.
     std::thread::spawn(move || {

@@ -48,7 +48,7 @@ pub async fn until_first(
     let stream = watcher(api, config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     let kind = &w.resource.kind;
-    let mut failing = false;
+    let mut failures = crate::reconcile::watch_failures::WatchFailures::default();
     // Whether a list has shown none: the controller's start is then worth a line at `info`.
     let mut waited = false;
     loop {
@@ -56,6 +56,9 @@ pub async fn until_first(
             _ = stop.cancelled() => return false,
             ev = stream.next() => ev,
         };
+        if let Some(error) = ev.as_ref().and_then(|ev| failures.note(ev)) {
+            tracing::warn!(%kind, %error, "watching for the first {kind} failed; retrying");
+        }
         match ev {
             Some(Ok(watcher::Event::InitApply(_) | watcher::Event::Apply(_))) => {
                 if waited {
@@ -64,22 +67,14 @@ pub async fn until_first(
                 return true;
             }
             Some(Ok(watcher::Event::InitDone)) => {
-                failing = false;
                 if !waited {
                     tracing::debug!(%kind, "no {kind} to serve yet: its controller starts with the first one");
                 }
                 waited = true;
                 none();
             }
-            Some(Ok(_)) => failing = false,
-            Some(Err(e)) => {
-                // One line per run of failures; the watch retries with backoff, as the
-                // controller's own would.
-                if !failing {
-                    tracing::warn!(%kind, error = %e, "watching for the first {kind} failed; retrying");
-                }
-                failing = true;
-            }
+            // Failures are said above; the watch retries with backoff.
+            Some(Ok(_) | Err(_)) => {}
             // The stream retries for ever; should it end, the controller takes over.
             None => return true,
         }

@@ -80,7 +80,8 @@ impl LeaderElector {
                 Ok(false) => health.lease_checked(true),
                 Err(e) => {
                     health.lease_checked(false);
-                    tracing::warn!(error = %e, "leader election: could not read or write the lease")
+                    let error = crate::reconcile::error::kube_sentence(&e);
+                    tracing::warn!(%error, "leader election: could not read or write the lease")
                 }
             }
             tokio::time::sleep(self.standby_poll()).await;
@@ -106,7 +107,8 @@ impl LeaderElector {
                     return;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "leader election: renewal failed");
+                    let error = crate::reconcile::error::kube_sentence(&e);
+                    tracing::warn!(%error, "leader election: renewal failed");
                     if last_renewed.elapsed() >= self.cfg.duration {
                         tracing::error!("leader election: lease expired without renewal");
                         return;
@@ -131,7 +133,8 @@ impl LeaderElector {
                 {
                     Ok(_) => tracing::info!("leader election: lease released"),
                     Err(e) => {
-                        tracing::warn!(error = %e, "leader election: could not release the lease")
+                        let error = crate::reconcile::error::kube_sentence(&e);
+                        tracing::warn!(%error, "leader election: could not release the lease")
                     }
                 }
             }

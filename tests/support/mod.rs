@@ -439,7 +439,6 @@ impl Operator {
         args.extend_from_slice(extra);
         let child = Command::new(operator_bin())
             .args(&args)
-            .envs(env.iter().copied())
             .env(
                 "RUST_LOG",
                 // Benchmarks run the operator at its production level (`info`).
@@ -447,6 +446,8 @@ impl Operator {
                     "debug,hyper=info,h2=info,rustls=info,tower=info,kube_client=info".into()
                 }),
             )
+            // A test's own `RUST_LOG` (the chart's `info`, say) wins.
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log_path).expect("log file"))
             .spawn()
