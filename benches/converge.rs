@@ -58,6 +58,10 @@
 //! ClusterConnection, SecretsPolicy), so the operator starts no controller for the other kinds:
 //! the difference in peak RSS is what the idle kinds cost.
 //!
+//! `QUARTET_BENCH_CLUSTER_SECRETS=M` puts M Secrets of 150 KB each (random data, as large as
+//! Helm's release Secrets get) in `default` before anything starts: the operator's peak RSS then
+//! shows what its watches of Secrets hold or decode of values it never reads.
+//!
 //! `QUARTET_BENCH_BIN`: the `quartet` binary to run instead of the one this benchmark was built
 //! with (a copy, when several worktrees build into one target dir).
 //!
@@ -706,6 +710,31 @@ fn kube_calls_of(addrs: &[String]) -> BTreeMap<String, f64> {
     out
 }
 
+/// `m` Secrets of 150 KB of random data in `default`, none of them used by any resource.
+async fn cluster_secrets(sb: &Sandbox, m: usize) {
+    use rand::RngCore;
+    let client = quartet::runtime::kube_client::client_from(
+        Some(&sb.kubeconfig),
+        Arc::new(Metrics::default()),
+    )
+    .await
+    .expect("client");
+    let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+    let mut value = vec![0u8; 150 * 1024];
+    for i in 0..m {
+        rand::rng().fill_bytes(&mut value);
+        let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("release-{i}")},
+            "data": {"release": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &value)},
+        }))
+        .expect("a Secret");
+        api.create(&PostParams::default(), &secret)
+            .await
+            .expect("create a Secret");
+    }
+    println!("  {m} Secrets of 150 KB in `default` (used by nothing)");
+}
+
 async fn run(n: usize, concurrency: usize, openbao: bool) {
     let gitops = std::env::var("QUARTET_BENCH_GITOPS").is_ok_and(|v| v == "1");
     let shards: usize = std::env::var("QUARTET_BENCH_SHARDS")
@@ -745,6 +774,12 @@ async fn run(n: usize, concurrency: usize, openbao: bool) {
             sb.patch_secrets_connection(serde_json::json!({ "requestsPerSecond": rps }));
         }
     });
+    if let Some(m) = std::env::var("QUARTET_BENCH_CLUSTER_SECRETS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+    {
+        cluster_secrets(&sb, m).await;
+    }
     let load_before = load();
     // The floor first, in its own namespace, before the operator starts (which then watches
     // only `default`): the same servers, nothing else running.

@@ -511,3 +511,32 @@ fn a_user_with_a_push_factor_logs_in_once_the_push_is_approved() {
     assert_eq!(logins(&sb), (1, 1), "one push, one login");
     assert_eq!(connection(&sb)["status"]["auth"]["username"], "carol");
 }
+
+#[test]
+fn a_changed_token_secret_is_checked_at_once_not_at_the_resync() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    // A resync far beyond the test: only the watch of the Connection's Secret can wake it.
+    let _op = Operator::start(&sb, "1h");
+    wait_for("the Connection Ready", WAIT, || {
+        condition_is(&connection(&sb), "Ready", "True").then_some(())
+    });
+    sb.apply_ok(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: secrets-token, namespace: default}\nstringData: {token: revoked-long-ago}\n",
+    );
+    wait_for("the refused token seen", Duration::from_secs(20), || {
+        condition(&connection(&sb), "Ready")
+            .filter(|r| r["status"] == "False")
+            .map(|r| r["reason"].clone())
+    });
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: secrets-token, namespace: default}}\nstringData: {{token: {}}}\n",
+        sb.root_token
+    ));
+    wait_for(
+        "Ready again with the good token",
+        Duration::from_secs(20),
+        || condition_is(&connection(&sb), "Ready", "True").then_some(()),
+    );
+}

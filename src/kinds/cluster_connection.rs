@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -105,7 +106,8 @@ fn error_policy(_cc: Arc<ClusterConnection>, err: &Error, _ctx: Arc<Context>) ->
 /// kept elsewhere is read again at each check.
 pub async fn run(ctx: Arc<Context>, _namespace: Option<String>, life: Lifetime) {
     let api: Api<ClusterConnection> = Api::all(ctx.client.clone());
-    let secrets: Api<Secret> =
+    // Their metadata only, as the Connection controller's.
+    let secrets: Api<PartialObjectMeta<Secret>> =
         Api::namespaced(ctx.client.clone(), &ctx.tenancy().operator_namespace);
     let (reader, writer) = reflector::store();
     let controller = Controller::for_stream(
@@ -117,7 +119,7 @@ pub async fn run(ctx: Arc<Context>, _namespace: Option<String>, life: Lifetime) 
         .watches(
             secrets,
             watcher::Config::default(),
-            move |secret: Secret| {
+            move |secret: PartialObjectMeta<Secret>| {
                 let ns = secret.namespace().unwrap_or_default();
                 let name = secret.name_any();
                 store

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -367,7 +368,9 @@ pub async fn run(
     life: crate::reconcile::driver::Lifetime,
 ) {
     let api: Api<Connection> = scoped_api(&ctx.client, namespace.as_deref());
-    let secrets: Api<Secret> = scoped_api(&ctx.client, namespace.as_deref());
+    // Their metadata only: which Secret changed is all the mapping reads (the values of every
+    // Secret in the scope, Helm's releases among them, would be listed and streamed for nothing).
+    let secrets: Api<PartialObjectMeta<Secret>> = scoped_api(&ctx.client, namespace.as_deref());
     let (reader, writer) = reflector::store();
     let controller = Controller::for_stream(
         crate::reconcile::driver::lean_watch(api.clone(), writer, life.clone(), &ctx),
@@ -379,7 +382,7 @@ pub async fn run(
         .watches(
             secrets,
             watcher::Config::default(),
-            move |secret: Secret| {
+            move |secret: PartialObjectMeta<Secret>| {
                 let ns = secret.namespace().unwrap_or_default();
                 let name = secret.name_any();
                 store
