@@ -287,6 +287,18 @@ async fn kubectl_create_builtin_kinds_with_protobuf_bodies() {
         "jsonpath={.data.token} {.type}",
     ]);
     assert_eq!(out, "czNjcjN0 Opaque");
+    // Empty strings of the body (gogo's protobuf writes them all) are not shown, as Go's JSON
+    // leaves out an empty `omitempty` field.
+    let meta = k.ok(&[
+        "get",
+        "secret",
+        "creds",
+        "-n",
+        "team",
+        "-o",
+        "jsonpath={.metadata}",
+    ]);
+    assert!(!meta.contains("generateName"), "{meta}");
     k.ok(&[
         "create",
         "configmap",

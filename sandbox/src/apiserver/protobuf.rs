@@ -14,6 +14,10 @@ use super::error::ApiError;
 #[derive(Clone, Copy)]
 enum Kind {
     Str,
+    /// A string Go's JSON leaves out when empty (`omitempty`): gogo's protobuf writes every
+    /// string, so kubectl's bodies carry `generateName: ""` and such, which a real server never
+    /// shows.
+    OptStr,
     Bool,
     Int,
     Time,
@@ -37,11 +41,11 @@ const OWNER_REF: &[F] = &[
 ];
 
 const OBJECT_META: &[F] = &[
-    (1, "name", Kind::Str),
-    (2, "generateName", Kind::Str),
-    (3, "namespace", Kind::Str),
-    (5, "uid", Kind::Str),
-    (6, "resourceVersion", Kind::Str),
+    (1, "name", Kind::OptStr),
+    (2, "generateName", Kind::OptStr),
+    (3, "namespace", Kind::OptStr),
+    (5, "uid", Kind::OptStr),
+    (6, "resourceVersion", Kind::OptStr),
     (7, "generation", Kind::Int),
     (8, "creationTimestamp", Kind::Time),
     (9, "deletionTimestamp", Kind::Time),
@@ -53,13 +57,13 @@ const OBJECT_META: &[F] = &[
 ];
 
 const OBJECT_REF: &[F] = &[
-    (1, "kind", Kind::Str),
-    (2, "namespace", Kind::Str),
-    (3, "name", Kind::Str),
-    (4, "uid", Kind::Str),
-    (5, "apiVersion", Kind::Str),
-    (6, "resourceVersion", Kind::Str),
-    (7, "fieldPath", Kind::Str),
+    (1, "kind", Kind::OptStr),
+    (2, "namespace", Kind::OptStr),
+    (3, "name", Kind::OptStr),
+    (4, "uid", Kind::OptStr),
+    (5, "apiVersion", Kind::OptStr),
+    (6, "resourceVersion", Kind::OptStr),
+    (7, "fieldPath", Kind::OptStr),
 ];
 
 const LOCAL_REF: &[F] = &[(1, "name", Kind::Str)];
@@ -67,7 +71,7 @@ const LOCAL_REF: &[F] = &[(1, "name", Kind::Str)];
 const SECRET: &[F] = &[
     (1, "metadata", Kind::Msg(OBJECT_META)),
     (2, "data", Kind::MapBytes),
-    (3, "type", Kind::Str),
+    (3, "type", Kind::OptStr),
     (4, "stringData", Kind::MapStr),
     (5, "immutable", Kind::Bool),
 ];
@@ -207,9 +211,9 @@ const ROLE: &[F] = &[
 
 const SUBJECT: &[F] = &[
     (1, "kind", Kind::Str),
-    (2, "apiGroup", Kind::Str),
+    (2, "apiGroup", Kind::OptStr),
     (3, "name", Kind::Str),
-    (4, "namespace", Kind::Str),
+    (4, "namespace", Kind::OptStr),
 ];
 
 const ROLE_REF: &[F] = &[
@@ -348,6 +352,12 @@ fn message(b: &[u8], schema: &[F]) -> Result<Value, ApiError> {
         match (kind, w) {
             (Kind::Str, 2) => {
                 out.insert(name, json!(utf8(r.bytes()?)?));
+            }
+            (Kind::OptStr, 2) => {
+                let v = utf8(r.bytes()?)?;
+                if !v.is_empty() {
+                    out.insert(name, json!(v));
+                }
             }
             (Kind::Bool, 0) => {
                 out.insert(name, json!(r.varint()? != 0));
