@@ -172,8 +172,8 @@ impl CatalogAclToken {
     /// Write the owned Secret ([`QuartetSecret`]). A key this kind stops writing
     /// (`previousToken` after the logout) is removed with a merge patch when the Secret as read
     /// (`had`) still has it: one written through `stringData` (by an earlier Quartet, or by
-    /// hand) is not tracked by apply, so dropping it from an apply would not remove it. Without the key, one write: each
-    /// write is a watch event that wakes this resource again.
+    /// hand) is not tracked by apply, so dropping it from an apply would not remove it. Without
+    /// the key, one write: each write is a watch event that wakes this resource again.
     /// Returns the Secret's resourceVersion after the last write.
     async fn write(&self, ctx: &Context, stored: &Stored, had: &Stored) -> Result<Option<String>> {
         let name = self.secret_name();
