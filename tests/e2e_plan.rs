@@ -578,3 +578,41 @@ fn a_plan_run_by_an_identity_that_may_not_read_says_in_one_sentence_who_may_not_
     }
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn a_kubeconfig_list_in_kubeconfig_is_merged_as_kubectl_merges_it() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    let dir = sb.dir.path().join("manifests");
+    write_manifests(&dir, &[("policy.yaml", POLICY)]);
+    // A file that does not exist (skipped), one with another cluster and no current context,
+    // then the sandbox's, whose current context is the one used.
+    let other = sb.dir.path().join("other.kubeconfig");
+    std::fs::write(
+        &other,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: other, cluster: {server: \"https://127.0.0.1:1\"}}]\n\
+         users: [{name: other, user: {token: other}}]\ncontexts: [{name: other, context: {cluster: other, user: other}}]\n",
+    )
+    .unwrap();
+    let missing = sb.dir.path().join("missing.kubeconfig");
+    let list = std::env::join_paths([missing.as_path(), other.as_path(), sb.kubeconfig.as_path()])
+        .unwrap();
+    let out = Command::new(BIN)
+        .arg("plan")
+        .arg("-f")
+        .arg(&dir)
+        .env("KUBECONFIG", &list)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run quartet plan");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("+ create SecretsPolicy default/app-read"),
+        "{stdout}"
+    );
+}

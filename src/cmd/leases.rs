@@ -29,7 +29,8 @@ pub struct LeasesArgs {
     /// token header are used; the token is read through the kubeconfig's credentials).
     #[arg(long, global = true, conflicts_with = "address")]
     pub connection: Option<String>,
-    /// Kubeconfig for `--connection`; default: $KUBECONFIG or ~/.kube/config.
+    /// Kubeconfig for `--connection`; default: $KUBECONFIG (a list such as a:b is
+    /// merged as kubectl merges it), ~/.kube/config, or the in-cluster service account.
     #[arg(long, global = true, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Address of the secrets service, e.g. `https://secrets.example.com:8200`.

@@ -48,7 +48,8 @@ pub struct OperatorArgs {
 // The arguments of `quartet run` (no doc comment: clap would print it in --help).
 #[allow(missing_docs)]
 pub struct RunArgs {
-    /// Kubeconfig to use; default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
+    /// Kubeconfig to use; default: $KUBECONFIG (a list such as a:b is merged as kubectl merges
+    /// it), ~/.kube/config, or the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Watch only this namespace (default: all namespaces). The same as one

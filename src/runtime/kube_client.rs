@@ -38,7 +38,7 @@ pub async fn config_from(
     };
     Ok(match (kubeconfig, context) {
         (Some(path), _) => {
-            let read = Kubeconfig::read_from(path).map_err(|e| unreadable(path, e))?;
+            let read = read_kubeconfig(path)?;
             Config::from_custom_kubeconfig(read, &options)
                 .await
                 .map_err(|e| {
@@ -50,6 +50,34 @@ pub async fn config_from(
             .await
             .map_err(|e| anyhow::anyhow!("could not use the kubeconfig: {e}"))?,
         (None, None) => Config::infer().await.map_err(no_cluster)?,
+    })
+}
+
+/// The kubeconfig at `path`, or, when `path` is a list as `KUBECONFIG` may be (`a:b`, which the
+/// flags take from it) and no file of that name exists, the files of the list merged as kubectl
+/// merges them: the first to set a value wins, and a file that does not exist is skipped.
+fn read_kubeconfig(path: &std::path::Path) -> anyhow::Result<Kubeconfig> {
+    let listed: Vec<std::path::PathBuf> = std::env::split_paths(path.as_os_str())
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    if path.exists() || listed.len() < 2 {
+        return Kubeconfig::read_from(path).map_err(|e| unreadable(path, e));
+    }
+    let mut merged: Option<Kubeconfig> = None;
+    for file in listed.iter().filter(|p| p.exists()) {
+        let next = Kubeconfig::read_from(file).map_err(|e| unreadable(file, e))?;
+        merged = Some(match merged {
+            None => next,
+            Some(m) => m.merge(next).map_err(|e| {
+                anyhow::anyhow!("could not merge the kubeconfig {}: {e}", file.display())
+            })?,
+        });
+    }
+    merged.ok_or_else(|| {
+        anyhow::anyhow!(
+            "could not read the kubeconfig: none of {} exists",
+            path.display()
+        )
     })
 }
 

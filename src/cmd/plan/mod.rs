@@ -59,7 +59,8 @@ pub struct PlanArgs {
     /// reconcile would apply.
     #[arg(long, conflicts_with = "files")]
     pub resource: Option<String>,
-    /// Kubeconfig to use; default: $KUBECONFIG or ~/.kube/config.
+    /// Kubeconfig to use; default: $KUBECONFIG (a list such as a:b is
+    /// merged as kubectl merges it), ~/.kube/config, or the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use (default: the current context).
