@@ -65,6 +65,24 @@ fn plan(sb: &Sandbox, args: &[&str]) -> (i32, String, String) {
 }
 
 /// Where each service's request log stands now.
+/// `quartet plan -f DIR` with `KUBECONFIG` (which its `--kubeconfig` takes) set to
+/// `kubeconfig`, a file or a list: exit code, stdout, stderr.
+fn plan_in(kubeconfig: &std::ffi::OsStr, dir: &Path) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .arg("plan")
+        .arg("-f")
+        .arg(dir)
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run quartet plan");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
 fn marks(sb: &Sandbox) -> Vec<(&'static str, u64)> {
     ["secrets", "workspaces", "catalog", "scheduler"]
         .into_iter()
@@ -558,16 +576,8 @@ fn a_plan_run_by_an_identity_that_may_not_read_says_in_one_sentence_who_may_not_
     write_manifests(&dir, &[("policy.yaml", POLICY)]);
     // A pull request's job with a token of its own and no role bound yet.
     let ci = sb.service_account_kubeconfig("default", "ci");
-    let out = Command::new(BIN)
-        .args(["plan", "--kubeconfig"])
-        .arg(&ci)
-        .arg("-f")
-        .arg(&dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run quartet plan");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let (code, _, stderr) = plan_in(ci.as_os_str(), &dir);
+    assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("forbidden: ")
             && stderr.contains("User \"system:serviceaccount:default:ci\" cannot"),
@@ -598,19 +608,8 @@ fn a_kubeconfig_list_in_kubeconfig_is_merged_as_kubectl_merges_it() {
     let missing = sb.dir.path().join("missing.kubeconfig");
     let list = std::env::join_paths([missing.as_path(), other.as_path(), sb.kubeconfig.as_path()])
         .unwrap();
-    let out = Command::new(BIN)
-        .arg("plan")
-        .arg("-f")
-        .arg(&dir)
-        .env("KUBECONFIG", &list)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run quartet plan");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = plan_in(&list, &dir);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("+ create SecretsPolicy default/app-read"),
         "{stdout}"

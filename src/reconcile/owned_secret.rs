@@ -106,23 +106,6 @@ impl QuartetSecret {
     }
 }
 
-/// Write `data` (raw bytes per key) to the Secret `name` owned by `owner` ([`QuartetSecret`]).
-pub async fn apply_owned_secret_bytes<K>(
-    ctx: &Context,
-    owner: &K,
-    name: &str,
-    data: BTreeMap<String, Vec<u8>>,
-) -> Result<()>
-where
-    K: Resource<DynamicType = ()>,
-{
-    QuartetSecret::owned_by(owner, name)?
-        .values(data)
-        .apply::<K>(&ctx.client)
-        .await?;
-    Ok(())
-}
-
 /// Which keys the Secret `name` in the owner's namespace holds, when it exists and is owned by
 /// `owner` (`None` when absent). A Secret of that name owned by something else is an error: it
 /// is never taken over.

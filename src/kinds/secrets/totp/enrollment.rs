@@ -14,7 +14,6 @@
 //! otpauth URL carries the seed: it goes to the Secret only, never to status, logs, Events or
 //! errors.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use base64::Engine;
@@ -25,7 +24,7 @@ use crate::api::secrets::totp::{TotpEnrollment, TotpMethod};
 use crate::api::Service;
 use crate::clients::secrets::totp::TotpClient;
 use crate::clients::ClientError;
-use crate::reconcile::owned_secret::{apply_owned_secret_bytes, owned_secret_keys};
+use crate::reconcile::owned_secret::{owned_secret_keys, QuartetSecret};
 use crate::reconcile::{features, managed_fields, Context, Error, Managed, Operated, Result, Step};
 
 /// Status field: an earlier generate may have happened without its result reaching the Secret.
@@ -222,13 +221,15 @@ impl Operated for TotpEnrollment {
                 service: Service::Secrets,
                 detail: "the generated barcode is not base64".into(),
             })?;
-        let mut data = BTreeMap::new();
-        data.insert(
-            "url".to_string(),
-            generated.url.expose().as_bytes().to_vec(),
-        );
-        data.insert("barcode.png".to_string(), barcode);
-        if let Err(e) = apply_owned_secret_bytes(ctx, self, &secret_name, data).await {
+        let written: crate::reconcile::Result<_> = async {
+            QuartetSecret::owned_by(self, &secret_name)?
+                .value("url", generated.url.expose())
+                .value("barcode.png", barcode)
+                .apply::<Self>(&ctx.client)
+                .await
+        }
+        .await;
+        if let Err(e) = written {
             // The seed is lost with this pass: destroy and generate again next time.
             let fields = self.fields(&method, &entity, handled.as_deref(), true);
             return Ok(self.step_with(
