@@ -15,6 +15,8 @@
 //! * the service calls during one mean resync interval (16.5 s) with nothing changed (reads
 //!   and writes; `PUT sys/leases/lookup` is a read);
 //! * the operator's Kubernetes calls while converging, by verb and resource;
+//! * then, every resource deleted at once (concurrency as for the creates), the time until
+//!   all are gone and the service and Kubernetes calls per resource while deleting;
 //! * the wall time and the load average (rough: the machine is shared; the call counts are the
 //!   figures that matter).
 //!
@@ -37,7 +39,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use figures::*;
 use futures::{stream, StreamExt, TryStreamExt};
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::watcher;
 use quartet::metrics::Metrics;
@@ -474,6 +476,56 @@ async fn run(kind: &str, n: usize) {
     let writes = resync.writes;
     let reads = total(&resync.by_method) - writes;
 
+    // Every resource deleted at once (what a namespace's deletion or a GitOps prune does):
+    // the service calls a delete makes, searches for what lost answers left included.
+    let delete_from = blocking(|| cursors(&sb, &services));
+    let kube_before_delete = kube_calls(&blocking(|| scrape(&metrics_addr)));
+    let (gone_tx, mut gone) = tokio::sync::watch::channel(0usize);
+    let deletions = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
+            let mut left = std::collections::BTreeSet::new();
+            let mut listed = false;
+            while let Ok(Some(ev)) = events.try_next().await {
+                match ev {
+                    watcher::Event::Init => left.clear(),
+                    watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
+                        left.insert(o.metadata.name.clone().unwrap_or_default());
+                    }
+                    watcher::Event::Delete(o) => {
+                        left.remove(&o.metadata.name.clone().unwrap_or_default());
+                    }
+                    watcher::Event::InitDone => listed = true,
+                }
+                if listed {
+                    let _ = gone_tx.send(n.saturating_sub(left.len()));
+                }
+            }
+        })
+    };
+    let delete_started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(concurrency, |i| {
+            let api = api.clone();
+            async move {
+                let name = format!("bench-{i}");
+                api.delete(&name, &DeleteParams::default())
+                    .await
+                    .expect("delete");
+            }
+        })
+        .await;
+    let _ = tokio::time::timeout(Duration::from_secs(timeout), gone.wait_for(|g| *g >= n)).await;
+    let delete_wall = delete_started.elapsed();
+    let left = n - *gone.borrow();
+    deletions.abort();
+    let deleting = blocking(|| service_calls(&sb, &services, &delete_from));
+    let kube_deleting = delta(
+        &kube_calls(&blocking(|| scrape(&metrics_addr))),
+        &kube_before_delete,
+    );
+
     println!(
         "{kind} N={n} (load average {load_before} before, {load_after} after; setup {setup_secs:.0} s)"
     );
@@ -506,6 +558,23 @@ async fn run(kind: &str, n: usize) {
         "  Kubernetes calls/resource {:.2}:  {}",
         total(&kube) as f64 / n as f64,
         per(&kube, n)
+    );
+    if left > 0 {
+        println!("  NOT DELETED: {left} of {n} still there after {timeout} s");
+    }
+    println!(
+        "  all deleted after                {:.1} s",
+        delete_wall.as_secs_f64()
+    );
+    println!(
+        "  service calls/resource, deleting {:.2}: {}",
+        total(&deleting.by_method) as f64 / n as f64,
+        per(&deleting.by_shape, n)
+    );
+    println!(
+        "  Kubernetes calls/resource deleting {:.2}:  {}",
+        total(&kube_deleting) as f64 / n as f64,
+        per(&kube_deleting, n)
     );
     drop(op);
     drop(sb);

@@ -533,35 +533,124 @@ impl<'a> Sched<'a> {
     }
 }
 
+/// The catalog's ACL system bootstrapped with the root token (the Connection's, so the operator
+/// may list and delete tokens), and auth method `k8s` trusting the dev API server's
+/// service-account key. Returns the catalog's URL.
+fn logins_on_root_token(sb: &Sandbox) -> String {
+    let catalog = sb.url("catalog").to_string();
+    let (s, v) = http(
+        "PUT",
+        &format!("{catalog}/_sandbox/catalog/config"),
+        None,
+        Some(json!({"UseRootToken": true})),
+    );
+    assert!((200..300).contains(&s), "config: {v}");
+    trust_service_accounts(&catalog);
+    catalog
+}
+
+/// Accessor ids of the auth method's tokens whose login marker names the resource `uid`.
+fn tokens_of(sb: &Sandbox, uid: &str) -> Vec<String> {
+    let (s, list) = http(
+        "GET",
+        &format!("{}/v1/acl/tokens?authmethod=k8s", sb.url("catalog")),
+        Some(("X-Catalog-Token", &sb.root_token)),
+        None,
+    );
+    assert_eq!(s, 200, "{list}");
+    list.as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["Description"].as_str().is_some_and(|d| d.contains(uid)))
+        .map(|t| t["AccessorID"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `n` CatalogAclTokens `name-0..` logging in with one ServiceAccount JWT, all Ready: their uids.
+fn ready_tokens(sb: &Sandbox, name: &str, n: usize) -> Vec<String> {
+    let jwt = sa_jwt("default", "api");
+    let mut manifest = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}-jwt, namespace: default}}\nstringData: {{token: {jwt}}}\n"
+    );
+    for i in 0..n {
+        manifest.push_str(&format!(
+            "---\napiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclToken\nmetadata: {{name: {name}-{i}, namespace: default}}\n\
+             spec:\n  authMethod: k8s\n  bearerTokenSecretRef: {{name: {name}-jwt, key: token}}\n  rotationInterval: 1h\n"
+        ));
+    }
+    sb.apply_ok(&manifest);
+    (0..n)
+        .map(|i| {
+            let obj = wait_for("token Ready", WAIT, || {
+                sb.get_json("catalogacltoken", &format!("{name}-{i}"))
+                    .filter(|o| condition_is(o, "Ready", "True"))
+            });
+            obj["metadata"]["uid"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// Deleting many tokens at once (a namespace deleted, a GitOps prune) logs each out once and
+/// lists the auth method's tokens for strays only where a lost answer may have left one: not
+/// once per token, which at N tokens would be N listings of N.
+#[test]
+fn tokens_deleted_together_are_logged_out_without_a_listing_of_every_token_each() {
+    let (sb, op) = env("1h");
+    logins_on_root_token(&sb);
+    let uids = ready_tokens(&sb, "many", 6);
+    let (_, since) = sb.requests("catalog", 0);
+    sb.kubectl_ok(&["delete", "catalogacltoken", "--all", "--wait=true"]);
+    // The operator's calls only: the checks below list tokens too.
+    let (reqs, _) = sb.requests("catalog", since);
+    for uid in &uids {
+        assert!(tokens_of(&sb, uid).is_empty(), "every token logged out");
+    }
+    assert_eq!(count(&reqs, "POST", "/v1/acl/logout"), 6, "{reqs:?}");
+    assert_eq!(
+        count(&reqs, "GET", "/v1/acl/tokens"),
+        0,
+        "this process listed the auth method's tokens at the first login and lost no answer since: {reqs:?}"
+    );
+    // The garbage collector's removal of each owned Secret wakes its resource: the copy the
+    // cache holds then is older than the finalizer's removal, and gets no second cleanup.
+    let log = op.log();
+    assert!(
+        !log.contains("reconcile failed"),
+        "a deletion failed or was cleaned up twice: {log}"
+    );
+}
+
+/// A token whose Secret is deleted by hand is held by nobody once the resource logs in again:
+/// it is deleted from the catalog then, not left until it expires.
+#[test]
+fn a_token_whose_secret_was_deleted_by_hand_is_removed_from_the_catalog_after_the_next_login() {
+    let (sb, _op) = env("1h");
+    logins_on_root_token(&sb);
+    let uid = ready_tokens(&sb, "lost", 1).remove(0);
+    let first = sb.get_json("catalogacltoken", "lost-0").unwrap()["status"]["accessorId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(tokens_of(&sb, &uid), vec![first.clone()]);
+    sb.kubectl_ok(&["delete", "secret", "lost-0"]);
+    let second = wait_for("a new login", WAIT, || {
+        let obj = sb.get_json("catalogacltoken", "lost-0")?;
+        let a = obj["status"]["accessorId"].as_str()?.to_string();
+        (a != first && condition_is(&obj, "Ready", "True")).then_some(a)
+    });
+    assert!(secret_key(&sb, "lost-0", "token").is_some(), "a new Secret");
+    wait_for("only the new token left", WAIT, || {
+        (tokens_of(&sb, &uid) == vec![second.clone()]).then_some(())
+    });
+}
+
 /// A login the catalog processed but whose answer was lost made a token nobody holds: the
 /// operator finds it by its login marker and deletes it, so the resource has exactly one token,
 /// and none once it is deleted.
 #[test]
 fn a_login_whose_response_was_lost_leaves_no_second_token_and_deletion_leaves_none() {
     let (sb, _op) = env("3s");
-    let catalog = sb.url("catalog").to_string();
-    let root = sb.root_token.clone();
-    for (path, body) in [
-        ("config", json!({"UseRootToken": true})),
-        (
-            "auth-methods",
-            json!({"Name": "k8s", "Type": "kubernetes",
-            "Config": {"Host": "https://kubernetes.default.svc", "ValidationKey": SA_KEY}}),
-        ),
-        (
-            "binding-rules",
-            json!({"AuthMethod": "k8s", "BindType": "service", "BindName": "${serviceaccount.name}"}),
-        ),
-    ] {
-        let method = if path == "config" { "PUT" } else { "POST" };
-        let (s, v) = http(
-            method,
-            &format!("{catalog}/_sandbox/catalog/{path}"),
-            None,
-            Some(body),
-        );
-        assert!((200..300).contains(&s), "{path}: {v}");
-    }
+    let catalog = logins_on_root_token(&sb);
     // The first login is processed, then its response is dropped.
     http(
         "POST",
@@ -586,21 +675,7 @@ fn a_login_whose_response_was_lost_leaves_no_second_token_and_deletion_leaves_no
         count(&reqs, "POST", "/v1/acl/login") >= 2,
         "the lost login was retried"
     );
-    let marked = || {
-        let (s, list) = http(
-            "GET",
-            &format!("{catalog}/v1/acl/tokens?authmethod=k8s"),
-            Some(("X-Catalog-Token", &root)),
-            None,
-        );
-        assert_eq!(s, 200, "{list}");
-        list.as_array()
-            .unwrap()
-            .iter()
-            .filter(|t| t["Description"].as_str().is_some_and(|d| d.contains(&uid)))
-            .map(|t| t["AccessorID"].as_str().unwrap().to_string())
-            .collect::<Vec<_>>()
-    };
+    let marked = || tokens_of(&sb, &uid);
     let left = wait_for("one token for the resource", WAIT, || {
         let m = marked();
         (m.len() == 1).then_some(m)

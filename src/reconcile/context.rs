@@ -408,6 +408,17 @@ impl Context {
         }
     }
 
+    /// This instance removed the finalizer of the object `uid` (its deletion pass succeeded).
+    pub(crate) fn finalized(&self, uid: &str) {
+        self.written.finalized(uid);
+    }
+
+    /// Whether a deleting copy of `uid` is older than this instance's removal of its finalizer
+    /// (see [`super::written`]).
+    pub(crate) fn was_finalized(&self, uid: &str) -> bool {
+        self.written.was_finalized(uid)
+    }
+
     /// Remember when `key`'s next step is due.
     pub fn set_next_step(&self, key: &str, at: Instant) {
         self.next_step

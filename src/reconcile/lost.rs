@@ -22,8 +22,9 @@ use std::sync::Mutex;
 
 #[derive(Default)]
 struct Scope {
-    /// Owners with something in the scope at the last listing (`None`: never listed).
-    seen: Option<BTreeSet<String>>,
+    /// Owners with something in the scope at the last listing, with the ids of what they had
+    /// where the kind told them (empty: not told) (`None`: never listed).
+    seen: Option<BTreeMap<String, BTreeSet<String>>>,
     /// Owners with calls under way or of unknown outcome.
     unsure: BTreeMap<String, Unsure>,
 }
@@ -70,10 +71,22 @@ fn with<T>(f: impl FnOnce(&mut State) -> T) -> T {
 /// process, its last listing held something of `owner`, or a call of `owner` ended with an
 /// unknown outcome since.
 pub fn must_search(scope: &str, owner: &str) -> bool {
+    must_search_holding(scope, owner, &[])
+}
+
+/// [`must_search`] for an owner that holds the objects `held` (ids, as given to
+/// [`Listing::done_with_ids`]): what the last listing showed of it counts only where it is not
+/// one of those. An owner whose record is intact then needs no search when the listing merely
+/// showed what it holds.
+pub fn must_search_holding(scope: &str, owner: &str, held: &[&str]) -> bool {
     with(|s| match s.scopes.get(scope) {
         Some(sc) => {
             sc.unsure.get(owner).is_some_and(|u| u.since.is_some())
-                || sc.seen.as_ref().is_none_or(|seen| seen.contains(owner))
+                || sc.seen.as_ref().is_none_or(|seen| {
+                    seen.get(owner).is_some_and(|ids| {
+                        ids.is_empty() || ids.iter().any(|id| !held.contains(&id.as_str()))
+                    })
+                })
         }
         None => true,
     })
@@ -95,6 +108,18 @@ pub fn recorded(scope: &str, owner: &str) {
             let g = s.generation + 1;
             sc.settle(owner, g);
         }
+    })
+}
+
+/// Something of `owner`'s may be in `scope` that no status records any more, lost another way
+/// than a call's answer (its record deleted by hand): its next search looks, as after a lost
+/// answer, until a listing that starts later settles it.
+pub fn unrecorded(scope: &str, owner: &str) {
+    with(|s| {
+        s.generation += 1;
+        let now = s.generation;
+        let sc = s.scopes.entry(scope.to_string()).or_default();
+        sc.unsure.entry(owner.to_string()).or_default().since = Some(now);
     })
 }
 
@@ -123,7 +148,20 @@ impl Listing {
     /// which [`Attempt`] tracks (adding them would make every owner whose call another
     /// owner's listing saw search in turn).
     pub fn done(self, left: impl IntoIterator<Item = String>) {
-        let left: BTreeSet<String> = left.into_iter().collect();
+        self.record(left.into_iter().map(|o| (o, BTreeSet::new())).collect())
+    }
+
+    /// [`Listing::done`] with the ids of what each owner had (owner, id): an owner that holds
+    /// all of its own then needs no search ([`must_search_holding`]).
+    pub fn done_with_ids(self, left: impl IntoIterator<Item = (String, String)>) {
+        let mut by_owner: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (owner, id) in left {
+            by_owner.entry(owner).or_default().insert(id);
+        }
+        self.record(by_owner)
+    }
+
+    fn record(self, left: BTreeMap<String, BTreeSet<String>>) {
         with(|s| {
             let sc = s.scopes.entry(self.scope).or_default();
             let owners: Vec<String> = sc.unsure.keys().cloned().collect();
@@ -132,7 +170,18 @@ impl Listing {
             }
             sc.seen = Some(match sc.seen.take() {
                 None => left,
-                Some(seen) => seen.intersection(&left).cloned().collect(),
+                // What is gone since stays gone; what is new came from this process's calls.
+                Some(seen) => seen
+                    .into_iter()
+                    .filter_map(|(owner, ids)| {
+                        let now = left.get(&owner)?;
+                        if ids.is_empty() {
+                            return Some((owner, ids));
+                        }
+                        let still: BTreeSet<String> = ids.intersection(now).cloned().collect();
+                        (!still.is_empty()).then_some((owner, still))
+                    })
+                    .collect(),
             });
         })
     }
@@ -291,6 +340,42 @@ mod tests {
         attempt(scope, "a").until_recorded();
         assert!(must_search(scope, "a"));
         recorded(scope, "a");
+        assert!(!must_search(scope, "a"));
+    }
+
+    #[test]
+    fn an_owner_holding_all_the_listing_showed_of_it_needs_no_search() {
+        let scope = "test-scope-held";
+        let pair = |o: &str, id: &str| (o.to_string(), id.to_string());
+        listing(scope).done_with_ids([pair("a", "1"), pair("b", "2"), pair("b", "3")]);
+        assert!(!must_search_holding(scope, "a", &["1"]));
+        assert!(must_search_holding(scope, "a", &[]), "1 is held by no one");
+        assert!(must_search_holding(scope, "b", &["2"]), "3 is not held");
+        assert!(!must_search_holding(scope, "b", &["2", "3"]));
+        assert!(must_search(scope, "a"), "without ids, anything counts");
+        // 3 is gone at the next listing: b holding 2 needs no search any more.
+        listing(scope).done_with_ids([pair("a", "1"), pair("b", "2"), pair("c", "4")]);
+        assert!(!must_search_holding(scope, "b", &["2"]));
+        assert!(
+            !must_search_holding(scope, "c", &[]),
+            "what is new came from this process"
+        );
+    }
+
+    #[test]
+    fn a_record_deleted_by_hand_needs_a_search_until_a_later_listing() {
+        let scope = "test-scope-unrecorded";
+        listing(scope).done([]);
+        let before = listing(scope);
+        unrecorded(scope, "a");
+        assert!(must_search(scope, "a"));
+        assert!(!must_search(scope, "b"));
+        before.done([]);
+        assert!(
+            must_search(scope, "a"),
+            "a listing started before cannot tell"
+        );
+        listing(scope).done([]);
         assert!(!must_search(scope, "a"));
     }
 

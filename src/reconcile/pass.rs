@@ -98,6 +98,13 @@ where
         ))
         .instrument(span.clone())
         .await
+        .or_else(|e| match e {
+            // Removed already: the object is gone, which is what the removal was for.
+            finalizer::Error::RemoveFinalizer(kube::Error::Api(s)) if s.code == 404 => {
+                Ok(Action::await_change())
+            }
+            e => Err(e),
+        })
         .map_err(|e| match e {
             finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
             finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
@@ -105,6 +112,11 @@ where
             }
             other => Error::Finalizer(other.to_string()),
         });
+    if deleting && result.is_ok() {
+        if let Some(uid) = target.uid() {
+            ctx.finalized(&uid);
+        }
+    }
     // A deletion pass that let go of a resource moved to another shard ends in an error (the
     // finalizer must stay), but failed at nothing.
     let failed = result
@@ -139,8 +151,11 @@ where
 /// - The watch event of that write itself ([`Context::take_fresh`], asked only when `own`
 ///   says the copy may be one) gets `echo`'s action: what the writing pass asked for next.
 ///
-/// A deleting copy always gets its pass: its cleanup decides from what the deletion asks. The
-/// metrics count such a copy as a pass with no call, as they did when it went through
+/// A deleting copy gets its pass (its cleanup decides from what the deletion asks), unless this
+/// instance already removed the object's finalizer: the copy is then older than that removal,
+/// and a second cleanup would call the service again for nothing.
+///
+/// The metrics count a needless copy as a pass with no call, as they did when it went through
 /// [`run`], so that rates and `quartet_calls_per_reconcile` keep their meaning.
 pub(crate) fn needless<K: Managed>(
     obj: &K,
@@ -148,16 +163,20 @@ pub(crate) fn needless<K: Managed>(
     own: bool,
     echo: impl FnOnce(&str) -> Action,
 ) -> Option<Action> {
-    if obj.meta().deletion_timestamp.is_some() {
-        return None;
-    }
     let started = Instant::now();
-    let key = object_key(obj);
-    let version = obj.resource_version();
-    let action = match ctx.stale_copy(&key, version.as_deref()) {
-        Some(wait) => Action::requeue(wait),
-        None if own && ctx.take_fresh(&key, version.as_deref(), asked(obj)) => echo(&key),
-        None => return None,
+    let action = if obj.meta().deletion_timestamp.is_some() {
+        if !obj.uid().is_some_and(|uid| ctx.was_finalized(&uid)) {
+            return None;
+        }
+        Action::await_change()
+    } else {
+        let key = object_key(obj);
+        let version = obj.resource_version();
+        match ctx.stale_copy(&key, version.as_deref()) {
+            Some(wait) => Action::requeue(wait),
+            None if own && ctx.take_fresh(&key, version.as_deref(), asked(obj)) => echo(&key),
+            None => return None,
+        }
     };
     let kind = K::kind(&());
     ctx.metrics.reconciled(&kind, "ok", started.elapsed());
@@ -292,6 +311,7 @@ mod tests {
         let mut meta = json!({"name": "p", "namespace": "default", "generation": 1,
             "resourceVersion": resource_version});
         if deleting {
+            meta["uid"] = json!("uid-p");
             meta["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
             meta["finalizers"] = json!(["secrets.quartet.dev/cleanup"]);
         }
@@ -359,5 +379,18 @@ mod tests {
             "a deletion's cleanup decides for itself"
         );
         assert_eq!(needless(&policy("43", false), &ctx, true, echo), None);
+    }
+
+    #[tokio::test]
+    async fn a_deleting_copy_gets_no_second_cleanup_once_this_instance_removed_its_finalizer() {
+        let ctx = Context::offline();
+        assert_eq!(needless(&policy("41", true), &ctx, false, echo), None);
+        ctx.finalized("uid-p");
+        assert_eq!(
+            needless(&policy("41", true), &ctx, false, echo),
+            Some(Action::await_change()),
+            "the cache's copy is older than the removal"
+        );
+        assert_eq!(passes(&ctx), 1, "counted as a pass with no call");
     }
 }

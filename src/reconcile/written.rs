@@ -1,6 +1,7 @@
 //! The resourceVersion of each object's last status write, so that a pass never decides from a
 //! cached copy older than what this instance wrote (every kind, Connections and
-//! ClusterConnections; see [`super::Context::stale_copy`]).
+//! ClusterConnections; see [`super::Context::stale_copy`]); and the objects whose finalizer it
+//! removed, the last write of all, by uid ([`StatusWrites::was_finalized`]).
 //!
 //! A copy is older than the write until the write's watch event reaches the cache:
 //! milliseconds, seconds when the API server is busy. Meanwhile a pass can still start from it:
@@ -32,6 +33,19 @@ const LATER: Duration = Duration::from_secs(1);
 #[derive(Default)]
 pub struct StatusWrites {
     marks: Mutex<HashMap<String, Mark>>,
+    finalized: Mutex<Finalized>,
+}
+
+/// Objects (by uid) whose finalizer this instance removed, and when: that removal is their last
+/// write, so a deleting copy the cache still holds afterwards (a wake by a dependent the garbage
+/// collector removes, a requeue) is older than it. Its pass would clean up a second time: a
+/// second delete call to the service, and the finalizer's removal answered 404.
+#[derive(Default)]
+struct Finalized {
+    at: HashMap<String, Instant>,
+    /// The size at which marks older than [`TRUST`] are next dropped (so that N deletions in a
+    /// minute cost N, not N² / 2).
+    prune_at: usize,
 }
 
 struct Mark {
@@ -106,6 +120,32 @@ impl StatusWrites {
         Freshness::WentBackwards { written, copy }
     }
 
+    /// `uid`'s finalizer was removed by this instance.
+    pub fn finalized(&self, uid: &str) {
+        self.finalized_at(uid, Instant::now());
+    }
+
+    fn finalized_at(&self, uid: &str, now: Instant) {
+        let mut f = self.finalized.lock().unwrap_or_else(|e| e.into_inner());
+        if f.at.len() >= f.prune_at {
+            f.at.retain(|_, at| now.saturating_duration_since(*at) < TRUST);
+            f.prune_at = (f.at.len() * 2).max(64);
+        }
+        f.at.insert(uid.to_string(), now);
+    }
+
+    /// Whether this instance removed `uid`'s finalizer, less than [`TRUST`] ago (by then the
+    /// cache has long had the deletion).
+    pub fn was_finalized(&self, uid: &str) -> bool {
+        self.was_finalized_at(uid, Instant::now())
+    }
+
+    fn was_finalized_at(&self, uid: &str, now: Instant) -> bool {
+        let f = self.finalized.lock().unwrap_or_else(|e| e.into_inner());
+        f.at.get(uid)
+            .is_some_and(|at| now.saturating_duration_since(*at) < TRUST)
+    }
+
     /// Forget `key` (its object is gone from this instance).
     pub fn forget(&self, key: &str) {
         self.lock().remove(key);
@@ -173,6 +213,34 @@ mod tests {
         );
         // The mark is gone: the restored copy and the ones after it are current.
         assert_eq!(w.copy_at("ns/a", Some("40"), after), Freshness::Current);
+    }
+
+    #[test]
+    fn an_object_whose_finalizer_went_is_known_by_its_uid_for_a_minute() {
+        let w = StatusWrites::default();
+        let t0 = Instant::now();
+        w.finalized_at("uid-1", t0);
+        assert!(w.was_finalized_at("uid-1", t0 + Duration::from_secs(1)));
+        assert!(
+            !w.was_finalized_at("uid-2", t0),
+            "another object, or the name made again"
+        );
+        assert!(!w.was_finalized_at("uid-1", t0 + TRUST));
+    }
+
+    #[test]
+    fn old_finalizer_marks_are_dropped_as_more_come() {
+        let w = StatusWrites::default();
+        let t0 = Instant::now();
+        for i in 0..64 {
+            w.finalized_at(&format!("old-{i}"), t0);
+        }
+        let later = t0 + TRUST;
+        for i in 0..200 {
+            w.finalized_at(&format!("new-{i}"), later);
+        }
+        let f = w.finalized.lock().unwrap();
+        assert_eq!(f.at.len(), 200, "the 64 old marks are gone");
     }
 
     #[test]

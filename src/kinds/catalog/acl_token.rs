@@ -16,9 +16,12 @@
 //! was lost (or retried by the client) leaves no token behind. That needs `acl:read` and
 //! `acl:write` on the Connection's token; without them the strays expire by themselves. After a
 //! login the search is made once per auth method and process, and again only for a resource the
-//! last one showed a stray of or whose login had an unknown outcome
+//! last one showed a token of that it does not hold, or whose login had an unknown outcome
 //! ([`crate::reconcile::lost`]): not a listing of every token of the auth method after each of
-//! N logins. On delete it is always made.
+//! N logins. On delete the same rule holds (N resources deleted at once list the tokens once at
+//! most, not N times), with one more case: a token the status records but the Secret no longer
+//! holds (the Secret deleted or overwritten by hand) is held by nobody, so its resource
+//! searches, after its next login and on delete.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -328,13 +331,14 @@ impl CatalogAclToken {
     }
 
     /// Delete this resource's tokens other than `keep` (accessor ids): the ones a login made
-    /// when its answer was lost. Best effort: without `acl:read`/`acl:write` on the Connection's
-    /// token the strays are left to expire, and that is logged.
-    async fn delete_strays(&self, client: &CatalogClient, keep: &[&str]) {
+    /// when its answer was lost. Searched for only where one may be ([`lost`]): tokens this
+    /// resource held (`held`: kept, or just logged out) do not count. Best effort: without
+    /// `acl:read`/`acl:write` on the Connection's token the strays are left to expire, and that
+    /// is logged.
+    async fn delete_strays(&self, client: &CatalogClient, keep: &[&str], held: &[&str]) {
         let Some(uid) = self.uid() else { return };
         let scope = self.lost_scope(client);
-        // After a login; on delete (nothing kept) always.
-        if !keep.is_empty() && !lost::must_search(&scope, &uid) {
+        if !lost::must_search_holding(&scope, &uid, held) {
             return;
         }
         let listing = lost::listing(&scope);
@@ -354,7 +358,7 @@ impl CatalogAclToken {
                 continue;
             };
             if owner != uid {
-                left.push(owner.to_string());
+                left.push((owner.to_string(), accessor.to_string()));
                 continue;
             }
             if accessor.is_empty() || keep.contains(&accessor) {
@@ -370,10 +374,20 @@ impl CatalogAclToken {
                 }
             }
         }
-        listing.done(left);
+        listing.done_with_ids(left);
         if kept {
             // Still there: search again next time.
             drop(lost::attempt(&scope, &uid));
+        }
+    }
+
+    /// A token the status records but the Secret does not hold (the Secret deleted, or its
+    /// `accessorId` overwritten) is held by nobody: the next search of this resource must find
+    /// it ([`lost::unrecorded`]).
+    fn note_unheld(&self, stored: &Stored, client: &CatalogClient) {
+        let recorded = self.status.as_ref().and_then(|s| s.accessor_id.as_deref());
+        if recorded.is_some_and(|a| stored.accessor.as_deref() != Some(a)) {
+            lost::unrecorded(&self.lost_scope(client), &self.uid().unwrap_or_default());
         }
     }
 
@@ -392,6 +406,7 @@ impl Operated for CatalogAclToken {
 
     async fn step(&self, ctx: &Context, client: &CatalogClient) -> Result<Step> {
         let mut stored = self.read(ctx).await?;
+        self.note_unheld(&stored, client);
         // 1. Finish a rotation: log the previous token out, then forget it.
         if stored.previous.is_some() {
             let _rotation = crate::changes::rotation();
@@ -500,7 +515,7 @@ impl Operated for CatalogAclToken {
             .into_iter()
             .flatten()
             .collect();
-        self.delete_strays(client, &keep).await;
+        self.delete_strays(client, &keep, &keep).await;
         // A token that was there but is refused (revoked, expired, logged out elsewhere) is
         // worth a Warning: someone or something acted on it behind this resource's back.
         let refused = stored.token.is_some() && current.is_none();
@@ -529,6 +544,7 @@ impl Operated for CatalogAclToken {
     async fn finish(&self, ctx: &Context, client: &CatalogClient) -> Result<()> {
         issued().remove(&self.uid().unwrap_or_default());
         let stored = self.read(ctx).await?;
+        self.note_unheld(&stored, client);
         for (key, value) in [("token", &stored.token), (PREVIOUS, &stored.previous)] {
             if value.is_none() {
                 continue;
@@ -539,7 +555,9 @@ impl Operated for CatalogAclToken {
                 Err(e) => return Err(e.into()),
             }
         }
-        self.delete_strays(client, &[]).await;
+        // The token just logged out was this resource's; any other of its own is a stray.
+        let logged_out: Vec<&str> = stored.accessor.as_deref().into_iter().collect();
+        self.delete_strays(client, &[], &logged_out).await;
         Ok(())
     }
 }
