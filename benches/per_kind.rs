@@ -36,7 +36,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use figures::*;
 use futures::{stream, StreamExt, TryStreamExt};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
@@ -44,6 +43,7 @@ use kube::core::GroupVersionKind;
 use kube::runtime::watcher;
 use quartet::metrics::Metrics;
 use serde_json::{json, Value};
+use support::catalog::*;
 use support::*;
 
 const RESYNC_SECS: u64 = 15;
@@ -56,7 +56,6 @@ const KINDS: [&str; 7] = [
     "CatalogAclToken",
     "AdCheckout",
 ];
-const SA_KEY: &str = "sandbox-service-account-signing-key";
 const ADMIN_DN: &str = "CN=admin,CN=Users,DC=example,DC=com";
 const BIND_PW: &str = "bind-pw-0123456789";
 
@@ -187,29 +186,6 @@ fn wait_ready(sb: &Sandbox, resource: &str, name: &str) {
     );
 }
 
-/// An HS256 ServiceAccount JWT the catalog's `kubernetes` auth method verifies with `SA_KEY`.
-fn sa_jwt(ns: &str, name: &str) -> String {
-    use hmac::Mac;
-    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let header = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
-    let claims = b64(json!({
-        "iss": "https://kubernetes.default.svc",
-        "sub": format!("system:serviceaccount:{ns}:{name}"),
-        "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": "0b6c0e4e-1111-2222-3333-444455556666"}},
-        "iat": now, "exp": now + 24 * 3600,
-    })
-    .to_string()
-    .as_bytes());
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SA_KEY.as_bytes()).unwrap();
-    mac.update(format!("{header}.{claims}").as_bytes());
-    let sig = b64(&mac.finalize().into_bytes());
-    format!("{header}.{claims}.{sig}")
-}
-
 fn connection(sb: &Sandbox, service: &str, extra: &str) {
     sb.apply_ok(&format!(
         "apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: {service}, namespace: default}}\n\
@@ -264,35 +240,9 @@ fn setup(sb: &Sandbox, kind: &str, n: usize) -> (&'static str, &'static str, Vec
         }
         "CatalogAclToken" => {
             connection(sb, "catalog", "");
-            let catalog = sb.url("catalog").to_string();
             // The Connection's (root) token may list tokens (`acl:read`): the search for
             // tokens a lost login left is made, as with a real catalog's management token.
-            let (s, v) = http(
-                "PUT",
-                &format!("{catalog}/_sandbox/catalog/config"),
-                None,
-                Some(json!({"UseRootToken": true})),
-            );
-            assert!((200..300).contains(&s), "config: {v}");
-            for (path, body) in [
-                (
-                    "auth-methods",
-                    json!({"Name": "k8s", "Type": "kubernetes",
-                    "Config": {"Host": "https://kubernetes.default.svc", "ValidationKey": SA_KEY}}),
-                ),
-                (
-                    "binding-rules",
-                    json!({"AuthMethod": "k8s", "BindType": "service", "BindName": "${serviceaccount.name}"}),
-                ),
-            ] {
-                let (s, v) = http(
-                    "POST",
-                    &format!("{catalog}/_sandbox/catalog/{path}"),
-                    None,
-                    Some(body),
-                );
-                assert!((200..300).contains(&s), "{path}: {v}");
-            }
+            logins_on_root_token(sb);
             // One ServiceAccount token for all: the calls per resource are the same.
             sb.apply_ok(&format!(
                 "apiVersion: v1\nkind: Secret\nmetadata: {{name: app-jwt, namespace: default}}\nstringData: {{token: {}}}\n",

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{json, Value};
+use support::catalog::*;
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -240,31 +241,6 @@ fn replication_status_of_an_unhealthy_secondary_shows_healthy_false() {
 
 // ---- CatalogAclToken ----
 
-const SA_KEY: &str = "sandbox-service-account-signing-key";
-
-/// An HS256 ServiceAccount JWT the catalog's `kubernetes` auth method verifies with `SA_KEY`.
-fn sa_jwt(ns: &str, name: &str) -> String {
-    use hmac::Mac;
-    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let header = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
-    let claims = b64(json!({
-        "iss": "https://kubernetes.default.svc",
-        "sub": format!("system:serviceaccount:{ns}:{name}"),
-        "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": "0b6c0e4e-1111-2222-3333-444455556666"}},
-        "iat": now, "exp": now + 3600,
-    })
-    .to_string()
-    .as_bytes());
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SA_KEY.as_bytes()).unwrap();
-    mac.update(format!("{header}.{claims}").as_bytes());
-    let sig = b64(&mac.finalize().into_bytes());
-    format!("{header}.{claims}.{sig}")
-}
-
 fn token_works(catalog: &str, token: &str) -> bool {
     http(
         "GET",
@@ -273,28 +249,6 @@ fn token_works(catalog: &str, token: &str) -> bool {
         None,
     )
     .0 == 200
-}
-
-/// The catalog's auth method `k8s` trusts the dev API server's service-account signing key,
-/// and binds each ServiceAccount to the service identity of its name.
-fn trust_service_accounts(catalog: &str) {
-    let (s, v) = http(
-        "POST",
-        &format!("{catalog}/_sandbox/catalog/auth-methods"),
-        None,
-        Some(json!({"Name": "k8s", "Type": "kubernetes",
-            "Config": {"Host": "https://kubernetes.default.svc", "ValidationKey": SA_KEY}})),
-    );
-    assert!((200..300).contains(&s), "{v}");
-    let (s, v) = http(
-        "POST",
-        &format!("{catalog}/_sandbox/catalog/binding-rules"),
-        None,
-        Some(
-            json!({"AuthMethod": "k8s", "BindType": "service", "BindName": "${serviceaccount.name}"}),
-        ),
-    );
-    assert!((200..300).contains(&s), "{v}");
 }
 
 #[test]
@@ -531,22 +485,6 @@ impl<'a> Sched<'a> {
             .unwrap()
             .clone()
     }
-}
-
-/// The catalog's ACL system bootstrapped with the root token (the Connection's, so the operator
-/// may list and delete tokens), and auth method `k8s` trusting the dev API server's
-/// service-account key. Returns the catalog's URL.
-fn logins_on_root_token(sb: &Sandbox) -> String {
-    let catalog = sb.url("catalog").to_string();
-    let (s, v) = http(
-        "PUT",
-        &format!("{catalog}/_sandbox/catalog/config"),
-        None,
-        Some(json!({"UseRootToken": true})),
-    );
-    assert!((200..300).contains(&s), "config: {v}");
-    trust_service_accounts(&catalog);
-    catalog
 }
 
 /// Accessor ids of the auth method's tokens whose login marker names the resource `uid`.

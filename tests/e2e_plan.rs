@@ -49,14 +49,17 @@ const OBJECTS: &[(&str, &str)] = &[
 
 /// `quartet plan` against the sandbox's cluster: exit code, stdout, stderr.
 fn plan(sb: &Sandbox, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .arg("plan")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("plan")
         .arg("--kubeconfig")
         .arg(&sb.kubeconfig)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run quartet plan");
+        .args(args);
+    run_plan(cmd)
+}
+
+/// Run a `quartet plan` command: exit code, stdout, stderr.
+fn run_plan(mut cmd: Command) -> (i32, String, String) {
+    let out = cmd.stdin(Stdio::null()).output().expect("run quartet plan");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).to_string(),
@@ -64,25 +67,18 @@ fn plan(sb: &Sandbox, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// Where each service's request log stands now.
 /// `quartet plan -f DIR` with `KUBECONFIG` (which its `--kubeconfig` takes) set to
 /// `kubeconfig`, a file or a list: exit code, stdout, stderr.
 fn plan_in(kubeconfig: &std::ffi::OsStr, dir: &Path) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .arg("plan")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("plan")
         .arg("-f")
         .arg(dir)
-        .env("KUBECONFIG", kubeconfig)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run quartet plan");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+        .env("KUBECONFIG", kubeconfig);
+    run_plan(cmd)
 }
 
+/// Where each service's request log stands now.
 fn marks(sb: &Sandbox) -> Vec<(&'static str, u64)> {
     ["secrets", "workspaces", "catalog", "scheduler"]
         .into_iter()

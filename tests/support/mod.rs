@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod catalog;
 pub mod changes;
 pub mod dev;
 pub mod helm;
