@@ -26,6 +26,10 @@ pub enum Trigger {
     Deletion,
     /// An earlier pass failed and this one tries again.
     Retry,
+    /// A Secret the spec references holds a new value (a token, password, key or sensitive
+    /// variable), sent at an unchanged spec. Not `drift-repair`: a write-only value cannot be
+    /// read back from the service, so this is someone changing the Secret, not the service.
+    SecretChange,
     /// A `...Request` field of the spec not handled yet (the record's `request` names it).
     Request,
     /// An object already in the service, found by name, taken over and brought to the spec.
@@ -42,6 +46,27 @@ pub enum Trigger {
     /// its own rather than borrowing one that would mislead.
     Step,
 }
+
+impl Trigger {
+    /// Its name in a record (`spec-change`, `drift-repair`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Create => "create",
+            Trigger::SpecChange => "spec-change",
+            Trigger::DriftRepair => "drift-repair",
+            Trigger::Deletion => "deletion",
+            Trigger::Retry => "retry",
+            Trigger::SecretChange => "secret-change",
+            Trigger::Request => "request",
+            Trigger::Adoption => "adoption",
+            Trigger::Rotation => "rotation",
+            Trigger::Step => "step",
+        }
+    }
+}
+
+/// The log target of the change records.
+pub const TARGET: &str = "quartet::changes";
 
 /// The resource a reconcile pass is for.
 #[derive(Clone, Debug, Serialize)]
@@ -102,6 +127,8 @@ pub struct Pass {
     reported: Mutex<usize>,
     /// Calls (any method) per service, for `quartet_calls_per_reconcile`.
     calls: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// The category of a failure the pass recorded in the resource's status ([`failed`]).
+    failure: Mutex<Option<&'static str>>,
 }
 
 tokio::task_local! {
@@ -124,6 +151,7 @@ impl Pass {
             records: Mutex::new(Vec::new()),
             reported: Mutex::new(0),
             calls: Mutex::default(),
+            failure: Mutex::default(),
         })
     }
 
@@ -160,6 +188,11 @@ impl Pass {
         calls.iter().map(|(s, n)| (s.clone(), *n)).collect()
     }
 
+    /// The category of the failure the pass recorded in status, if it did ([`failed`]).
+    pub fn failure(&self) -> Option<&'static str> {
+        *self.failure.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether the pass's calls are spent on a resync (a pass at an unchanged, synced spec:
     /// it only compares, and repairs drift or takes a scheduled step) or on a change.
     fn trigger(&self) -> (Trigger, Option<String>) {
@@ -191,6 +224,15 @@ pub fn count_call(service: &str) -> &'static str {
     .unwrap_or("other")
 }
 
+/// The current pass failed with an error of `category` and recorded it in the resource's status
+/// (no-op outside a pass). Such a pass ends without an error, so that the retry delay is the
+/// one the failure chose; its trace and `quartet_reconciles_total` still say it failed.
+pub fn failed(category: &'static str) {
+    let _ = PASS.try_with(|p| {
+        *p.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(category);
+    });
+}
+
 /// Whether the current pass may send a write now (`Err(why)`: it may not, see [`Gate`]); a write
 /// outside a pass (a login, a lease command) always may.
 pub fn may_write() -> Result<(), String> {
@@ -217,10 +259,7 @@ pub fn summary(records: &[Record]) -> Option<String> {
         records.len(),
         first.service,
         first.connection,
-        serde_json::to_value(first.trigger)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        first.trigger.as_str(),
         writes.join("; ")
     ))
 }
@@ -254,6 +293,13 @@ pub fn rotation() -> Restore {
         &[Trigger::DriftRepair, Trigger::Step, Trigger::Retry],
         Trigger::Rotation,
     )
+}
+
+/// The writes made while the returned guard lives send a referenced Secret's new value
+/// (trigger `secret-change`) when the pass is a resync at an unchanged spec; a pass for any
+/// other reason keeps its trigger.
+pub fn secret_change() -> Restore {
+    instead_of(&[Trigger::DriftRepair], Trigger::SecretChange)
 }
 
 /// The writes made while the returned guard lives restore what changed outside (trigger
@@ -324,7 +370,7 @@ pub fn record(
         request_id,
     };
     let line = serde_json::to_string(&record).unwrap_or_default();
-    tracing::info!(target: "quartet::changes", change = %line, "{} {} {} for {} {}/{} ({:?})", record.method, record.path, record.status, record.resource.kind, record.resource.namespace, record.resource.name, record.trigger);
+    tracing::info!(target: TARGET, change = %line, "{} {} {} for {} {}/{} ({})", record.method, record.path, record.status, record.resource.kind, record.resource.namespace, record.resource.name, record.trigger.as_str());
     if let Some(f) = FILE.get() {
         let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = writeln!(f, "{line}") {
@@ -457,6 +503,24 @@ fn pending_member_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_triggers_name_in_the_log_line_is_its_name_in_the_record() {
+        for t in [
+            Trigger::Create,
+            Trigger::SpecChange,
+            Trigger::DriftRepair,
+            Trigger::Deletion,
+            Trigger::Retry,
+            Trigger::SecretChange,
+            Trigger::Request,
+            Trigger::Adoption,
+            Trigger::Rotation,
+            Trigger::Step,
+        ] {
+            assert_eq!(serde_json::to_value(t).unwrap(), t.as_str());
+        }
+    }
 
     #[test]
     fn a_path_template_keeps_the_route_and_hides_ids_and_the_name() {

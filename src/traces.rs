@@ -90,7 +90,10 @@ pub fn init(format: &str, otlp_endpoint: Option<&str>) -> Result<Guard, Error> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let fmt = if format == "json" {
-        fmt.json().with_filter(filter).boxed()
+        fmt.json()
+            .map_event_format(ChangeRecords)
+            .with_filter(filter)
+            .boxed()
     } else {
         fmt.with_filter(filter).boxed()
     };
@@ -120,6 +123,48 @@ pub fn init(format: &str, otlp_endpoint: Option<&str>) -> Result<Guard, Error> {
 }
 
 const TARGET: &str = "quartet::trace";
+
+/// The JSON log lines, with a change record ([`crate::changes`]) as a JSON object in the
+/// line's `change` field rather than a string holding one, so that a log agent (or `jq
+/// .fields.change.resource.kind`) reads it as it is. tracing's JSON formatter writes every field
+/// as a string; this one line in a thousand is parsed again and written with the object in it.
+struct ChangeRecords<F>(F);
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for ChangeRecords<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        if event.metadata().target() != crate::changes::TARGET {
+            return self.0.format_event(ctx, writer, event);
+        }
+        let mut line = String::new();
+        self.0.format_event(
+            ctx,
+            tracing_subscriber::fmt::format::Writer::new(&mut line),
+            event,
+        )?;
+        let Ok(mut parsed) = serde_json::from_str::<serde_json::Value>(line.trim_end()) else {
+            return writer.write_str(&line);
+        };
+        if let Some(change) = parsed.pointer_mut("/fields/change") {
+            if let Some(record) = change
+                .as_str()
+                .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+            {
+                *change = record;
+            }
+        }
+        writeln!(writer, "{parsed}")
+    }
+}
 
 /// The annotation naming the trace a resource's reconciles link to (W3C Trace Context).
 pub const TRACEPARENT: &str = "traceparent";

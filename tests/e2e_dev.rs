@@ -62,10 +62,14 @@ fn quartet_dev_makes_the_example_policy_ready_in_the_sandbox() {
         "not Ready: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The policy is in the sandbox's secrets service.
+    // The policy is in the sandbox's secrets service (the first of its three clusters: `quartet
+    // dev` starts the DR example's three, listed as `secrets[0]`, `secrets[1]`, `secrets[2]`).
+    for i in 0..3 {
+        assert!(urls.contains_key(&format!("secrets[{i}]")), "{urls:?}");
+    }
     let (status, body) = http(
         "GET",
-        &format!("{}/v1/sys/policies/acl/app-read", urls["secrets"]),
+        &format!("{}/v1/sys/policies/acl/app-read", urls["secrets[0]"]),
         Some(("X-Secrets-Token", "root")),
         None,
     );

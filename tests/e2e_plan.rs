@@ -611,3 +611,142 @@ fn a_kubeconfig_list_in_kubeconfig_is_merged_as_kubectl_merges_it() {
         "{stdout}"
     );
 }
+
+/// A SecretsPolicy of `name` in `ns` reading `path`, with more `spec` fields.
+fn policy_in(ns: &str, name: &str, path: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+         spec: {{type: acl, policy: 'path \"{path}\" {{ capabilities = [\"read\"] }}'{spec}}}\n"
+    )
+}
+
+/// A plan says what the reconcile would do, not what a naive diff says: a suspended resource
+/// makes no call (plan: no change, suspended), drift under `driftPolicy: Report` is left and
+/// reported (no change, the drifted fields named), and the resources of a Namespace the same
+/// manifests create are planned (not blocked by a dry run the cluster cannot make yet).
+#[test]
+fn a_plan_acts_as_the_reconcile_would_for_suspended_and_drift_reporting_resources_and_new_namespaces(
+) {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    let op = Operator::start(&sb, "5m");
+    let reported = policy_in("default", "reported", "a/*", ", driftPolicy: Report");
+    let paused = policy_in("default", "paused", "b/*", "");
+    sb.apply_ok(&reported);
+    sb.apply_ok(&paused);
+    wait_ready(&sb, "secretspolicy", "reported");
+    wait_ready(&sb, "secretspolicy", "paused");
+    let paused = policy_in("default", "paused", "b/*", ", suspend: true");
+    sb.apply_ok(&paused);
+    wait_for("paused suspended", WAIT, || {
+        sb.get_json("secretspolicy", "paused").filter(|o| {
+            o["status"]["observedGeneration"] == o["metadata"]["generation"]
+                && condition(o, "Ready").is_some_and(|c| c["reason"] == "Suspended")
+        })
+    });
+    for name in ["reported", "paused"] {
+        let (status, _) = sb.secrets(
+            "PUT",
+            &format!("/v1/sys/policies/acl/{name}"),
+            Some(json!({"policy": "path \"evil/*\" { capabilities = [\"sudo\"] }"})),
+        );
+        assert!(status < 300);
+    }
+    let dir = sb.dir.path().join("manifests");
+    write_manifests(
+        &dir,
+        &[
+            ("reported.yaml", &reported),
+            ("paused.yaml", &paused),
+            (
+                "later.yaml",
+                &policy_in("default", "later", "c/*", ", suspend: true"),
+            ),
+            (
+                "team.yaml",
+                &format!(
+                    "apiVersion: v1\nkind: Namespace\nmetadata: {{name: team-new}}\n---\n{}",
+                    policy_in("team-new", "team-read", "team/*", "")
+                ),
+            ),
+        ],
+    );
+    // The new namespace's policy resolves its Connection and token from the manifests.
+    std::fs::write(
+        dir.join("team-connection.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: secrets-token, namespace: team-new}}\nstringData: {{token: {}}}\n---\n\
+             apiVersion: quartet.dev/v1alpha1\nkind: Connection\nmetadata: {{name: secrets, namespace: team-new}}\n\
+             spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: secrets-token, key: token}}}}\n",
+            sb.root_token,
+            sb.url("secrets")
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = read_only_plan(&sb, &["-f", dir.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    let plan: Value = serde_json::from_str(&out).unwrap();
+    let entry = |ns: &str, name: &str| {
+        plan["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["namespace"] == ns && r["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no plan of {ns}/{name}:\n{out}"))
+    };
+    let r = entry("default", "reported");
+    assert_eq!(r["outcome"], "no-change", "{r}");
+    let note = r["message"].as_str().unwrap();
+    assert!(
+        note.contains("drifted in the service: policy") && note.contains("driftPolicy: Report"),
+        "{r}"
+    );
+    for name in ["paused", "later"] {
+        let r = entry("default", name);
+        assert_eq!(r["outcome"], "no-change", "{r}");
+        assert!(r["message"].as_str().unwrap().contains("suspended"), "{r}");
+    }
+    assert_eq!(entry("team-new", "team-read")["outcome"], "create", "{out}");
+    assert!(
+        sb.get_json("namespace", "team-new").is_none(),
+        "the plan created the namespace"
+    );
+    op.stop();
+}
+
+/// A plan's command line: a mistyped flag, a selector the API server refuses and `--address`
+/// with kinds of several services are errors (exit 1), never a plan with changes (exit 2) or
+/// one that silently prunes nothing.
+#[test]
+fn a_plan_refuses_a_mistyped_flag_a_bad_prune_selector_and_mixed_services_by_address_with_exit_1() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    let file = sb.dir.path().join("policy.yaml");
+    std::fs::write(&file, POLICY).unwrap();
+    let f = file.to_str().unwrap();
+    let (code, _, err) = plan(&sb, &["-f", f, "--prune-selecter", "plan=e2e"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--prune-selecter"), "{err}");
+    let (code, out, err) = plan(&sb, &["-f", f, "--prune-selector", "!!!bad"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains("--prune-selector \"!!!bad\" is not a label selector"),
+        "{err}"
+    );
+    let mixed = sb.dir.path().join("mixed.yaml");
+    std::fs::write(&mixed, format!("{POLICY}---\n{WORKSPACE}")).unwrap();
+    let m = marks(&sb);
+    let (code, out, err) = plan_direct(sb.url("secrets"), &sb.root_token, &[], &mixed);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains("resources of several: secrets (SecretsPolicy); workspaces (Workspace)"),
+        "{err}"
+    );
+    assert!(
+        sb.requests("secrets", m[0].1).0.is_empty(),
+        "the plan called the service"
+    );
+}

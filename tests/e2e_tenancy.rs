@@ -128,6 +128,23 @@ fn a_cluster_connection_serves_the_namespaces_it_admits_refuses_the_others_witho
     );
     assert!(condition_is(&broken, "Stalled", "True"), "{broken}");
     capture(&broken, "broken");
+    // A kind spelt wrong in `kinds` is refused at admission, naming the kinds it may be.
+    let typo = sb.apply_yaml(&format!(
+        "apiVersion: quartet.dev/v1alpha1\nkind: ClusterConnection\nmetadata: {{name: typo}}\n\
+         spec: {{service: secrets, address: \"{}\", tokenSecretRef: {{name: t, key: token}}, kinds: [secretspolicy]}}\n",
+        sb.url("secrets")
+    ));
+    let refused = String::from_utf8_lossy(&typo.stderr);
+    assert!(
+        !typo.status.success(),
+        "a ClusterConnection with kinds [secretspolicy] was accepted"
+    );
+    assert!(
+        refused.contains("spec.kinds[0]")
+            && refused.contains("Unsupported value: \"secretspolicy\"")
+            && refused.contains("\"SecretsPolicy\""),
+        "{refused}"
+    );
 
     // Like a Connection: suspended, it is not checked (Ready=False, Suspended); a reconcile
     // request is echoed once handled; resumed, it is Ready again.

@@ -712,6 +712,158 @@ fn every_write_of_a_secrets_policy_has_one_change_record_an_event_and_no_secret_
     );
 }
 
+/// A Secret the spec references changes (the auth method's API token): the new value is sent
+/// once, recorded as `secret-change`, told by an `Updated` Event, never as drift "restored"; and
+/// under `driftPolicy: Report` it is sent too, since a Secret's new value is not drift. With
+/// `--log-format json` the record is a JSON object in the log line's `change` field.
+#[test]
+fn a_changed_secret_is_sent_as_a_secret_change_not_as_drift_even_when_drift_is_only_reported() {
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    let log = sb.dir.path().join("changes.jsonl");
+    let op = Operator::start_with(
+        &sb,
+        "2s",
+        &[
+            "--change-log",
+            log.to_str().unwrap(),
+            "--log-format",
+            "json",
+        ],
+    );
+    let token = |value: &str| {
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: idp-token, namespace: default}}\nstringData: {{token: {value}}}\n")
+    };
+    let method = |policy: &str| {
+        format!(
+            "apiVersion: secrets.quartet.dev/v1alpha1\nkind: IdpAuthMethod\nmetadata: {{name: idp, namespace: default}}\n\
+             spec: {{orgName: example, enableMount: true, driftPolicy: {policy}, apiTokenSecretRef: {{name: idp-token, key: token}}}}\n"
+        )
+    };
+    let wait = Duration::from_secs(60);
+    sb.apply_ok(&token("first-api-token-1"));
+    sb.apply_ok(&method("Correct"));
+    let hash_of = |o: &Value| o["status"]["writeOnlyHash"].as_str().map(str::to_string);
+    let first = wait_for("configured", wait, || {
+        sb.get_json("idpauthmethod", "idp")
+            .filter(|o| condition_is(o, "Ready", "True"))
+            .and_then(|o| hash_of(&o))
+    });
+    let config_writes = |since: u64| {
+        let (items, _) = sb.requests("secrets", since);
+        items
+            .iter()
+            .filter(|(m, p, _)| m != "GET" && p.ends_with("/auth/idp/config"))
+            .count()
+    };
+    // The Secret changes: one write sends it.
+    let (_, before) = sb.requests("secrets", 0);
+    sb.apply_ok(&token("second-api-token-2"));
+    let second = wait_for("the new token sent", wait, || {
+        sb.get_json("idpauthmethod", "idp")
+            .and_then(|o| hash_of(&o))
+            .filter(|h| *h != first)
+    });
+    assert_eq!(
+        config_writes(before),
+        1,
+        "the new token was not sent exactly once"
+    );
+    // Under driftPolicy: Report it is sent as well.
+    sb.apply_ok(&method("Report"));
+    wait_for("Report in force", wait, || {
+        sb.get_json("idpauthmethod", "idp").filter(|o| {
+            o["status"]["observedGeneration"].as_i64() == o["metadata"]["generation"].as_i64()
+                && condition_is(o, "Ready", "True")
+        })
+    });
+    let (_, before) = sb.requests("secrets", 0);
+    sb.apply_ok(&token("third-api-token-3"));
+    wait_for("the third token sent under Report", wait, || {
+        sb.get_json("idpauthmethod", "idp")
+            .and_then(|o| hash_of(&o))
+            .filter(|h| *h != second)
+    });
+    assert_eq!(config_writes(before), 1);
+    let obj = sb.get_json("idpauthmethod", "idp").unwrap();
+    assert!(
+        !condition_is(&obj, "Drifted", "True"),
+        "a changed Secret reported as drift: {obj}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .filter(|r: &Value| r["resource"]["kind"] == "IdpAuthMethod")
+        .collect();
+    let triggers: Vec<&str> = records
+        .iter()
+        .map(|r| r["trigger"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        triggers.iter().filter(|t| **t == "secret-change").count(),
+        2,
+        "{records:#?}"
+    );
+    assert!(!triggers.contains(&"drift-repair"), "{records:#?}");
+    for secret in [
+        "first-api-token-1",
+        "second-api-token-2",
+        "third-api-token-3",
+    ] {
+        assert!(!text.contains(secret), "a token is in the change log");
+    }
+    let events = sb.kubectl_ok(&["get", "events", "-o", "json"]);
+    let events: Value = serde_json::from_str(&events).unwrap();
+    let reasons: Vec<(String, String)> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["involvedObject"]["kind"] == "IdpAuthMethod")
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or_default().to_string(),
+                e["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        !reasons.iter().any(|(r, _)| r == "DriftCorrected"),
+        "a changed Secret told as drift restored: {reasons:#?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|(r, m)| r == "Updated" && m.contains("(secret-change)")),
+        "no Updated Event listing the secret-change write: {reasons:#?}"
+    );
+    // The JSON log line carries the record as an object.
+    let log = op.stop();
+    let line: Value = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| {
+            l["target"] == "quartet::changes" && l["fields"]["change"]["trigger"] == "secret-change"
+        })
+        .unwrap_or_else(|| panic!("no JSON change line with the record as an object:\n{log}"));
+    assert_eq!(
+        line["fields"]["change"]["resource"]["kind"],
+        "IdpAuthMethod"
+    );
+    assert!(line["fields"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("(secret-change)"));
+    for secret in [
+        "first-api-token-1",
+        "second-api-token-2",
+        "third-api-token-3",
+    ] {
+        assert!(!log.contains(secret), "a token is in the operator's log");
+    }
+}
+
 #[test]
 fn every_write_of_a_totp_enrollment_and_its_method_has_one_change_record_without_the_seed() {
     use base64::Engine;

@@ -293,6 +293,121 @@ fn one_reconcile_with_a_retried_call_is_a_span_tree_linked_to_the_resources_trac
     a_retried_call_arrives_as_a_span_tree(Receiver::start(), &[]);
 }
 
+/// The pass's other Kubernetes writes (the finalizer's patch, its Event) and a Connection's
+/// check are in traces too, and a pass whose write the service rejects (a failure recorded in
+/// status, not returned) is exported as one that failed, with its category.
+#[test]
+fn a_rejected_pass_is_an_error_span_and_every_write_of_a_pass_and_a_connection_check_are_traced() {
+    let receiver = Receiver::start();
+    let sb = Sandbox::start(&[]);
+    sb.install_crds();
+    sb.connect_secrets(&sb.root_token);
+    let (status, _) = http(
+        "POST",
+        &format!("{}/_sandbox/faults", sb.url("secrets")),
+        None,
+        Some(
+            json!({"method": "PUT", "path": "/v1/sys/policies/acl/refused", "status": 400, "count": 100}),
+        ),
+    );
+    assert!(status < 300, "fault not set: {status}");
+    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "200");
+    let op = Operator::start_with_env(&sb, "5m", &["--otlp-endpoint", &receiver.url], &[]);
+    for name in ["accepted", "refused"] {
+        sb.apply_ok(&format!(
+            "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: {name}, namespace: default}}\n\
+             spec: {{type: acl, policy: \"path \\\"t/*\\\" {{ capabilities = [\\\"read\\\"] }}\"}}\n"
+        ));
+    }
+    wait_for(
+        "accepted Ready, refused Stalled",
+        Duration::from_secs(60),
+        || {
+            let ok = sb
+                .get_json("secretspolicy", "accepted")
+                .filter(|o| condition_is(o, "Ready", "True"))?;
+            let bad = sb
+                .get_json("secretspolicy", "refused")
+                .filter(|o| condition_is(o, "Stalled", "True"))?;
+            Some((ok, bad))
+        },
+    );
+    let roots_of = |spans: &[Span], name: &str| -> Vec<Span> {
+        spans
+            .iter()
+            .filter(|s| {
+                s.name == "reconcile SecretsPolicy" && text(s, "name").as_deref() == Some(name)
+            })
+            .cloned()
+            .collect()
+    };
+    let under = |spans: &[Span], roots: &[Span], prefix: &str| {
+        spans.iter().any(|s| {
+            s.name.starts_with(prefix) && roots.iter().any(|r| r.span_id == s.parent_span_id)
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let spans = loop {
+        let spans = receiver.spans();
+        let accepted = roots_of(&spans, "accepted");
+        let refused = roots_of(&spans, "refused");
+        let done = under(&spans, &accepted, "kubernetes patch secretspolicies")
+            && under(&spans, &accepted, "kubernetes create events")
+            && refused
+                .iter()
+                .any(|r| text(r, "outcome").as_deref() == Some("error"))
+            && spans.iter().any(|s| s.name == "reconcile Connection");
+        if done {
+            break spans;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "after 30s the spans lack the finalizer's patch or the Event under the pass, the \
+             refused pass's error, or a Connection's reconcile:\n{}",
+            describe(&spans)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let all = describe(&spans);
+    let refused = roots_of(&spans, "refused");
+    let failed = refused
+        .iter()
+        .find(|r| text(r, "outcome").as_deref() == Some("error"))
+        .unwrap();
+    assert_eq!(
+        text(failed, "error.category").as_deref(),
+        Some("Rejected"),
+        "{all}"
+    );
+    // The refused PUT is a child of the failed pass, with the service's status.
+    assert!(
+        spans.iter().any(|s| s.parent_span_id == failed.span_id
+            && text(s, "http.request.method").as_deref() == Some("PUT")
+            && int(s, "http.response.status_code") == Some(400)),
+        "no refused PUT under the failed pass:\n{all}"
+    );
+    // No pass of the accepted policy says it failed.
+    assert!(
+        roots_of(&spans, "accepted")
+            .iter()
+            .all(|r| text(r, "outcome").as_deref() == Some("ok")),
+        "{all}"
+    );
+    // The Connection's check: its probe is a child of its own reconcile root.
+    let conn = spans
+        .iter()
+        .find(|s| s.name == "reconcile Connection")
+        .unwrap();
+    assert!(conn.parent_span_id.is_empty(), "{all}");
+    assert!(
+        spans.iter().any(|s| s.parent_span_id == conn.span_id
+            && text(s, "service").as_deref() == Some("secrets")),
+        "no service call under the Connection's reconcile:\n{all}"
+    );
+    assert!(!format!("{spans:?}").contains(&sb.root_token));
+    op.stop();
+}
+
 #[test]
 fn the_same_span_tree_arrives_over_otlp_grpc() {
     a_retried_call_arrives_as_a_span_tree(

@@ -100,14 +100,31 @@ pub struct Fault {
     pub seed: Option<u64>,
 }
 
+/// `status` left out: resolved when the fault is added ([`Fault::resolved`]).
+const STATUS_UNSET: u16 = u16::MAX;
+
 fn default_fault_status() -> u16 {
-    503
+    STATUS_UNSET
 }
 fn one() -> u32 {
     1
 }
 
 impl Fault {
+    /// The fault with its status chosen when the caller gave none: a `delay_ms` alone (no
+    /// `drop`, no `after`) delays and then serves normally (as 200 says here); any other fault
+    /// answers 503.
+    fn resolved(mut self) -> Self {
+        if self.status == STATUS_UNSET {
+            self.status = if self.delay_ms > 0 && !self.drop && !self.after {
+                200
+            } else {
+                503
+            };
+        }
+        self
+    }
+
     fn matches(&self, service: &str, method: &Method, path: &str) -> bool {
         if let Some(s) = &self.service {
             if s != service {
@@ -160,6 +177,7 @@ impl Admin {
     }
 
     pub fn add_fault(&self, fault: Fault) {
+        let fault = fault.resolved();
         if let Some(seed) = fault.seed {
             use rand::SeedableRng;
             *self.draws.lock().unwrap() = rand::rngs::StdRng::seed_from_u64(seed);
@@ -169,6 +187,7 @@ impl Admin {
 
     /// Swap every fault for `faults` under one lock, so no call meets an empty list between.
     pub fn replace_faults(&self, faults: Vec<Fault>) {
+        let faults: Vec<Fault> = faults.into_iter().map(Fault::resolved).collect();
         if let Some(seed) = faults.iter().find_map(|f| f.seed) {
             use rand::SeedableRng;
             *self.draws.lock().unwrap() = rand::rngs::StdRng::seed_from_u64(seed);

@@ -344,6 +344,34 @@ async fn faults_of_the_admin_layer_apply_to_the_service() {
     assert_eq!(r.body["errors"][0]["status"], "503");
 }
 
+/// A fault with only `delay_ms` holds the call and then lets the service answer (the README's
+/// promise); with a `status` as well, the delayed answer is that status; a fault with neither
+/// answers 503.
+#[tokio::test]
+async fn a_delay_alone_serves_normally_after_the_delay_and_a_bare_fault_answers_503() {
+    let ws = Ws::start().await;
+    let fault = |body: serde_json::Value| {
+        let ws = &ws;
+        async move {
+            ws.http
+                .post(format!("{}/_sandbox/faults", ws.url))
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+        }
+    };
+    fault(json!({"path": "/api/v2/ping", "delay_ms": 300})).await;
+    let started = std::time::Instant::now();
+    let r = ws.get("/api/v2/ping").await;
+    assert!(r.status == 204 || r.status == 200, "{}", r.status);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    fault(json!({"path": "/api/v2/ping", "delay_ms": 100, "status": 502})).await;
+    assert_eq!(ws.get("/api/v2/ping").await.status, 502);
+    fault(json!({"path": "/api/v2/ping"})).await;
+    assert_eq!(ws.get("/api/v2/ping").await.status, 503);
+}
+
 #[tokio::test]
 async fn project_shows_its_workspace_count() {
     let ws = Ws::start().await;

@@ -131,9 +131,20 @@ pub struct ClusterConnectionSpec {
     #[schemars(length(max = 256), inner(length(max = 63)))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<String>,
-    /// Kinds that may use the ClusterConnection (`SecretsPolicy`, `Workspace`, ...). Empty (the
-    /// default) allows every kind of its service. At most 64 kinds.
-    #[schemars(length(max = 64), inner(length(max = 63)))]
+    /// Kinds that may use the ClusterConnection (`SecretsPolicy`, `Workspace`, ...), spelt as
+    /// in a manifest's `kind` (a name that is no Quartet kind is refused at admission, so a
+    /// typo cannot lock every tenant out). Empty (the default) allows every kind of its service.
+    /// At most 64 kinds.
+    #[schemars(
+        length(max = 64),
+        extend("items" = {"type": "string", "enum": [
+            "AdCheckout", "AdEngine", "AdLibrarySet", "AdRole", "CatalogAclBootstrap",
+            "CatalogAclToken", "DeploymentGate", "DrReplication", "IdpAuthMethod", "IdpGroup",
+            "IdpUser", "NoCodeModule", "NoCodeWorkspace", "SecretsPolicy", "TotpEnrollment",
+            "TotpMethod", "TransformAlphabet", "TransformRole", "TransformStore",
+            "TransformTemplate", "Transformation", "Workspace", "WorkspaceRun"
+        ]})
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kinds: Vec<String>,
     /// Use this ClusterConnection for resources of its service that have no `connectionRef`,

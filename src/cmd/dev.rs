@@ -42,16 +42,26 @@ pub struct DevArgs {
     pub operator: OperatorArgs,
 }
 
+/// Secrets clusters of `quartet dev` unless `--secrets-clusters` says: the three that
+/// `examples/dr-replication.yaml` names (`secrets`, `secrets-1`, `secrets-2`), so that every
+/// example works under a plain `quartet dev`.
+const DEV_SECRETS_CLUSTERS: u16 = 3;
+
 /// `quartet dev`: starts the emulated services, the dev API server with the CRDs and the
 /// controllers, and runs until a signal stops them.
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let api = start_apiserver(&args.services).await?;
     api.write_kubeconfig(&args.kubeconfig)?;
     let metrics = Arc::new(Metrics::default());
+    // One instance serving every resource, as `quartet run` without `--shard` (the dashboard's
+    // shard panels read this series).
+    let shard = crate::shard::Shard::default();
+    metrics.shard_info(shard.label_value(), &shard.selector());
     let client =
         crate::runtime::kube_client::client_from(Some(&args.kubeconfig), metrics.clone()).await?;
     install_crds(&client).await?;
-    let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
+    let sandbox =
+        quartet_sandbox::start(sandbox_options(&args.services, DEV_SECRETS_CLUSTERS)).await?;
     create_connections(
         &client,
         &sandbox,
@@ -89,8 +99,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             "(not served)".to_string()
         }
     };
-    let settings =
-        crate::cmd::run::settings(&client, &args.operator, crate::shard::Shard::default()).await?;
+    let settings = crate::cmd::run::settings(&client, &args.operator, shard).await?;
 
     println!("Quartet dev is running (development only: nothing here is for production)");
     println!("  {:<12} {}", "kubernetes", api.url());

@@ -127,7 +127,13 @@ fn not_built(command: &str) -> anyhow::Result<()> {
 /// The `quartet` binary: parses the command line, sets up logging and traces, runs the command and
 /// returns the exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    if !cli.command.serves() {
+        end_quietly_on_a_closed_pipe();
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -202,6 +208,42 @@ fn one_line(e: &anyhow::Error) -> String {
         }
     }
     line
+}
+
+impl Command {
+    /// Whether the command is a server that runs until stopped (`run`, `dev`, `sandbox`); the
+    /// others print their answer and end.
+    fn serves(&self) -> bool {
+        matches!(
+            self,
+            Command::Run(_) | Command::Dev(_) | Command::Sandbox(_)
+        )
+    }
+}
+
+/// A command that prints its answer ends at once, silently, when its reader goes (`quartet crd
+/// | head -1`), as `cat` or `kubectl` do, instead of panicking on the failed write: SIGPIPE gets
+/// its default action back (Rust's runtime ignores it so that a failed write is an error). The
+/// servers keep it ignored, and sockets are written with `MSG_NOSIGNAL` in any case.
+fn end_quietly_on_a_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called once at start, before any thread exists; SIG_DFL is a valid disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// A command line clap refused (or `--help`/`--version`, which it answers the same way): printed
+/// as clap prints it, with clap's exit code, 2, except for `quartet plan`, whose 2 means "changes
+/// would be made": a CI job must not read a mistyped flag as a plan with changes, so it gets 1,
+/// the plan's code for an error.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    if !e.use_stderr() {
+        return ExitCode::SUCCESS;
+    }
+    let plan = std::env::args_os().skip(1).any(|a| a == "plan");
+    ExitCode::from(if plan { 1 } else { 2 })
 }
 
 #[cfg(test)]

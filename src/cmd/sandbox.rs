@@ -40,9 +40,11 @@ pub struct ServiceArgs {
     /// Licence the secrets service pretends to hold: community, enterprise or premium.
     #[arg(long, default_value = "premium")]
     pub edition: quartet_sandbox::Edition,
-    /// Number of secrets clusters, for DR replication.
-    #[arg(long, default_value_t = 1)]
-    pub secrets_clusters: u16,
+    /// Number of secrets clusters, for DR replication (cluster i listens on the secrets port +
+    /// i). Default: 1 for `quartet sandbox`; 3 for `quartet dev`, so that
+    /// `examples/dr-replication.yaml` works as written.
+    #[arg(long)]
+    pub secrets_clusters: Option<u16>,
     /// Organization created ready to use in the workspace service.
     #[arg(long, default_value = "quartet")]
     pub organization: String,
@@ -65,7 +67,8 @@ pub struct SandboxArgs {
     pub kubeconfig: Option<PathBuf>,
 }
 
-pub(super) fn sandbox_options(args: &ServiceArgs) -> SandboxOptions {
+/// The emulated services of `args`, with `clusters` secrets clusters unless `args` says.
+pub(super) fn sandbox_options(args: &ServiceArgs, clusters: u16) -> SandboxOptions {
     SandboxOptions {
         secrets_addr: args.secrets_addr,
         workspaces_addr: args.workspaces_addr,
@@ -73,7 +76,7 @@ pub(super) fn sandbox_options(args: &ServiceArgs) -> SandboxOptions {
         scheduler_addr: args.scheduler_addr,
         root_token: args.root_token.clone(),
         edition: args.edition,
-        secrets_clusters: args.secrets_clusters,
+        secrets_clusters: args.secrets_clusters.unwrap_or(clusters),
         organization: args.organization.clone(),
         state_dir: args.state_dir.as_ref().map(|d| d.join("services")),
     }
@@ -111,7 +114,7 @@ pub(super) fn print_services(sandbox: &Sandbox) {
 /// `quartet sandbox`: starts the emulated services (and with `--kubeconfig` the dev API server) and
 /// serves until a signal stops them.
 pub async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
-    let sandbox = quartet_sandbox::start(sandbox_options(&args.services)).await?;
+    let sandbox = quartet_sandbox::start(sandbox_options(&args.services, 1)).await?;
     println!("Quartet sandbox (development and tests only; tokens: the value of --root-token)");
     print_services(&sandbox);
     if let Some(path) = &args.kubeconfig {

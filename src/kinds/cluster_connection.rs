@@ -14,6 +14,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, ResourceExt};
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::api::ClusterConnection;
 use crate::api::ConnectionStatus;
@@ -23,7 +24,18 @@ use crate::reconcile::gitops;
 use crate::reconcile::tenancy::as_connection;
 use crate::reconcile::{Context, Error, Result};
 
+/// One pass of a ClusterConnection, traced as a Connection's is.
 async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Action> {
+    let span = crate::traces::reconcile_span(cc.as_ref());
+    let result = check_pass(cc, ctx).instrument(span.clone()).await;
+    super::connection::traced(&span, &result);
+    result.map(|(action, _)| action)
+}
+
+async fn check_pass(
+    cc: Arc<ClusterConnection>,
+    ctx: Arc<Context>,
+) -> Result<(Action, Option<String>)> {
     let name = cc.name_any();
     let intent = gitops::Intent::of(
         cc.as_ref(),
@@ -34,7 +46,7 @@ async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Acti
     let key = object_key(cc.as_ref());
     if let Some(wait) = ctx.stale_copy(&key, cc.resource_version().as_deref()) {
         // As for a Connection: never check from a copy older than our last status write.
-        return Ok(Action::requeue(wait));
+        return Ok((Action::requeue(wait), None));
     }
     if intent.suspend {
         let generation = cc.metadata.generation;
@@ -60,7 +72,7 @@ async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Acti
             write_status(&ctx, &name, &status).await?;
         }
         // Resuming is a spec change, which wakes it.
-        return Ok(Action::await_change());
+        return Ok((Action::await_change(), None));
     }
     if cc.spec.auth.is_none() {
         // Switched from a login to a token Secret: the login's token is no longer needed.
@@ -81,15 +93,22 @@ async fn reconcile(cc: Arc<ClusterConnection>, ctx: Arc<Context>) -> Result<Acti
     if status != before {
         write_status(&ctx, &name, &status).await?;
     }
-    Ok(Action::requeue(requeue))
+    Ok((
+        Action::requeue(requeue),
+        super::connection::check_failure(&status),
+    ))
 }
 
 /// Server-side apply of a ClusterConnection's status (cluster-scoped: no namespace),
 /// remembering its resourceVersion so that a pass over an older copy is recognised.
 async fn write_status(ctx: &Context, name: &str, status: &ConnectionStatus) -> Result<()> {
-    let updated = apply_status::<ClusterConnection>(&ctx.client, None, name, json!(status))
-        .await
-        .map_err(Error::kube_for::<ClusterConnection>)?;
+    let updated =
+        match apply_status::<ClusterConnection>(&ctx.client, None, name, json!(status)).await {
+            Ok(updated) => updated,
+            // Deleted during its check: no status left to write.
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(e) => return Err(Error::kube_for::<ClusterConnection>(e)),
+        };
     if let Some(rv) = updated.resource_version() {
         ctx.set_written(&object_key(&updated), &rv);
     }

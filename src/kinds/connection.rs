@@ -12,6 +12,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, ResourceExt};
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::api::connection::{ConnectionAuthStatus, ConnectionStatus};
 use crate::api::{Connection, Service};
@@ -114,8 +115,33 @@ async fn is_dr_secondary(http: &Http, refused: &ClientError) -> bool {
 }
 
 /// One pass of a Connection: checks that the service answers and accepts its token (or its
-/// login), and writes the status when it changed.
+/// login), and writes the status when it changed. Traced as one reconcile, whose outcome is an
+/// error when the check failed (its `Ready` reason is the category).
 pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Action> {
+    let span = crate::traces::reconcile_span(conn.as_ref());
+    let result = check_pass(conn, ctx).instrument(span.clone()).await;
+    traced(&span, &result);
+    result.map(|(action, _)| action)
+}
+
+/// Record on `span` how a Connection's (or ClusterConnection's) pass ended: the pass's error, or
+/// the reason of a `Ready=False` check.
+pub(crate) fn traced(span: &tracing::Span, result: &Result<(Action, Option<String>)>) {
+    let failure = match result {
+        Err(e) => Some(e.category().reason().to_string()),
+        Ok((_, failed)) => failed.clone(),
+    };
+    crate::traces::reconciled(span, failure.as_deref());
+}
+
+/// Why `status` says the service cannot be used (its `Ready=False` reason), if it does.
+pub(crate) fn check_failure(status: &ConnectionStatus) -> Option<String> {
+    conditions::get(&status.conditions, READY)
+        .filter(|c| c.status == "False")
+        .map(|c| c.reason.to_string())
+}
+
+async fn check_pass(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<(Action, Option<String>)> {
     let intent = gitops::Intent::of(
         conn.as_ref(),
         conn.status
@@ -127,10 +153,10 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
         // A copy from before our last status write (a Secret's event dispatched before the
         // write reached the cache): a check from it would set its conditions afresh, with new
         // transition times. The write's own event brings the current copy.
-        return Ok(Action::requeue(wait));
+        return Ok((Action::requeue(wait), None));
     }
     if intent.suspend {
-        return suspended(&conn, &ctx).await;
+        return Ok((suspended(&conn, &ctx).await?, None));
     }
     if conn.spec.auth.is_none() {
         // Switched from a login to a token Secret: the login's token is no longer needed.
@@ -151,7 +177,7 @@ pub async fn reconcile(conn: Arc<Connection>, ctx: Arc<Context>) -> Result<Actio
     if status != before {
         write_status(conn.as_ref(), &ctx, &status).await?;
     }
-    Ok(Action::requeue(requeue))
+    Ok((Action::requeue(requeue), check_failure(&status)))
 }
 
 /// Check that the service of `conn` answers and accepts its token (a ClusterConnection's
@@ -349,9 +375,16 @@ async fn suspended(conn: &Connection, ctx: &Context) -> Result<Action> {
 
 /// Write the status, remembering its resourceVersion so that a pass over an older copy is
 /// recognised ([`Context::stale_copy`]).
+/// A Connection deleted during its check (with its token Secret, whose deletion woke it) has
+/// no status left to write: not a failure.
 async fn write_status(conn: &Connection, ctx: &Context, status: &ConnectionStatus) -> Result<()> {
-    if let Some(rv) = patch_status(conn, ctx, json!(status)).await? {
-        ctx.set_written(&object_key(conn), &rv);
+    match patch_status(conn, ctx, json!(status)).await {
+        Ok(Some(rv)) => ctx.set_written(&object_key(conn), &rv),
+        Ok(None) => {}
+        Err(Error::Kube(kube::Error::Api(e))) if e.code == 404 => {
+            tracing::debug!(connection = %object_key(conn), "deleted during its check");
+        }
+        Err(e) => return Err(e),
     }
     Ok(())
 }

@@ -21,6 +21,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use super::conditions::{self, DELETION_BLOCKED, READY, SYNCED};
 use super::context::{scoped_api, Context};
@@ -709,6 +710,7 @@ pub(crate) async fn record_failure<K: Managed>(
         );
     }
     ctx.metrics.error(&K::kind(&()), category.reason());
+    changes::failed(category.reason());
     let message = err.to_string();
     // The condition and Event reason: the category, or a kind's own (`KeyImmutable`).
     let reason = err.reason();
@@ -763,9 +765,7 @@ async fn sync<K: Reconciled>(
 ) -> Result<(Done, Option<Duration>, Option<String>)> {
     // The spec has not changed since the last successful pass: a difference is an edit in the
     // service, not a spec change.
-    let unchanged_spec = before_was_ready(status)
-        && conditions::get(&status.conditions, READY).and_then(Condition::generation)
-            == obj.meta().generation;
+    let unchanged_spec = unchanged_spec(obj, status);
     let ns = obj.namespace().unwrap_or_default();
     let http = ctx
         .http_for(&K::kind(&()), &ns, obj.connection_ref(), K::SERVICE)
@@ -804,30 +804,42 @@ async fn sync<K: Reconciled>(
     let pending = K::pending(&observed);
     let recheck = K::recheck(&observed);
     let mut changed = K::diff(&desired, &observed);
-    if hash.is_some() && hash != status.write_only_hash {
-        changed.push("(write-only fields)");
-    }
-    if changed.is_empty() {
+    // A write-only value cannot be read back, so the service cannot be seen to drift in it: a
+    // new hash means that a Secret the spec references holds a new value (or that the spec
+    // names another), a change to send, never drift to report or to "restore".
+    let secret_changed = hash.is_some() && hash != status.write_only_hash;
+    if changed.is_empty() && !secret_changed {
         return Ok((
             if adopted { Done::Adopted } else { Done::InSync },
             recheck,
             pending,
         ));
     }
-    let drift = !adopted && unchanged_spec;
+    let drift = !adopted && unchanged_spec && !changed.is_empty();
     if drift && report_drift {
+        // The new value waits with the drift: a kind's update may write the drifted fields
+        // with it, which is what reporting must not do.
         return Ok((Done::DriftReported(changed), recheck, pending));
     }
-    if adopted {
-        changes::set_trigger(changes::Trigger::Adoption);
+    let drifted = changed.clone();
+    if secret_changed {
+        changed.push(WRITE_ONLY);
     }
+    let _trigger = if adopted {
+        changes::set_trigger(changes::Trigger::Adoption);
+        None
+    } else if drift {
+        None
+    } else {
+        Some(changes::secret_change())
+    };
     obj.update(&client, &desired, &observed, &changed).await?;
     status.write_only_hash = hash;
     Ok((
         if adopted {
             Done::Adopted
         } else if drift {
-            Done::DriftCorrected(changed)
+            Done::DriftCorrected(drifted)
         } else {
             Done::Updated(changed)
         },
@@ -835,6 +847,9 @@ async fn sync<K: Reconciled>(
         pending,
     ))
 }
+
+/// The field name that stands for a kind's write-only fields (values from Secrets) in a diff.
+pub(crate) const WRITE_ONLY: &str = "(write-only fields)";
 
 /// The drift field name of a remote object deleted in the service.
 const DELETED_REMOTELY: &str = "(deleted remotely)";
@@ -931,6 +946,14 @@ fn spread(resync: Duration) -> Duration {
 /// Not following a long-running operation (those poll on their own schedule).
 fn pending_free<K: Reconciled>(status: &ManagedStatus) -> bool {
     conditions::get(&status.conditions, READY).is_none_or(|c| c.reason != K::PENDING_REASON)
+}
+
+/// Whether `obj`'s spec is the one its last successful pass applied (`Ready` at its
+/// generation): a difference in the service is then drift, not a spec change.
+pub(crate) fn unchanged_spec<K: Resource>(obj: &K, status: &ManagedStatus) -> bool {
+    before_was_ready(status)
+        && conditions::get(&status.conditions, READY).and_then(Condition::generation)
+            == obj.meta().generation
 }
 
 fn before_was_ready(status: &ManagedStatus) -> bool {
@@ -1047,13 +1070,17 @@ pub async fn publish<K: Resource<DynamicType = ()>>(
     };
     // Recorded in the background: an Event is a report, not part of the work, so it must not
     // hold one of the controller's concurrent reconciles for another API round trip.
+    // The pass's span goes with it, so that the Event's write is in the pass's trace.
     let recorder = ctx.recorder();
     let reference = obj.object_ref(&());
-    tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&ev, &reference).await {
-            tracing::warn!(error = %e, "could not record event");
+    tokio::spawn(
+        async move {
+            if let Err(e) = recorder.publish(&ev, &reference).await {
+                tracing::warn!(error = %e, "could not record event");
+            }
         }
-    });
+        .instrument(tracing::Span::current()),
+    );
 }
 
 async fn cleanup<K: Reconciled>(obj: Arc<K>, ctx: &Context) -> Result<Action> {

@@ -74,7 +74,16 @@ where
 {
     let started = Instant::now();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    let obj = with_finalizer(&api, obj).await?;
+    // The span of the whole pass: the finalizer's patch and the `Changed` Event are its writes
+    // too.
+    let span = crate::traces::reconcile_span(obj.as_ref());
+    let obj = match with_finalizer(&api, obj).instrument(span.clone()).await {
+        Ok(obj) => obj,
+        Err(e) => {
+            crate::traces::reconciled(&span, Some(e.category().reason()));
+            return Err(e);
+        }
+    };
     let deleting = obj.meta().deletion_timestamp.is_some();
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
     let pass = change_pass(
@@ -83,7 +92,6 @@ where
         ctx.write_gate(object_key(obj.as_ref())),
     );
     let target = obj.clone();
-    let span = crate::traces::reconcile_span(obj.as_ref());
     let result = pass
         .scope(finalizer(
             &api,
@@ -123,11 +131,15 @@ where
         .as_ref()
         .err()
         .filter(|e| !matches!(e, Error::HandedOver(_)));
-    crate::traces::reconciled(&span, failed.map(|e| e.category().reason()));
+    // A failure recorded in status ends the pass without an error (its retry is chosen there).
+    let failure = failed
+        .map(|e| e.category().reason())
+        .or_else(|| pass.failure());
+    crate::traces::reconciled(&span, failure);
     let kind = K::kind(&());
     ctx.metrics.reconciled(
         &kind,
-        if failed.is_none() { "ok" } else { "error" },
+        if failure.is_none() { "ok" } else { "error" },
         started.elapsed(),
     );
     if let Some(e) = failed {
@@ -135,7 +147,9 @@ where
     } else if deleting {
         ctx.metrics.resource_gone(&kind, &namespace, &name);
     }
-    publish_changes(ctx, target.as_ref(), &pass).await;
+    publish_changes(ctx, target.as_ref(), &pass)
+        .instrument(span)
+        .await;
     result
 }
 

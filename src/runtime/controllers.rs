@@ -858,3 +858,26 @@ async fn stop_signal() {
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_connections_kinds_admit_exactly_the_kinds_that_use_a_connection() {
+        let crd = serde_json::to_value(ClusterConnection::crd()).unwrap();
+        let allowed: BTreeSet<String> = crd
+            .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/kinds/items/enum")
+            .and_then(serde_json::Value::as_array)
+            .expect("spec.kinds items are an enum")
+            .iter()
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect();
+        let using: BTreeSet<String> = registry()
+            .into_iter()
+            .map(|r| r.kind)
+            .filter(|k| k != "Connection" && k != "ClusterConnection")
+            .collect();
+        assert_eq!(allowed, using);
+    }
+}

@@ -77,8 +77,9 @@ pub struct CatalogAclBootstrapSpec {
     #[schemars(length(max = 64))]
     #[schemars(inner(length(max = 256)))]
     pub replication_datacenters: Vec<String>,
-    /// The Connection to the catalog; defaults to the Connection named `catalog` in this
-    /// namespace. Its token is not needed for the bootstrap itself.
+    /// The Connection to the catalog; defaults to the Connection named `catalog` in this namespace,
+    /// else to the ClusterConnection marked `default: true` for this service that admits this
+    /// namespace and kind. Its token is not needed for the bootstrap itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
 }
@@ -237,8 +238,9 @@ pub struct CatalogAclTokenSpec {
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
     #[schemars(length(max = 64))]
     pub rotation_interval: Option<String>,
-    /// The Connection to the catalog; defaults to the Connection named `catalog` in this
-    /// namespace.
+    /// The Connection to the catalog; defaults to the Connection named `catalog` in this namespace,
+    /// else to the ClusterConnection marked `default: true` for this service that admits this
+    /// namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) logs the token out when this resource is deleted; `Retain` leaves it

@@ -94,8 +94,9 @@ pub struct DeploymentGateSpec {
     #[schemars(length(max = 253))]
     pub fail_request: Option<String>,
     /// The Connection to the scheduler; defaults to the Connection named `scheduler` in this
-    /// namespace. Its token needs `read-job`, and `submit-job` (or the fine-grained deployment
-    /// capabilities) for the controls.
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind. Its token needs `read-job`, and `submit-job` (or the fine-grained
+    /// deployment capabilities) for the controls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
 }

@@ -153,8 +153,9 @@ pub struct AdEngineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
     pub rotate_root_request: Option<String>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the engine's config when this resource is deleted; `Retain`
@@ -274,8 +275,9 @@ pub struct AdRoleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
     pub rotate_request: Option<String>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the role when this resource is deleted; `Retain` leaves it.
@@ -381,8 +383,9 @@ pub struct AdLibrarySetSpec {
     /// Let any caller check accounts in, not only the borrower (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_check_in_enforcement: Option<bool>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the set when this resource is deleted (the service refuses
@@ -493,8 +496,9 @@ pub struct AdCheckoutSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub secret_name: Option<String>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) checks the account in when this resource is deleted; `Retain` leaves

@@ -70,8 +70,9 @@ pub struct IdpUserSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(inner(length(max = 256)))]
     pub policies: Option<Vec<String>>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the user from the auth method when this resource is deleted;
@@ -144,8 +145,9 @@ pub struct IdpGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(inner(length(max = 256)))]
     pub policies: Option<Vec<String>>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the group from the auth method when this resource is deleted;
@@ -238,8 +240,9 @@ pub struct IdpAuthMethodSpec {
     /// no delete for it).
     #[serde(default)]
     pub enable_mount: bool,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) disables the auth method on deletion when `enableMount` is true;

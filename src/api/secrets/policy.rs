@@ -63,8 +63,9 @@ pub struct SecretsPolicySpec {
     #[schemars(length(max = 256))]
     #[schemars(inner(length(max = 1024)))]
     pub paths: Option<Vec<String>>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the policy from the service when this resource is deleted;

@@ -90,8 +90,9 @@ pub struct TotpMethodSpec {
     #[x_kube(validation = Rule::new("self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')").message("methodId must be a UUID"))]
     #[schemars(length(max = 36))]
     pub method_id: Option<String>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the method from the service when this resource is deleted (a
@@ -200,8 +201,9 @@ pub struct TotpEnrollmentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     pub regenerate: Option<String>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) destroys the entity's secret in the service (`admin-destroy`) when this

@@ -91,8 +91,9 @@ pub struct TransformRoleSpec {
     #[schemars(length(max = 256))]
     #[schemars(inner(length(max = 256)))]
     pub transformations: Vec<String>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the role from the service when this resource is deleted;
@@ -172,8 +173,9 @@ pub struct TransformAlphabetSpec {
     #[x_kube(validation = Rule::new("self.size() >= 2").message("alphabet must contain at least 2 characters"))]
     #[schemars(length(min = 2, max = 65536))]
     pub alphabet: String,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the alphabet from the service when this resource is deleted
@@ -270,8 +272,9 @@ pub struct TransformTemplateSpec {
     /// Named decode formats (name → format, FPE only). Managed only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_formats: Option<BTreeMap<String, String>>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the template from the service when this resource is deleted
@@ -515,8 +518,9 @@ pub struct TransformationSpec {
     /// Create the transformation with an imported key (fpe or tokenization). Set only on create.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_import: Option<KeyImport>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the transformation when this resource is deleted, but only
@@ -687,8 +691,9 @@ pub struct TransformStoreSpec {
     /// credentials change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_init: Option<SchemaInit>,
-    /// The Connection to the secrets service; defaults to the Connection named `secrets` in
-    /// this namespace.
+    /// The Connection to the secrets service; defaults to the Connection named `secrets` in this
+    /// namespace, else to the ClusterConnection marked `default: true` for this service that admits
+    /// this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the store when this resource is deleted (refused by the

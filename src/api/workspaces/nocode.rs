@@ -86,9 +86,10 @@ pub struct NoCodeModuleSpec {
     #[schemars(regex(pattern = r"^nocode-[A-Za-z0-9]+$"))]
     #[schemars(length(max = 64))]
     pub no_code_module_id: Option<String>,
-    /// The Connection to the workspace service; defaults to the Connection named `workspaces`
-    /// in this namespace. Its token must be a user or team token (organization tokens cannot
-    /// manage no-code modules).
+    /// The Connection to the workspace service; defaults to the Connection named `workspaces` in
+    /// this namespace, else to the ClusterConnection marked `default: true` for this service that
+    /// admits this namespace and kind. Its token must be a user or team token (organization tokens
+    /// cannot manage no-code modules).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) disables provisioning from the module when this resource is deleted
@@ -234,8 +235,9 @@ pub struct NoCodeWorkspaceSpec {
     /// How upgrades to a new module version are confirmed.
     #[serde(default)]
     pub upgrade: UpgradeSpec,
-    /// The Connection to the workspace service; defaults to the Connection named `workspaces`
-    /// in this namespace. Its token must be a user or team token.
+    /// The Connection to the workspace service; defaults to the Connection named `workspaces` in
+    /// this namespace, else to the ClusterConnection marked `default: true` for this service that
+    /// admits this namespace and kind. Its token must be a user or team token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) deletes the workspace when this resource is deleted; `Retain` keeps it.

@@ -123,8 +123,9 @@ pub struct WorkspaceRunSpec {
     /// Force-execute a pending run (cancels the runs ahead of it). Sent once.
     #[serde(default)]
     pub force_execute: bool,
-    /// The Connection to the workspace service; defaults to the Connection named
-    /// `workspaces` in this namespace.
+    /// The Connection to the workspace service; defaults to the Connection named `workspaces` in
+    /// this namespace, else to the ClusterConnection marked `default: true` for this service that
+    /// admits this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default): deleting the resource cancels a run still active (or discards one

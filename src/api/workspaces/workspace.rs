@@ -104,8 +104,9 @@ pub struct WorkspaceSpec {
     /// `Force`: delete anyway.
     #[serde(default)]
     pub deletion_mode: DeletionMode,
-    /// The Connection to the workspace service; defaults to the Connection named
-    /// `workspaces` in this namespace.
+    /// The Connection to the workspace service; defaults to the Connection named `workspaces` in
+    /// this namespace, else to the ClusterConnection marked `default: true` for this service that
+    /// admits this namespace and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<Box<ConnectionRef>>,
     /// `Delete` (default) removes the workspace when this resource is deleted; `Retain`

@@ -304,8 +304,11 @@ impl Session {
                 let refused = matches!(e, ClientError::Login { .. } | ClientError::Config(_));
                 st.failures += 1;
                 st.retry_at = Some(now + login_backoff(st.failures, refused));
+                // What `error` wraps again when the failure is told later: the detail only, or
+                // the message would say "secrets is unreachable: secrets is unreachable: ...".
                 let message = match &e {
                     ClientError::Login { message, .. } => message.clone(),
+                    ClientError::Unreachable { detail, .. } => detail.clone(),
                     other => other.to_string(),
                 };
                 st.last_error = Some((refused, message));

@@ -15,7 +15,7 @@ mod cluster;
 pub mod render;
 pub mod secrets;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,6 +42,7 @@ use crate::clients::http::Auth;
 use crate::clients::{Http, HttpConfig, SecretString};
 use crate::metrics::Metrics;
 use crate::reconcile::driver::Managed;
+use crate::reconcile::gitops::Intent;
 use crate::reconcile::{Context, Operated, Reconciled, Settings};
 
 /// The field manager of the dry-run applies.
@@ -141,6 +142,22 @@ pub enum PlanError {
     /// `--connection` is not `NAMESPACE/NAME`: what was given.
     #[error("--connection takes NAMESPACE/NAME, not {0:?}")]
     ConnectionArg(String),
+    /// `--address` reaches one service, and the manifests hold kinds of several: which.
+    #[error(
+        "--address reaches one service, but the manifests hold resources of several: {0}. \
+             Plan each service's manifests with its own --address"
+    )]
+    MixedServices(String),
+    /// The API server refused `--prune-selector`: the selector and its message.
+    #[error(
+        "--prune-selector {selector:?} is not a label selector the API server accepts: {message}"
+    )]
+    PruneSelector {
+        /// The selector given.
+        selector: String,
+        /// The API server's message.
+        message: String,
+    },
     /// A write the Kubernetes client refused (never sent).
     #[error("plan is read-only: refused {verb} {path}")]
     KubeWrite {
@@ -594,6 +611,9 @@ struct Env {
     default_ns: String,
     connection: Option<(String, String)>,
     direct: Option<Direct>,
+    /// Namespaces the manifests create (absent from the cluster): a dry run in them cannot be
+    /// made, so their resources are planned from the manifests as they are.
+    new_namespaces: BTreeSet<String>,
 }
 
 impl Env {
@@ -732,12 +752,17 @@ pub async fn plan(
         store,
     )
     .with_tenancy(tenancy);
+    let new_namespaces = new_namespaces(&client, &docs, direct.is_some()).await;
+    if direct.is_some() {
+        one_service(&docs)?;
+    }
     let env = Env {
         client: client.clone(),
         ctx,
         default_ns: default_ns.to_string(),
         connection,
         direct,
+        new_namespaces,
     };
     let registry = crate::runtime::controllers::registry();
     let mut entries = Vec::new();
@@ -767,9 +792,18 @@ pub async fn plan(
     if let Some(selector) = prune_selector {
         for r in &registry {
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &r.resource);
-            let Ok(list) = api.list(&ListParams::default().labels(selector)).await else {
+            let list = match api.list(&ListParams::default().labels(selector)).await {
+                Ok(list) => list,
                 // A kind the cluster does not serve has nothing to prune.
-                continue;
+                Err(kube::Error::Api(e)) if e.code == 404 => continue,
+                // A mistyped selector must fail the plan, not hide the deletions it meant.
+                Err(kube::Error::Api(e)) if e.code == 400 => {
+                    return Err(PlanError::PruneSelector {
+                        selector: selector.to_string(),
+                        message: e.message,
+                    })
+                }
+                Err(e) => return Err(e.into()),
             };
             for o in list.items {
                 let key = (
@@ -785,6 +819,90 @@ pub async fn plan(
         }
     }
     Ok(Plan::new(entries))
+}
+
+/// The Namespaces of `docs` that the cluster does not have yet (none without a cluster).
+async fn new_namespaces(client: &Client, docs: &[Value], direct: bool) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    if direct {
+        return out;
+    }
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    for d in docs {
+        if kind_of(d) != Some(("", "Namespace")) {
+            continue;
+        }
+        let name = name_of(d);
+        if matches!(api.get_opt(&name).await, Ok(None)) {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+/// With `--address` (one service), every resource planned must be of one service: a kind of
+/// another would be read from the wrong service and planned as a create.
+fn one_service(docs: &[Value]) -> Result<(), PlanError> {
+    let mut by_service: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();
+    for d in docs {
+        let Some((_, kind)) = kind_of(d) else {
+            continue;
+        };
+        if let Some(service) = service_of(kind) {
+            by_service
+                .entry(service.as_str())
+                .or_default()
+                .insert(kind.to_string());
+        }
+    }
+    if by_service.len() <= 1 {
+        return Ok(());
+    }
+    let listed: Vec<String> = by_service
+        .iter()
+        .map(|(s, kinds)| {
+            format!(
+                "{s} ({})",
+                kinds.iter().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+        .collect();
+    Err(PlanError::MixedServices(listed.join("; ")))
+}
+
+/// The service a Quartet kind's resources are reconciled against (`None`: not such a kind).
+fn service_of(kind: &str) -> Option<crate::api::Service> {
+    macro_rules! kinds {
+        ($($k:ty),*) => {
+            $( if kind == <$k as Resource>::kind(&()) { return Some(<$k as Managed>::SERVICE); } )*
+        };
+    }
+    kinds!(
+        SecretsPolicy,
+        AdEngine,
+        AdRole,
+        AdLibrarySet,
+        TransformRole,
+        Transformation,
+        TransformTemplate,
+        TransformAlphabet,
+        TransformStore,
+        TotpMethod,
+        IdpUser,
+        IdpGroup,
+        IdpAuthMethod,
+        Workspace,
+        CatalogAclBootstrap,
+        CatalogAclToken,
+        DeploymentGate,
+        NoCodeModule,
+        NoCodeWorkspace,
+        AdCheckout,
+        DrReplication,
+        TotpEnrollment,
+        WorkspaceRun
+    );
+    None
 }
 
 fn kind_of(d: &Value) -> Option<(&str, &str)> {
@@ -861,10 +979,14 @@ where
             }
         }
     }
-    if env.direct.is_some() {
-        // No cluster: the manifest as the typed object (serde defaults only), never a live one.
-        if let Some(spec) = d.get_mut("spec").and_then(Value::as_object_mut) {
-            spec.remove("connectionRef");
+    // No cluster, or a namespace the manifests create (no dry run can be made in it before it
+    // exists): the manifest as the typed object (serde defaults only), never a live one.
+    let new_namespace = env.new_namespaces.contains(&ns);
+    if env.direct.is_some() || new_namespace {
+        if env.direct.is_some() {
+            if let Some(spec) = d.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("connectionRef");
+            }
         }
         return serde_json::from_value::<K>(d)
             .map(|o| (o, None))
@@ -929,17 +1051,43 @@ fn refused_write(e: &crate::reconcile::Error) -> Option<String> {
     }
 }
 
+/// A resource suspended as it would be applied (`spec.suspend: true`): its reconciles make no
+/// call to the service, so neither does its plan, which says so.
+fn suspended<K: Managed>(obj: &K) -> Option<Entry> {
+    if !Intent::of(obj, None).suspend {
+        return None;
+    }
+    let kind = K::kind(&()).to_string();
+    let mut e = Entry::new(
+        &kind,
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+        Outcome::NoChange,
+    );
+    e.remote_id = obj.managed_status().and_then(|s| s.remote_id.clone());
+    e.message = Some(
+        "suspended (spec.suspend: true): no call is made to the service until it is resumed".into(),
+    );
+    Some(e)
+}
+
 /// An owned kind: create, adopt, update field by field, or no change.
 async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
     let (obj, _live) = match dry_run::<K>(env, d).await {
         Ok(x) => x,
         Err(e) => return *e,
     };
+    if let Some(e) = suspended(&obj) {
+        return e;
+    }
     let kind = K::kind(&()).to_string();
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let ctx = &env.ctx;
     let status = obj.managed_status().cloned().unwrap_or_default();
+    // Under `driftPolicy: Report`, drift at the applied spec is reported, never written back.
+    let report_drift = Intent::of(&obj, None).report_drift
+        && crate::reconcile::driver::unchanged_spec(&obj, &status);
     let http = match env.http(&obj).await {
         Ok(h) => h,
         Err(e) => return Entry::blocked(&kind, &ns, &name, e.to_string()),
@@ -993,6 +1141,17 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
     let mut entry = Entry::new(&kind, &ns, &name, Outcome::NoChange);
     entry.triggers = one_shot;
     let Some(observed) = observed else {
+        if let (Some(id), true) = (&status.remote_id, report_drift) {
+            entry.remote_id = Some(id.clone());
+            entry.message = Some(format!(
+                "{id} was deleted outside Quartet: left as it is and reported (driftPolicy: Report)"
+            ));
+            if !entry.triggers.is_empty() {
+                entry.outcome = Outcome::Update;
+            }
+            flag(&kind, &obj, &mut entry);
+            return entry;
+        }
         entry.outcome = Outcome::Create;
         if let Some(id) = &status.remote_id {
             entry.message = Some(format!("{id} was deleted outside Quartet: recreated"));
@@ -1014,6 +1173,20 @@ async fn owned<K: Reconciled>(env: &Env, d: Value) -> Entry {
             new,
             sensitive: None,
         });
+    }
+    if report_drift && !adopted && !entry.changes.is_empty() {
+        // Left as they are, as the reconcile leaves them; a Secret's new value waits with them
+        // (the kind's update could write the drifted fields too).
+        let fields: Vec<String> = entry.changes.drain(..).map(|c| c.field).collect();
+        entry.message = Some(format!(
+            "drifted in the service: {}; left as it is and reported (driftPolicy: Report)",
+            fields.join(", ")
+        ));
+        if !entry.triggers.is_empty() {
+            entry.outcome = Outcome::Update;
+        }
+        flag(&kind, &obj, &mut entry);
+        return entry;
     }
     let secret = sensitive(status.write_only_hash.as_ref());
     let secret_changed = secret
@@ -1040,6 +1213,9 @@ async fn operated<K: Operated>(env: &Env, d: Value) -> Entry {
         Ok(x) => x,
         Err(e) => return *e,
     };
+    if let Some(e) = suspended(&obj) {
+        return e;
+    }
     let kind = K::kind(&()).to_string();
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();

@@ -299,8 +299,11 @@ impl Workspace {
             .clone()
             .filter(|o| !o.is_empty())
             .ok_or_else(|| {
+                // spec.organization is immutable (a workspace never moves between
+                // organizations), so the one fix that keeps this resource is the Connection's.
                 Error::InvalidSpec(format!(
-                "no organization: set spec.organization or the Connection {}'s spec.organization",
+                "no organization: set the Connection {}'s spec.organization (spec.organization \
+                 is immutable: giving it means creating this Workspace again with it)",
                 conn.name_any()
             ))
             })

@@ -52,7 +52,9 @@ pub fn organization(
     let conn = ctx.connection_for("", ns, cref, Service::Workspaces)?;
     conn.spec.organization.clone().ok_or_else(|| {
         Error::InvalidSpec(
-            "no organization: set spec.organization or the Connection's spec.organization".into(),
+            "no organization: set the Connection's spec.organization (spec.organization is \
+             immutable: giving it means creating this NoCodeModule again with it)"
+                .into(),
         )
     })
 }
