@@ -387,13 +387,16 @@ pub fn record(
 /// UUIDs, service ids such as `ws-AbC123` or `nocode-RXo77Nwjj`) as `{id}`.
 ///
 /// Only the last segment equal to the name is the name: a resource may be named like a route
-/// segment (`acl`, `v1`), and the route before its name must stay as it is.
+/// segment (`acl`, `v1`), and the route before its name must stay as it is. Nor is the segment
+/// after the API version ever the name: it is the mount or the collection (an AdEngine named
+/// `ad` on the mount `ad` writes `/v1/ad/config`, not `/v1/{name}/config`).
 fn template(path: &str, name: &str) -> String {
     let path = path.split('?').next().unwrap_or_default();
     let segments: Vec<&str> = path.split('/').collect();
     let named = (!name.is_empty())
         .then(|| segments.iter().rposition(|seg| *seg == name))
-        .flatten();
+        .flatten()
+        .filter(|&i| i > 2);
     segments
         .iter()
         .enumerate()
@@ -543,6 +546,13 @@ mod tests {
             template("/v1/identity/mfa/method/totp/admin-generate", "w"),
             "/v1/identity/mfa/method/totp/admin-generate"
         );
+    }
+
+    #[test]
+    fn a_resource_named_like_its_mount_leaves_the_mount_alone() {
+        assert_eq!(template("/v1/ad/config", "ad"), "/v1/ad/config");
+        assert_eq!(template("/v1/ad/rotate-root", "ad"), "/v1/ad/rotate-root");
+        assert_eq!(template("/v1/ad/roles/ad", "ad"), "/v1/ad/roles/{name}");
     }
 
     #[test]

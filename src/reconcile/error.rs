@@ -253,12 +253,14 @@ pub fn kube_sentence(e: &kube::Error) -> String {
                 format!("the Kubernetes API answered {}{reason}: {message}", s.code)
             }
         }
-        kube::Error::HyperError(inner) => {
-            format!("the Kubernetes API server could not be reached: {inner}")
-        }
-        kube::Error::Service(inner) => {
-            format!("the Kubernetes API server could not be reached: {inner}")
-        }
+        kube::Error::HyperError(inner) => format!(
+            "the Kubernetes API server could not be reached: {}",
+            with_causes(inner)
+        ),
+        kube::Error::Service(inner) => format!(
+            "the Kubernetes API server could not be reached: {}",
+            with_causes(inner.as_ref())
+        ),
         kube::Error::Auth(inner) => {
             format!("the operator's Kubernetes credentials could not be used: {inner}")
         }
@@ -267,6 +269,22 @@ pub fn kube_sentence(e: &kube::Error) -> String {
         }
         other => format!("the Kubernetes API request failed: {other}"),
     }
+}
+
+/// An error and its causes, each said once: hyper's `client error (Connect)` says nothing of
+/// why until its cause does (`tcp connect error: Connection refused`).
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !line.contains(&said) {
+            line.push_str(": ");
+            line.push_str(&said);
+        }
+        cause = c.source();
+    }
+    line
 }
 
 /// A Kubernetes API error as a sentence for the person running a command (`quartet plan`,
@@ -485,6 +503,23 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "forbidden: the operator's identity may not make this request"
+        );
+    }
+
+    #[test]
+    fn an_unreachable_api_server_is_said_with_the_cause_that_tells_why() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect)")]
+        struct Connect(#[source] std::io::Error);
+        let e = Error::Kube(kube::Error::Service(Box::new(Connect(
+            std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "tcp connect error: Connection refused (os error 111)",
+            ),
+        ))));
+        assert_eq!(
+            e.to_string(),
+            "the Kubernetes API server could not be reached: client error (Connect): tcp connect error: Connection refused (os error 111)"
         );
     }
 
