@@ -66,7 +66,7 @@ impl Trigger {
 }
 
 /// The log target of the change records.
-pub const TARGET: &str = "quartet::changes";
+pub const TARGET: &str = crate::traces::CHANGE_LOG_TARGET;
 
 /// The resource a reconcile pass is for.
 #[derive(Clone, Debug, Serialize)]

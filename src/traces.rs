@@ -124,7 +124,11 @@ pub fn init(format: &str, otlp_endpoint: Option<&str>) -> Result<Guard, Error> {
 
 const TARGET: &str = "quartet::trace";
 
-/// The JSON log lines, with a change record ([`crate::changes`]) as a JSON object in the
+/// The log target of the change records (the change log writes on it), which the JSON log
+/// lines write as objects ([`ChangeRecords`]).
+pub const CHANGE_LOG_TARGET: &str = "quartet::changes";
+
+/// The JSON log lines, with a change record (the change log's) as a JSON object in the
 /// line's `change` field rather than a string holding one, so that a log agent (or `jq
 /// .fields.change.resource.kind`) reads it as it is. tracing's JSON formatter writes every field
 /// as a string; this one line in a thousand is parsed again and written with the object in it.
@@ -142,7 +146,7 @@ where
         mut writer: tracing_subscriber::fmt::format::Writer<'_>,
         event: &tracing::Event<'_>,
     ) -> std::fmt::Result {
-        if event.metadata().target() != crate::changes::TARGET {
+        if event.metadata().target() != CHANGE_LOG_TARGET {
             return self.0.format_event(ctx, writer, event);
         }
         let mut line = String::new();
