@@ -70,11 +70,15 @@ fn every_leases_verb_takes_the_connection_flags_after_the_verb() {
         "-o",
         "json",
     ];
-    let verbs: [&[&str]; 9] = [
+    let verbs: [&[&str]; 12] = [
         &["lookup", "database/creds/app/abc"],
         &["list", "database/creds/"],
         &["renew", "database/creds/app/abc", "--increment", "1h"],
         &["revoke", "database/creds/app/abc", "--sync", "true"],
+        // `--sync` alone, as the issue writes it (`revoke ID [--sync]`), and `--sync false`.
+        &["revoke", "database/creds/app/abc", "--sync"],
+        &["revoke", "database/creds/app/abc", "--sync", "false"],
+        &["revoke-prefix", "database/creds/app/", "--sync", "--yes"],
         &["revoke-prefix", "database/creds/app/", "--yes"],
         &["revoke-force", "database/creds/app/", "--yes"],
         &["tidy"],

@@ -1177,3 +1177,43 @@ fn a_new_unblock_request_unblocks_a_blocked_multiregion_deployment_once() {
         "{reqs:?}"
     );
 }
+
+/// A CatalogAclToken whose Secret name is already taken by a Secret it did not make (here its
+/// own bearer token's, the mistake a user makes with `secretName` left to default) refuses to
+/// write there: the user's Secret keeps its keys, is not adopted, and outlives the resource.
+#[test]
+fn a_token_never_overwrites_or_deletes_a_secret_it_did_not_make() {
+    let (sb, _op) = env("1h");
+    let catalog = sb.url("catalog").to_string();
+    trust_service_accounts(&catalog);
+    let jwt = sa_jwt("default", "web");
+    sb.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: web, namespace: default}}\nstringData: {{token: {jwt}, db-url: postgres://x}}\n---\n\
+         apiVersion: catalog.quartet.dev/v1alpha1\nkind: CatalogAclToken\nmetadata: {{name: web, namespace: default}}\n\
+         spec:\n  authMethod: k8s\n  bearerTokenSecretRef: {{name: web, key: token}}\n"
+    ));
+    let obj = wait_for("refused", WAIT, || {
+        sb.get_json("catalogacltoken", "web")
+            .filter(|o| condition_is(o, "Stalled", "True"))
+    });
+    let message = condition(&obj, "Ready").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("Secret default/web already exists and is not this CatalogAclToken's"),
+        "{obj}"
+    );
+    assert_eq!(
+        secret_key(&sb, "web", "token").as_deref(),
+        Some(jwt.as_str())
+    );
+    let secret = sb.get_json("secret", "web").unwrap();
+    assert!(secret["metadata"]["ownerReferences"].is_null(), "{secret}");
+    sb.kubectl_ok(&["delete", "catalogacltoken", "web", "--timeout=60s"]);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(
+        secret_key(&sb, "web", "db-url").as_deref(),
+        Some("postgres://x")
+    );
+}

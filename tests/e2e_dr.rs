@@ -425,3 +425,60 @@ fn a_server_without_the_dr_licence_is_unsupported_without_a_write() {
     assert!(dr.iter().all(|(m, _, _)| m == "GET"), "{dr:?}");
     assert!(dr.len() <= 2, "no retry storm: {dr:?}");
 }
+
+/// A secondary's `reindexRequest` and `merkleCheckRequest` each run once for a new value: the
+/// operation token is made, the step sent once, the value recorded in
+/// `status.handledRequests`, and the resource Ready again with no failover record in the way of
+/// a later failover (the maintenance record is left out of the status write when the step is
+/// done, which must never make that write invalid).
+#[test]
+fn a_reindex_and_a_merkle_check_request_each_run_once_and_leave_the_failover_record_clear() {
+    let (sb, op) = env();
+    sb.apply_ok(&manifest(true, None));
+    wait_ready(&sb, "converged", |o| {
+        o["status"]["clusters"]
+            .as_object()
+            .is_some_and(|c| c.len() == 3)
+    });
+    sb.kubectl_ok(&[
+        "patch",
+        "drreplication",
+        "dr",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/secondaries/0/reindexRequest","value":"r1"},
+            {"op":"add","path":"/spec/secondaries/1/merkleCheckRequest","value":"m1"}]"#,
+    ]);
+    let done = wait_ready(&sb, "both requests handled", |o| {
+        o["status"]["handledRequests"]["dc2"]["reindex"] == "r1"
+            && o["status"]["handledRequests"]["dc3"]["merkleCheck"] == "m1"
+    });
+    let failover = &done["status"]["failover"];
+    assert!(
+        failover.is_null() || failover["phase"].as_str().unwrap_or("").is_empty(),
+        "a maintenance record left behind: {failover}"
+    );
+    // Some passes later, still once each.
+    std::thread::sleep(Duration::from_secs(3));
+    let reindexes = requests(&sb, 1)
+        .iter()
+        .filter(|(m, p)| m != "GET" && p.contains("reindex"))
+        .count();
+    let checks = requests(&sb, 2)
+        .iter()
+        .filter(|(m, p)| m != "GET" && p.contains("merkle-check"))
+        .count();
+    assert_eq!(
+        (reindexes, checks),
+        (1, 1),
+        "dc2: {:?}\ndc3: {:?}",
+        requests(&sb, 1),
+        requests(&sb, 2)
+    );
+    let log = op.stop();
+    assert!(
+        !log.contains("422 Invalid"),
+        "a status write was refused:\n{log}"
+    );
+}

@@ -374,7 +374,9 @@ fn invalid_totp_methods_are_refused_at_admission_with_the_rule_message() {
         "{issuer: a, methodId: 1f0e4bd8-7c2c-4b1c-9f39-6c2a2b4d2f10}",
     ));
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("methodId is immutable"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("methodId cannot be changed once set"));
+    // A mistyped id is no dead end: it can be removed.
+    sb.apply_ok(&totp_method("fixed", "{issuer: a}"));
 }
 
 #[test]

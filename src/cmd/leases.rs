@@ -91,8 +91,9 @@ pub enum Verb {
     )]
     Revoke {
         lease_id: String,
-        /// Wait until the revocation is done (default true, as the real server does).
-        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        /// Wait until the revocation is done (default true, as the real server does):
+        /// `--sync`, `--sync true` or `--sync false`.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
         sync: bool,
     },
     /// Revoke every lease under a prefix (needs sudo): lists and counts them, then asks.
@@ -101,7 +102,9 @@ pub enum Verb {
     )]
     RevokePrefix {
         prefix: String,
-        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        /// Wait until the revocations are done (default true): `--sync`, `--sync true` or
+        /// `--sync false`.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
         sync: bool,
         /// Do not ask for confirmation.
         #[arg(long)]

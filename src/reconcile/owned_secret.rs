@@ -95,6 +95,9 @@ impl QuartetSecret {
             "apiVersion": "v1", "kind": "Secret", "metadata": metadata,
             "type": "Opaque", "data": data,
         });
+        if let Some(owner) = &self.owner {
+            self.refuse_taking_over::<K>(client, owner).await?;
+        }
         let manager = format!("quartet/{}", K::kind(&()).to_lowercase());
         Ok(Api::<Secret>::namespaced(client.clone(), &self.namespace)
             .patch_metadata(
@@ -104,6 +107,82 @@ impl QuartetSecret {
             )
             .await?)
     }
+}
+
+impl QuartetSecret {
+    /// An owned Secret is written only where no Secret is, or into the owner's own
+    /// ([`ensure_ours`]).
+    async fn refuse_taking_over<K: Resource<DynamicType = ()>>(
+        &self,
+        client: &kube::Client,
+        owner: &OwnerReference,
+    ) -> Result<()> {
+        let Some(existing) = Api::<Secret>::namespaced(client.clone(), &self.namespace)
+            .get_metadata_opt(&self.name)
+            .await?
+        else {
+            return Ok(());
+        };
+        check_owner(
+            &K::kind(&()),
+            owner,
+            &self.namespace,
+            &self.name,
+            existing
+                .metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or_default(),
+        )
+    }
+}
+
+/// That the existing Secret whose metadata is `meta` is `owner`'s own: a Secret of that name
+/// made by someone else (a user's configuration, the resource's own input such as a bearer
+/// token) is never read as the owner's, overwritten, and then deleted with the resource. One
+/// of an earlier resource of the same kind and name, which the garbage collector is deleting,
+/// is waited for.
+pub fn ensure_ours<K: Resource<DynamicType = ()>>(
+    owner: &K,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Result<()> {
+    let owner_ref = owner
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidSpec("the resource has no uid yet".into()))?;
+    check_owner(
+        &K::kind(&()),
+        &owner_ref,
+        &meta.namespace.clone().unwrap_or_default(),
+        &meta.name.clone().unwrap_or_default(),
+        meta.owner_references.as_deref().unwrap_or_default(),
+    )
+}
+
+fn check_owner(
+    kind: &str,
+    owner: &OwnerReference,
+    ns: &str,
+    name: &str,
+    refs: &[OwnerReference],
+) -> Result<()> {
+    if refs.iter().any(|r| r.uid == owner.uid) {
+        return Ok(());
+    }
+    if refs
+        .iter()
+        .any(|r| r.kind == owner.kind && r.name == owner.name && r.controller == Some(true))
+    {
+        return Err(Error::MissingReference(format!(
+            "Secret {ns}/{name} still belongs to an earlier {kind} named {}, which is being \
+             deleted: waiting for it to go",
+            owner.name
+        )));
+    }
+    Err(Error::InvalidSpec(format!(
+        "Secret {ns}/{name} already exists and is not this {kind}'s: Quartet never overwrites \
+         a Secret it did not make (it would delete it with the {kind}); give the {kind} another \
+         Secret name or delete that Secret"
+    )))
 }
 
 /// Which keys the Secret `name` in the owner's namespace holds, when it exists and is owned by

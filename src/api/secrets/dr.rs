@@ -235,12 +235,17 @@ pub struct DrPeer {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailoverProgress {
-    /// The cluster being promoted.
+    /// The cluster being promoted (or, in phase `Maintenance`, the secondary a reindex or Merkle
+    /// check needs an operation token from). Absent once a maintenance step is over: the
+    /// object may then be left empty, and means no failover.
+    #[serde(default)]
     pub target: String,
     /// The cluster that was primary when the failover started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
-    /// `Ceremony`, `Promoted`, `Rejoining`, `Done`.
+    /// `Ceremony`, `Promoted`, `Rejoining`, `Done`, or `Maintenance` (an operation token for a
+    /// reindex or a Merkle check); absent as `target` is.
+    #[serde(default)]
     pub phase: String,
     /// Operation-token attempts of ours, by cluster id: the attempt's nonce.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -42,7 +42,7 @@ use crate::api::{ConnectionRef, DeletionPolicy, ManagedStatus};
     )
 )]
 #[x_kube(
-    validation = Rule::new("!has(oldSelf.methodId) || (has(self.methodId) && self.methodId == oldSelf.methodId)").message("methodId is immutable once set: create a new TotpMethod instead")
+    validation = Rule::new("!has(oldSelf.methodId) || !has(self.methodId) || self.methodId == oldSelf.methodId").message("methodId cannot be changed once set: remove it (the method already found stays managed) or create a new TotpMethod")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TotpMethodSpec {
@@ -85,7 +85,8 @@ pub struct TotpMethodSpec {
     #[x_kube(validation = Rule::new("self > 0").message("maxValidationAttempts must be greater than zero"))]
     pub max_validation_attempts: Option<i64>,
     /// UUID of an existing TOTP method to adopt (and then keep equal to this spec) instead of
-    /// creating a new one. Immutable once set.
+    /// creating a new one. Cannot be changed once set; it can be removed (a mistyped id is then
+    /// no dead end: the method found before stays managed, by the id in status).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')").message("methodId must be a UUID"))]
     #[schemars(length(max = 36))]

@@ -1418,12 +1418,7 @@ fn walk(v: &Value, path: &str, f: &mut dyn FnMut(&str, &str, &Value)) {
 fn flag<K: Serialize>(kind: &str, obj: &K, entry: &mut Entry) {
     let v = serde_json::to_value(obj).unwrap_or_default();
     let spec = v.get("spec").cloned().unwrap_or_default();
-    // A wipe can come only with a change (a secondary attached): a plan with nothing to do has
-    // nothing to warn of.
-    if kind == "DrReplication"
-        && entry.outcome != Outcome::NoChange
-        && spec.get("allowSecondaryWipe") == Some(&Value::Bool(true))
-    {
+    if kind == "DrReplication" && spec.get("allowSecondaryWipe") == Some(&Value::Bool(true)) {
         entry.destructive.push(
             "allowSecondaryWipe: a secondary's own data may be wiped when it is made a secondary"
                 .into(),

@@ -151,6 +151,15 @@ impl CatalogAclToken {
         else {
             return Ok(Stored::default());
         };
+        // A Secret of that name that is not ours holds no token of ours: a pass stops before
+        // any login (it could not keep the token), a deletion has nothing of it to log out.
+        if let Err(e) = crate::reconcile::owned_secret::ensure_ours(self, &secret.metadata) {
+            return if self.metadata.deletion_timestamp.is_some() {
+                Ok(Stored::default())
+            } else {
+                Err(e)
+            };
+        }
         let key = |k: &str| {
             secret
                 .data

@@ -499,7 +499,14 @@ impl Operated for DrReplication {
         }
         let primaries: Vec<&Member> = members.iter().filter(|m| m.mode() == "primary").collect();
         let mut handled = before.handled_requests.clone();
-        let mut progress = before.failover.clone();
+        // An emptied record is no failover: when a maintenance step ends, its record is left
+        // out of the status write, and a server may keep the emptied object rather than drop it
+        // (that is why its fields are not required in the schema: a write must never be refused
+        // over what the previous one left).
+        let mut progress = before
+            .failover
+            .clone()
+            .filter(|p| !p.target.is_empty() && !p.phase.is_empty());
         let by_id = |id: &str| members.iter().find(|m| m.id == id);
 
         // Which cluster must be primary.

@@ -34,6 +34,16 @@ impl Managed for IdpAuthMethod {
             DeletionPolicy::Retain
         }
     }
+    /// Why the configuration stays: said in the `Retained` Event.
+    fn retain_note(&self) -> String {
+        if self.spec.enable_mount {
+            "deletionPolicy Retain".into()
+        } else {
+            "the service has no delete for an auth method's configuration; with enableMount the \
+             whole auth method is disabled on delete instead"
+                .into()
+        }
+    }
     fn secret_refs(&self) -> Vec<String> {
         self.spec
             .api_token_secret_ref
