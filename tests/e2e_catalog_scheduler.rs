@@ -703,6 +703,41 @@ fn canaries_are_promoted_automatically_once_healthy_with_exactly_one_promote() {
     );
 }
 
+/// Lengthening `progressDeadline` while a deployment runs gives it the new time at once: the
+/// clock moves by the difference, and the deployment is not failed at the old deadline.
+#[test]
+fn a_longer_progress_deadline_moves_the_clock_of_the_deployment_under_way() {
+    let (sb, _op) = env("30s");
+    let s = Sched::new(&sb);
+    let job = |task: &str| {
+        json!({"ID": "api", "TaskGroups": [{"Name": "api", "Count": 1, "AutoRevert": true,
+               "ProgressDeadline": 0, "Tasks": [task]}]})
+    };
+    let v0 = s.job(job("v0"));
+    s.all_healthy(&v0);
+    let v1 = s.job(job("v1"));
+    let (_, since) = sb.requests("scheduler", 0);
+    gate(&sb, "api", "  jobId: api\n  progressDeadline: 15s\n");
+    let clock = |o: &Value| {
+        let st = &o["status"];
+        (st["deploymentId"] == v1.as_str())
+            .then(|| st["progressDeadlineAt"].as_str().map(str::to_string))
+            .flatten()
+    };
+    let first = wait_for("clock started", WAIT, || clock(&gate_obj(&sb, "api")));
+    gate(&sb, "api", "  jobId: api\n  progressDeadline: 10m\n");
+    wait_for("clock moved", WAIT, || {
+        clock(&gate_obj(&sb, "api")).filter(|at| *at > first)
+    });
+    // Past the old deadline: still running, never failed.
+    let old = chrono::DateTime::parse_from_rfc3339(&first).unwrap();
+    let left = (old.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds();
+    std::thread::sleep(Duration::from_millis(left.max(0) as u64 + 3000));
+    let (reqs, _) = sb.requests("scheduler", since);
+    assert_eq!(s.deployment(&v1)["Status"], "running", "{reqs:?}");
+    assert_eq!(count(&reqs, "POST", "/v1/deployment/fail/"), 0, "{reqs:?}");
+}
+
 #[test]
 fn a_deployment_past_the_gates_deadline_is_failed_and_rolled_back() {
     let (sb, _op) = env("30s");

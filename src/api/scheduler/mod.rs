@@ -234,6 +234,11 @@ pub struct DeploymentGateStatus {
     /// Seconds left on the progress deadline while the deployment is paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress_remaining_seconds: Option<f64>,
+    /// The `spec.progressDeadline`, in seconds, the clock above runs with: a new value moves
+    /// the clock of the deployment under way by the difference (a longer deadline gives it
+    /// more time at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_deadline_seconds: Option<u64>,
 }
 
 /// Parse a Go duration (`1h30m`, `1.5s`, `300ms`).

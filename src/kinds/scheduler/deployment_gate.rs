@@ -172,7 +172,8 @@ pub fn verdict(alloc: &Value, healthy_for: Duration, now: DateTime<Utc>) -> Verd
 }
 
 /// How the gate's progress-deadline clock stands for `dep` (a new deployment restarts it; a
-/// pause stops it, keeping what is left; a resume starts it again from there).
+/// pause stops it, keeping what is left; a resume starts it again from there; a changed
+/// `deadline` moves it by the difference from the one it ran with).
 pub fn deadline_clock(
     prev: &DeploymentGateStatus,
     dep_id: &str,
@@ -189,7 +190,15 @@ pub fn deadline_clock(
         .map(|t| t.with_timezone(&Utc));
     let remaining = prev.progress_remaining_seconds;
     let (at, remaining) = if same && (at.is_some() || remaining.is_some()) {
-        (at, remaining)
+        // The deadline changed since the clock started: move it by the difference.
+        let shift = prev
+            .progress_deadline_seconds
+            .map(|was| deadline.as_secs_f64() - was as f64)
+            .unwrap_or(0.0);
+        (
+            at.map(|t| t + chrono::Duration::milliseconds((shift * 1000.0) as i64)),
+            remaining.map(|r| (r + shift).max(0.0)),
+        )
     } else {
         let d = chrono::Duration::from_std(deadline).unwrap_or_default();
         (Some(created + d), None)
@@ -575,6 +584,7 @@ impl Operated for DeploymentGate {
             handled_fail_request: prev.handled_fail_request.clone(),
             progress_deadline_at: None,
             progress_remaining_seconds: None,
+            progress_deadline_seconds: None,
         };
         let deadline = self
             .spec
@@ -591,6 +601,7 @@ impl Operated for DeploymentGate {
                 deadline_clock(&prev, &id, &status, created, deadline, Utc::now());
             next.progress_deadline_at = at.map(rfc3339);
             next.progress_remaining_seconds = remaining;
+            next.progress_deadline_seconds = Some(deadline.as_secs());
         }
 
         // Terminal deployments: report and look for a newer one now and then.
@@ -795,6 +806,41 @@ mod tests {
         let g = task_groups(&dep);
         assert_eq!(needing_promotion(&g, &[]), vec!["api".to_string()]);
         assert!(needing_promotion(&g, &["db".to_string()]).is_empty());
+    }
+
+    #[test]
+    fn a_changed_deadline_moves_the_clock_of_the_deployment_under_way_by_the_difference() {
+        let created = t("2026-01-01T00:00:00Z");
+        let running = DeploymentGateStatus {
+            deployment_id: Some("d1".into()),
+            progress_deadline_at: Some("2026-01-01T00:00:15Z".into()),
+            progress_deadline_seconds: Some(15),
+            ..Default::default()
+        };
+        let (at, _) = deadline_clock(
+            &running,
+            "d1",
+            "running",
+            created,
+            Duration::from_secs(600),
+            t("2026-01-01T00:00:05Z"),
+        );
+        assert_eq!(at, Some(t("2026-01-01T00:10:00Z")));
+        let paused = DeploymentGateStatus {
+            deployment_id: Some("d1".into()),
+            progress_remaining_seconds: Some(10.0),
+            progress_deadline_seconds: Some(15),
+            ..Default::default()
+        };
+        let (at, rem) = deadline_clock(
+            &paused,
+            "d1",
+            "paused",
+            created,
+            Duration::from_secs(5),
+            t("2026-01-01T00:00:05Z"),
+        );
+        assert_eq!((at, rem), (None, Some(0.0)));
     }
 
     #[test]
