@@ -442,6 +442,18 @@ struct Sched<'a> {
 }
 
 impl<'a> Sched<'a> {
+    /// Job `api` (the service's own progress deadline off, auto-revert on) at version 0, all
+    /// healthy, then version 1, whose deployment (returned) waits on the gate.
+    fn second_deployment_of_api(&self) -> String {
+        let job = |task: &str| {
+            json!({"ID": "api", "TaskGroups": [{"Name": "api", "Count": 1, "AutoRevert": true,
+                   "ProgressDeadline": 0, "Tasks": [task]}]})
+        };
+        let v0 = self.job(job("v0"));
+        self.all_healthy(&v0);
+        self.job(job("v1"))
+    }
+
     fn new(sb: &'a Sandbox) -> Self {
         Self {
             sb,
@@ -709,13 +721,7 @@ fn canaries_are_promoted_automatically_once_healthy_with_exactly_one_promote() {
 fn a_longer_progress_deadline_moves_the_clock_of_the_deployment_under_way() {
     let (sb, _op) = env("30s");
     let s = Sched::new(&sb);
-    let job = |task: &str| {
-        json!({"ID": "api", "TaskGroups": [{"Name": "api", "Count": 1, "AutoRevert": true,
-               "ProgressDeadline": 0, "Tasks": [task]}]})
-    };
-    let v0 = s.job(job("v0"));
-    s.all_healthy(&v0);
-    let v1 = s.job(job("v1"));
+    let v1 = s.second_deployment_of_api();
     let (_, since) = sb.requests("scheduler", 0);
     gate(&sb, "api", "  jobId: api\n  progressDeadline: 15s\n");
     let clock = |o: &Value| {
@@ -743,13 +749,7 @@ fn a_deployment_past_the_gates_deadline_is_failed_and_rolled_back() {
     let (sb, _op) = env("30s");
     let s = Sched::new(&sb);
     // The service's own deadline is off: the gate's decides.
-    let job = |task: &str| {
-        json!({"ID": "api", "TaskGroups": [{"Name": "api", "Count": 1, "AutoRevert": true,
-               "ProgressDeadline": 0, "Tasks": [task]}]})
-    };
-    let v0 = s.job(job("v0"));
-    s.all_healthy(&v0);
-    let v1 = s.job(job("v1"));
+    let v1 = s.second_deployment_of_api();
     let (_, since) = sb.requests("scheduler", 0);
     gate(&sb, "api", "  jobId: api\n  progressDeadline: 4s\n");
     wait_for("deployment failed", WAIT, || {
@@ -779,13 +779,7 @@ fn a_deployment_past_the_gates_deadline_is_failed_and_rolled_back() {
 fn a_new_fail_request_fails_the_running_deployment_once_and_rolls_back() {
     let (sb, _op) = env("30s");
     let s = Sched::new(&sb);
-    let job = |task: &str| {
-        json!({"ID": "api", "TaskGroups": [{"Name": "api", "Count": 1, "AutoRevert": true,
-               "ProgressDeadline": 0, "Tasks": [task]}]})
-    };
-    let v0 = s.job(job("v0"));
-    s.all_healthy(&v0);
-    let v1 = s.job(job("v1"));
+    let v1 = s.second_deployment_of_api();
     gate(&sb, "api", "  jobId: api\n");
     wait_for("gate sees the running deployment", WAIT, || {
         Some(gate_obj(&sb, "api")).filter(|o| o["status"]["deploymentStatus"] == "running")

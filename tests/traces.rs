@@ -293,12 +293,13 @@ fn one_reconcile_with_a_retried_call_is_a_span_tree_linked_to_the_resources_trac
     a_retried_call_arrives_as_a_span_tree(Receiver::start(), &[]);
 }
 
-/// The pass's other Kubernetes writes (the finalizer's patch, its Event) and a Connection's
-/// check are in traces too, and a pass whose write the service rejects (a failure recorded in
-/// status, not returned) is exported as one that failed, with its category.
-#[test]
-fn a_rejected_pass_is_an_error_span_and_every_write_of_a_pass_and_a_connection_check_are_traced() {
-    let receiver = Receiver::start();
+/// A sandbox with a secrets Connection and `fault` set, and an operator started with `env`
+/// that exports its spans to `receiver`.
+fn traced(
+    receiver: &Receiver,
+    fault: serde_json::Value,
+    env: &[(&str, &str)],
+) -> (Sandbox, Operator) {
     let sb = Sandbox::start(&[]);
     sb.install_crds();
     sb.connect_secrets(&sb.root_token);
@@ -306,13 +307,27 @@ fn a_rejected_pass_is_an_error_span_and_every_write_of_a_pass_and_a_connection_c
         "POST",
         &format!("{}/_sandbox/faults", sb.url("secrets")),
         None,
-        Some(
-            json!({"method": "PUT", "path": "/v1/sys/policies/acl/refused", "status": 400, "count": 100}),
-        ),
+        Some(fault),
     );
     assert!(status < 300, "fault not set: {status}");
+    // A short export interval, so the test does not wait the default 5 s per batch. The
+    // operator inherits it (the other tests of this binary do not mind it).
     std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "200");
-    let op = Operator::start_with_env(&sb, "5m", &["--otlp-endpoint", &receiver.url], &[]);
+    let op = Operator::start_with_env(&sb, "5m", &["--otlp-endpoint", &receiver.url], env);
+    (sb, op)
+}
+
+/// The pass's other Kubernetes writes (the finalizer's patch, its Event) and a Connection's
+/// check are in traces too, and a pass whose write the service rejects (a failure recorded in
+/// status, not returned) is exported as one that failed, with its category.
+#[test]
+fn a_rejected_pass_is_an_error_span_and_every_write_of_a_pass_and_a_connection_check_are_traced() {
+    let receiver = Receiver::start();
+    let (sb, op) = traced(
+        &receiver,
+        json!({"method": "PUT", "path": "/v1/sys/policies/acl/refused", "status": 400, "count": 100}),
+        &[],
+    );
     for name in ["accepted", "refused"] {
         sb.apply_ok(&format!(
             "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata: {{name: {name}, namespace: default}}\n\
@@ -436,23 +451,12 @@ fn the_same_span_tree_arrives_over_https_with_mutual_tls_to_a_collector_of_a_pri
 /// One reconcile whose PUT is retried once, exported to `receiver` by an operator started with
 /// `env`: the root span, the call under it with its retry, the Kubernetes write, the link.
 fn a_retried_call_arrives_as_a_span_tree(receiver: Receiver, env: &[(&str, &str)]) {
-    let sb = Sandbox::start(&[]);
-    sb.install_crds();
-    sb.connect_secrets(&sb.root_token);
     // The policy's first write fails with a 503; the client retries it in the same call.
-    let (status, _) = http(
-        "POST",
-        &format!("{}/_sandbox/faults", sb.url("secrets")),
-        None,
-        Some(
-            json!({"method": "PUT", "path": "/v1/sys/policies/acl/traced", "status": 503, "count": 1}),
-        ),
+    let (sb, op) = traced(
+        &receiver,
+        json!({"method": "PUT", "path": "/v1/sys/policies/acl/traced", "status": 503, "count": 1}),
+        env,
     );
-    assert!(status < 300, "fault not set: {status}");
-    // A short export interval, so the test does not wait the default 5 s per batch. The
-    // operator inherits it (the other test of this binary does not mind it).
-    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "200");
-    let op = Operator::start_with_env(&sb, "5m", &["--otlp-endpoint", &receiver.url], env);
     let ci_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     sb.apply_ok(&format!(
         "apiVersion: secrets.quartet.dev/v1alpha1\nkind: SecretsPolicy\nmetadata:\n  name: traced\n  namespace: default\n  \
